@@ -1,0 +1,107 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors, wrapped by ArgError; match them with errors.Is.
+var (
+	ErrNil       = errors.New("missing")
+	ErrEmpty     = errors.New("empty tensor")
+	ErrDType     = errors.New("wrong dtype")
+	ErrShape     = errors.New("wrong shape")
+	ErrDevice    = errors.New("wrong device")
+	ErrNonFinite = errors.New("NaN or infinity")
+	ErrScale     = errors.New("invalid scale")
+	ErrOption    = errors.New("option not accepted")
+)
+
+// ArgError reports a bad argument: the operation, the parameter, what is
+// wrong (Err, one of the sentinels) and, for NaN or infinity in x, the first
+// row holding one.
+type ArgError struct {
+	Op    Op
+	Param string
+	// Row is the first offending row (index over all dimensions but the
+	// last) for ErrNonFinite, and -1 otherwise.
+	Row    int
+	Err    error
+	Detail string
+}
+
+func (e *ArgError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s: %v", e.Op, e.Param, e.Err)
+	if e.Row >= 0 {
+		fmt.Fprintf(&b, " in row %d", e.Row)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	return b.String()
+}
+
+func (e *ArgError) Unwrap() error { return e.Err }
+
+// NonFinite returns the error for NaN or infinity in x at the given row.
+func NonFinite(op Op, row int) error {
+	return &ArgError{Op: op, Param: ParamX, Row: row, Err: ErrNonFinite}
+}
+
+// BackendNotFoundError reports a backend asked for by name that cannot be
+// used: unknown, disabled, or unavailable on this machine.
+type BackendNotFoundError struct {
+	Name   string
+	Reason string
+}
+
+func (e *BackendNotFoundError) Error() string {
+	return fmt.Sprintf("backend %q: %s", e.Name, e.Reason)
+}
+
+// NotImplementedError reports a backend asked for by name that does not
+// implement the operation.
+type NotImplementedError struct {
+	Backend string
+	Op      Op
+}
+
+func (e *NotImplementedError) Error() string {
+	return fmt.Sprintf("backend %q does not implement %s", e.Backend, e.Op)
+}
+
+// Decline is one backend's reason for not taking a call.
+type Decline struct {
+	Backend string `json:"backend"`
+	// Param is the parameter that failed a constraint ("x", "device",
+	// "stochastic_rounding", ...); empty when the backend was skipped as a
+	// whole (disabled, unavailable, operation not implemented).
+	Param  string `json:"param,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (d Decline) String() string {
+	if d.Param == "" {
+		return d.Backend + ": " + d.Reason
+	}
+	return d.Backend + ": " + d.Param + ": " + d.Reason
+}
+
+// NoCapableBackendError reports that no backend accepts a call, with every
+// backend's reason.
+type NoCapableBackendError struct {
+	Op       Op
+	Device   string
+	Declines []Decline
+}
+
+func (e *NoCapableBackendError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no backend can run %s on %s", e.Op, e.Device)
+	for _, d := range e.Declines {
+		b.WriteString("\n  " + d.String())
+	}
+	return b.String()
+}

@@ -1,0 +1,76 @@
+package kitchen_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gokitchen/kitchen"
+)
+
+func ExampleQuantizeInt8Rowwise() {
+	ctx := context.Background()
+	x, _ := kitchen.FromFloat32(kitchen.BFloat16, []float32{
+		1, -2, 0.5, 127,
+		0, 0, 0, 0,
+	}, 2, 4)
+	q, scale, err := kitchen.QuantizeInt8Rowwise(ctx, x)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	qs, _ := q.Int8s()
+	ss, _ := scale.Float32s()
+	fmt.Println(qs, scale.Shape(), ss)
+	// Output: [1 -2 0 127 0 0 0 0] [2 1] [1 1e-30]
+}
+
+func ExampleQuantizeInt8Tensorwise() {
+	ctx := context.Background()
+	x, _ := kitchen.FromFloat32(kitchen.Float32, []float32{0.25, -0.5, 0.75, 1.0}, 2, 2)
+	// Recalculated from the tensor's abs-max: 1.0 / 127.
+	q, scale, _ := kitchen.QuantizeInt8Tensorwise(ctx, x)
+	qs, _ := q.Int8s()
+	ss, _ := scale.Float32s()
+	fmt.Println(qs, scale.Shape(), ss)
+	// A supplied scale, with stochastic rounding.
+	q, scale, _ = kitchen.QuantizeInt8Tensorwise(ctx, x, kitchen.WithScale(0.01), kitchen.WithStochasticRounding(42))
+	qs, _ = q.Int8s()
+	ss, _ = scale.Float32s()
+	fmt.Println(qs, ss)
+	// Output:
+	// [32 -64 95 127] [] [0.007874016]
+	// [25 -50 75 100] [0.01]
+}
+
+func ExampleDequantizeInt8() {
+	ctx := context.Background()
+	q, _ := kitchen.FromFloat32(kitchen.Int8, []float32{-128, 0, 64, 127}, 2, 2)
+	scale, _ := kitchen.FromFloat32(kitchen.Float32, []float32{0.5, 2}, 2, 1) // one per row
+	out, _ := kitchen.DequantizeInt8(ctx, q, scale)
+	v, _ := out.Float32s()
+	fmt.Println(out.DType(), v)
+	// Output: float32 [-64 0 128 254]
+}
+
+func ExampleDequantizeInt8To() {
+	ctx := context.Background()
+	q, _ := kitchen.FromFloat32(kitchen.Int8, []float32{1, 2, 3})
+	scale, _ := kitchen.FromFloat32(kitchen.BFloat16, []float32{0.1})
+	out, _ := kitchen.DequantizeInt8To(ctx, q, scale, kitchen.Float16)
+	v, _ := out.Float32s()
+	fmt.Println(out.DType(), v)
+	// Output: float16 [0.100097656 0.20019531 0.30029297]
+}
+
+func ExampleUsingBackend() {
+	ctx := context.Background()
+	x, _ := kitchen.FromFloat32(kitchen.Float16, []float32{1, 2, 3})
+	var ran string
+	_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend("eager"), kitchen.ReportBackend(&ran))
+	fmt.Println(ran, err)
+	_, _, err = kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend("nosuch"))
+	fmt.Println(err)
+	// Output:
+	// eager <nil>
+	// backend "nosuch": no backend of that name is registered
+}

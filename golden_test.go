@@ -1,0 +1,183 @@
+package kitchen_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// goldenCase is one vector computed by PyTorch (tools/golden/gen_golden.py),
+// an implementation of the contract independent of this one.
+type goldenCase struct {
+	Name       string      `json:"name"`
+	Op         backend.Op  `json:"op"`
+	DType      dtype.DType `json:"dtype"`
+	Shape      []int       `json:"shape"`
+	X          hexBytes    `json:"x"`
+	Seed       int64       `json:"seed"`
+	ScaleMode  string      `json:"scale_mode"`
+	ScaleValue float32     `json:"scale_value"`
+	Q          hexBytes    `json:"q"`
+	QShape     []int       `json:"q_shape"`
+	Scale      hexBytes    `json:"scale"`
+	ScaleDType dtype.DType `json:"scale_dtype"`
+	ScaleShape []int       `json:"scale_shape"`
+	OutDType   dtype.DType `json:"out_dtype"`
+	Out        hexBytes    `json:"out"`
+}
+
+type hexBytes []byte
+
+func (h *hexBytes) UnmarshalText(b []byte) error {
+	v, err := hex.DecodeString(string(b))
+	*h = v
+	return err
+}
+
+func loadGolden(t *testing.T) []goldenCase {
+	t.Helper()
+	data, err := os.ReadFile("testdata/golden/int8.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []goldenCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Cases) < 500 {
+		t.Fatalf("only %d golden cases", len(file.Cases))
+	}
+	return file.Cases
+}
+
+// backendsFor lists the available backends of the default registry that
+// implement op, so every test of an operation runs on every backend that
+// might be chosen for it.
+func backendsFor(op backend.Op) []string {
+	var names []string
+	for _, b := range kitchen.ListBackends() {
+		if _, ok := b.Capabilities[op]; ok && b.Available && !b.Disabled {
+			names = append(names, b.Name)
+		}
+	}
+	return names
+}
+
+// run calls the case's operation on one backend. declined reports that the
+// backend's constraints refused the call.
+func (c *goldenCase) run(t *testing.T, name string) (got [][]byte, declined bool) {
+	t.Helper()
+	ctx := context.Background()
+	opts := []kitchen.Option{kitchen.UsingBackend(name), kitchen.WithStochasticRounding(c.Seed)}
+	var outs []*tensor.Tensor
+	var err error
+	switch c.Op {
+	case backend.QuantizeRowwise, backend.QuantizeTensorwise:
+		x := must(tensor.FromBytes(c.DType, c.X, c.Shape...))
+		switch c.ScaleMode {
+		case "value":
+			opts = append(opts, kitchen.WithScale(c.ScaleValue))
+		case "tensor":
+			opts = append(opts, kitchen.WithScaleTensor(must(tensor.FromFloat32(dtype.Float32, []float32{c.ScaleValue}))))
+		}
+		var q, s *tensor.Tensor
+		if c.Op == backend.QuantizeRowwise {
+			q, s, err = kitchen.QuantizeInt8Rowwise(ctx, x, opts...)
+		} else {
+			q, s, err = kitchen.QuantizeInt8Tensorwise(ctx, x, opts...)
+		}
+		if err == nil {
+			if !slices.Equal(s.Shape(), c.ScaleShape) || !slices.Equal(q.Shape(), c.Shape) {
+				t.Errorf("%s on %s: shapes q %v scale %v, want %v and %v", c.Name, name, q.Shape(), s.Shape(), c.Shape, c.ScaleShape)
+			}
+			outs = []*tensor.Tensor{q, s}
+		}
+	default:
+		q := must(tensor.FromBytes(dtype.Int8, c.Q, c.QShape...))
+		s := must(tensor.FromBytes(c.ScaleDType, c.Scale, c.ScaleShape...))
+		var out *tensor.Tensor
+		if c.OutDType == dtype.Float32 && c.Seed == 0 {
+			// The float32 cases also check the _simple entry point.
+			out, err = kitchen.DequantizeInt8(ctx, q, s, kitchen.UsingBackend(name))
+			if err == nil {
+				outs = append(outs, out)
+			}
+		}
+		if err == nil {
+			out, err = kitchen.DequantizeInt8To(ctx, q, s, c.OutDType, kitchen.UsingBackend(name))
+			outs = append(outs, out)
+		}
+	}
+	var refused *backend.NoCapableBackendError
+	if errors.As(err, &refused) {
+		return nil, true
+	}
+	if err != nil {
+		t.Fatalf("%s on %s: %v", c.Name, name, err)
+	}
+	for _, o := range outs {
+		got = append(got, must(o.Bytes()))
+	}
+	return got, false
+}
+
+func TestGolden(t *testing.T) {
+	cases := loadGolden(t)
+	ran := map[string]int{}
+	for i := range cases {
+		c := &cases[i]
+		want := [][]byte{c.Q, c.Scale}
+		if c.Out != nil {
+			want = [][]byte{c.Out}
+		}
+		for _, name := range backendsFor(c.Op) {
+			got, declined := c.run(t, name)
+			if declined {
+				continue
+			}
+			ran[name]++
+			for j := range got {
+				w := want[min(j, len(want)-1)]
+				if !bytes.Equal(got[j], w) {
+					t.Errorf("%s on %s: output %d differs at byte %d:\n got %x\nwant %x", c.Name, name, j, firstDiff(got[j], w), clip(got[j]), clip(w))
+				}
+			}
+		}
+	}
+	if ran[eagerName] != len(cases) {
+		t.Errorf("eager ran %d of %d golden cases", ran[eagerName], len(cases))
+	}
+	t.Logf("golden cases run per backend: %v", ran)
+}
+
+const eagerName = "eager"
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func clip(b []byte) []byte { return b[:min(len(b), 48)] }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

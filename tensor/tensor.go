@@ -1,0 +1,244 @@
+// Package tensor defines kitchen's tensors and the Device interface that owns
+// their memory and supplies the primitive kernels the eager backend composes.
+//
+// A Tensor is an N-dimensional, contiguous, row-major array of one dtype on
+// one device. Tensors on the host ("cpu") expose their bytes; tensors on an
+// accelerator stay there until the caller copies them with To.
+package tensor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gokitchen/kitchen/dtype"
+)
+
+// ErrNotHost is returned when host bytes are asked of a tensor that lives
+// on an accelerator; copy it with To(tensor.CPU) first.
+var ErrNotHost = errors.New("tensor is not in host memory")
+
+// ErrShape reports a shape that does not fit the data or the request.
+var ErrShape = errors.New("bad shape")
+
+// Tensor is a contiguous row-major array. The zero value is not usable;
+// create tensors with the constructors in this package or a Device's Alloc.
+type Tensor struct {
+	dtype dtype.DType
+	shape []int
+	dev   Device
+	mem   any
+}
+
+// New wraps device memory in a Tensor. It is for Device implementations;
+// mem is whatever the device uses to find the data (for CPU, a []byte of
+// exactly Numel*Size bytes).
+func New(dev Device, dt dtype.DType, shape []int, mem any) *Tensor {
+	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), dev: dev, mem: mem}
+}
+
+// DType returns the element type.
+func (t *Tensor) DType() dtype.DType { return t.dtype }
+
+// Shape returns a copy of the dimensions.
+func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+
+// Rank is the number of dimensions; a scalar has rank 0.
+func (t *Tensor) Rank() int { return len(t.shape) }
+
+// Dim returns dimension i; negative i counts from the end (-1 is the last).
+func (t *Tensor) Dim(i int) int {
+	if i < 0 {
+		i += len(t.shape)
+	}
+	return t.shape[i]
+}
+
+// Numel is the number of elements (1 for a scalar).
+func (t *Tensor) Numel() int { return Numel(t.shape) }
+
+// Nbytes is the size of the data in bytes.
+func (t *Tensor) Nbytes() int { return t.Numel() * t.dtype.Size() }
+
+// Device returns the device holding the data.
+func (t *Tensor) Device() Device { return t.dev }
+
+// Storage returns the device's handle to the data, for Device implementations.
+func (t *Tensor) Storage() any { return t.mem }
+
+// String describes the tensor, e.g. "bfloat16[8352 3840] on cpu".
+func (t *Tensor) String() string {
+	if t == nil {
+		return "<nil tensor>"
+	}
+	return fmt.Sprintf("%v%v on %v", t.dtype, t.shape, t.dev)
+}
+
+// Reshape returns a tensor sharing t's storage with a new shape of the same
+// number of elements.
+func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
+	if err := checkShape(shape); err != nil {
+		return nil, err
+	}
+	if Numel(shape) != t.Numel() {
+		return nil, fmt.Errorf("reshape %v to %v: %w: element counts differ", t.shape, shape, ErrShape)
+	}
+	return New(t.dev, t.dtype, shape, t.mem), nil
+}
+
+// Release returns the tensor's memory to its device. Using t afterwards is
+// an error. On the host it does nothing; the garbage collector reclaims it.
+func (t *Tensor) Release() {
+	if t != nil && t.dev != nil {
+		t.dev.Release(t)
+	}
+}
+
+// To copies t to dev and returns the copy; if t is already on dev it returns
+// t itself. This is the only way tensors move between host and accelerators.
+func (t *Tensor) To(dev Device) (*Tensor, error) {
+	if t.dev == dev {
+		return t, nil
+	}
+	host, err := t.Bytes()
+	if err != nil {
+		h, aerr := CPU.Alloc(t.dtype, t.shape)
+		if aerr != nil {
+			return nil, aerr
+		}
+		host = h.mem.([]byte)
+		if err := t.dev.CopyToHost(host, t); err != nil {
+			return nil, err
+		}
+	}
+	if dev == CPU {
+		return New(CPU, t.dtype, t.shape, append([]byte(nil), host...)), nil
+	}
+	out, err := dev.Alloc(t.dtype, t.shape)
+	if err != nil {
+		return nil, err
+	}
+	if err := dev.CopyFromHost(out, host); err != nil {
+		out.Release()
+		return nil, err
+	}
+	return out, nil
+}
+
+// Bytes returns the little-endian bytes of a host tensor without copying.
+// Callers must not modify them while the tensor is in use.
+func (t *Tensor) Bytes() ([]byte, error) {
+	if b, ok := t.mem.([]byte); ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%v: %w", t, ErrNotHost)
+}
+
+// Float32s returns a host tensor's values widened exactly to float32 (int32
+// values beyond 2^24 round).
+func (t *Tensor) Float32s() ([]float32, error) {
+	b, err := t.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Numel())
+	for i := range out {
+		out[i] = load(b, t.dtype, i)
+	}
+	return out, nil
+}
+
+// Int8s returns the values of a host int8 tensor.
+func (t *Tensor) Int8s() ([]int8, error) {
+	if t.dtype != dtype.Int8 {
+		return nil, fmt.Errorf("Int8s of %v tensor", t.dtype)
+	}
+	b, err := t.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int8, len(b))
+	for i, v := range b {
+		out[i] = int8(v)
+	}
+	return out, nil
+}
+
+// FromBytes makes a host tensor of dtype dt over b (little-endian) without
+// copying. With no shape it is 1-D. The caller must not modify b while the
+// tensor is in use.
+func FromBytes(dt dtype.DType, b []byte, shape ...int) (*Tensor, error) {
+	if !dt.Valid() {
+		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
+	if shape == nil {
+		if len(b)%dt.Size() != 0 {
+			return nil, fmt.Errorf("tensor: %d bytes is not a whole number of %v: %w", len(b), dt, ErrShape)
+		}
+		shape = []int{len(b) / dt.Size()}
+	}
+	if err := checkShape(shape); err != nil {
+		return nil, err
+	}
+	if n := Numel(shape) * dt.Size(); n != len(b) {
+		return nil, fmt.Errorf("tensor: %v%v needs %d bytes, got %d: %w", dt, shape, n, len(b), ErrShape)
+	}
+	return New(CPU, dt, shape, b), nil
+}
+
+// FromFloat32 makes a host tensor of dtype dt holding v, each value rounded
+// to dt (nearest, ties to even; integer types truncate). With no shape it is
+// 1-D.
+func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
+	if shape == nil {
+		shape = []int{len(v)}
+	}
+	if err := checkShape(shape); err != nil {
+		return nil, err
+	}
+	if Numel(shape) != len(v) {
+		return nil, fmt.Errorf("tensor: shape %v holds %d values, got %d: %w", shape, Numel(shape), len(v), ErrShape)
+	}
+	t, err := CPU.Alloc(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	b := t.mem.([]byte)
+	for i, x := range v {
+		store(b, dt, i, x)
+	}
+	return t, nil
+}
+
+// FromInt8 makes a host int8 tensor holding a copy of v. With no shape it
+// is 1-D.
+func FromInt8(v []int8, shape ...int) (*Tensor, error) {
+	b := make([]byte, len(v))
+	for i, x := range v {
+		b[i] = byte(x)
+	}
+	return FromBytes(dtype.Int8, b, shape...)
+}
+
+// Numel is the number of elements of a shape.
+func Numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func checkShape(shape []int) error {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("tensor: negative dimension in %v: %w", shape, ErrShape)
+		}
+		if d > 0 && n > math.MaxInt/d {
+			return fmt.Errorf("tensor: shape %v overflows: %w", shape, ErrShape)
+		}
+		n *= d
+	}
+	return nil
+}

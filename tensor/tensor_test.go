@@ -1,0 +1,102 @@
+package tensor_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+func TestConstructorsAndAccessors(t *testing.T) {
+	x, err := tensor.FromFloat32(dtype.BFloat16, []float32{1, 2.5, -3, 0.1, 5, 6}, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Rank() != 2 || x.Dim(-1) != 3 || x.Dim(0) != 2 || x.Numel() != 6 || x.Nbytes() != 12 {
+		t.Errorf("metadata of %v", x)
+	}
+	got, _ := x.Float32s()
+	want := []float32{1, 2.5, -3, dtype.BFloat16.Round(0.1), 5, 6}
+	if !slices.Equal(got, want) {
+		t.Errorf("Float32s = %v, want %v", got, want)
+	}
+	b, _ := x.Bytes()
+	if b[6] != 0xcd || b[7] != 0x3d { // bfloat16(0.1) = 0x3dcd, little-endian
+		t.Errorf("bytes % x", b)
+	}
+	y, err := tensor.FromBytes(dtype.BFloat16, b, 3, 2)
+	if err != nil || y.String() != "bfloat16[3 2] on cpu" {
+		t.Errorf("FromBytes: %v %v", y, err)
+	}
+	s := x.Shape()
+	s[0] = 99 // Shape returns a copy
+	if x.Dim(0) != 2 {
+		t.Error("Shape exposed the tensor's own slice")
+	}
+	r, err := x.Reshape(6)
+	if err != nil || r.Rank() != 1 {
+		t.Errorf("Reshape: %v %v", r, err)
+	}
+	if _, err := x.Reshape(4); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("Reshape to wrong size: %v", err)
+	}
+	q, _ := tensor.FromInt8([]int8{-128, 127})
+	if v, _ := q.Int8s(); !slices.Equal(v, []int8{-128, 127}) {
+		t.Errorf("Int8s = %v", v)
+	}
+	if _, err := x.Int8s(); err == nil {
+		t.Error("Int8s of a bfloat16 tensor")
+	}
+	c, err := x.To(tensor.CPU)
+	if err != nil || c != x {
+		t.Errorf("To(same device) = %v, %v", c, err)
+	}
+}
+
+func TestConstructorErrors(t *testing.T) {
+	if _, err := tensor.FromBytes(dtype.Float32, make([]byte, 6)); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("6 bytes of float32: %v", err)
+	}
+	if _, err := tensor.FromBytes(dtype.Float16, make([]byte, 6), 2, 2); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("6 bytes for float16[2 2]: %v", err)
+	}
+	if _, err := tensor.FromFloat32(dtype.Float32, []float32{1}, -1); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("negative dimension: %v", err)
+	}
+	if _, err := tensor.FromFloat32(dtype.Float32, []float32{1, 2}, 3); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("length mismatch: %v", err)
+	}
+	if _, err := tensor.FromFloat32(dtype.Float32, nil, 1<<40, 1<<40); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("overflowing shape: %v", err)
+	}
+	if _, err := tensor.FromBytes(dtype.Invalid, nil); err == nil {
+		t.Error("invalid dtype accepted")
+	}
+}
+
+// TestPrimitives checks the host primitives on small hand-worked inputs.
+func TestPrimitives(t *testing.T) {
+	dev := tensor.CPU
+	x, _ := tensor.FromFloat32(dtype.Float16, []float32{1, -3, 2, 0, 0, 0}, 2, 3)
+	m, err := dev.AbsMaxRows(x, 3)
+	if v, _ := m.Float32s(); err != nil || !slices.Equal(v, []float32{3, 0}) {
+		t.Errorf("AbsMaxRows = %v, %v", v, err)
+	}
+	if i, _ := dev.Find(m, tensor.NotFinitePositive); i != 1 {
+		t.Errorf("Find(not finite positive) = %d, want 1", i)
+	}
+	if i, _ := dev.Find(m, tensor.NotFinite); i != -1 {
+		t.Errorf("Find(not finite) = %d, want -1", i)
+	}
+	rows, _ := tensor.FromFloat32(dtype.Float32, []float32{2, 4})
+	d, err := dev.Binary(tensor.Div, x, rows, dtype.Float16)
+	if v, _ := d.Float32s(); err != nil || !slices.Equal(v, []float32{0.5, -1.5, 1, 0, 0, 0}) {
+		t.Errorf("row-broadcast Div = %v, %v", v, err)
+	}
+	three, _ := tensor.FromFloat32(dtype.Float32, []float32{1, 2, 3, 4})
+	if _, err := dev.Binary(tensor.Add, x, three, dtype.Float32); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("bad broadcast: %v", err)
+	}
+}
