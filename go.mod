@@ -1,10 +1,11 @@
 module github.com/gokitchen/kitchen
 
-go 1.24.0
+go 1.26.0
 
 require github.com/spf13/cobra v1.10.2
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )

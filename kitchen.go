@@ -17,8 +17,10 @@ package kitchen
 
 import (
 	"context"
+	"sync"
 
 	"github.com/gokitchen/kitchen/backend"
+	_ "github.com/gokitchen/kitchen/backend/cpu"   // the fused host backend
 	_ "github.com/gokitchen/kitchen/backend/eager" // the reference backend
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/tensor"
@@ -51,37 +53,50 @@ func FromBytes(dt DType, b []byte, shape ...int) (*Tensor, error) {
 	return tensor.FromBytes(dt, b, shape...)
 }
 
-// Option adjusts one call.
-type Option func(*callOptions)
-
-type callOptions struct {
-	call     backend.Call
-	backend  string
+// Option adjusts one call. Options are plain values, so passing them costs
+// no allocation.
+type Option struct {
+	kind     optionKind
+	name     string
+	seed     int64
+	value    float32
+	tensor   *Tensor
 	registry *backend.Registry
 	chosen   *string
 }
 
+type optionKind uint8
+
+const (
+	optBackend optionKind = iota + 1
+	optSeed
+	optScale
+	optScaleTensor
+	optRegistry
+	optReport
+)
+
 // UsingBackend runs the call on the named backend, or fails saying why it
 // cannot; it overrides WithBackend.
-func UsingBackend(name string) Option { return func(o *callOptions) { o.backend = name } }
+func UsingBackend(name string) Option { return Option{kind: optBackend, name: name} }
 
 // WithStochasticRounding rounds stochastically with the given seed (> 0)
 // instead of to nearest even. The noise depends only on the seed and each
 // element's index, so results are reproducible on every backend.
-func WithStochasticRounding(seed int64) Option { return func(o *callOptions) { o.call.Seed = seed } }
+func WithStochasticRounding(seed int64) Option { return Option{kind: optSeed, seed: seed} }
 
 // WithScale gives QuantizeInt8Tensorwise a scale instead of recalculating it.
-func WithScale(s float32) Option { return func(o *callOptions) { o.call.ScaleValue = &s } }
+func WithScale(s float32) Option { return Option{kind: optScale, value: s} }
 
 // WithScaleTensor gives QuantizeInt8Tensorwise a one-element scale tensor
 // (any float dtype, on x's device) instead of recalculating it.
-func WithScaleTensor(s *Tensor) Option { return func(o *callOptions) { o.call.Scale = s } }
+func WithScaleTensor(s *Tensor) Option { return Option{kind: optScaleTensor, tensor: s} }
 
 // WithRegistry dispatches through r instead of backend.Default.
-func WithRegistry(r *backend.Registry) Option { return func(o *callOptions) { o.registry = r } }
+func WithRegistry(r *backend.Registry) Option { return Option{kind: optRegistry, registry: r} }
 
 // ReportBackend stores the name of the backend that ran the call in *name.
-func ReportBackend(name *string) Option { return func(o *callOptions) { o.chosen = name } }
+func ReportBackend(name *string) Option { return Option{kind: optReport, chosen: name} }
 
 // WithBackend returns a context under which calls that do not name a
 // backend with UsingBackend run on the named one.
@@ -90,24 +105,41 @@ func WithBackend(ctx context.Context, name string) context.Context {
 }
 
 func dispatch(ctx context.Context, c backend.Call, opts []Option) (backend.Result, error) {
-	o := callOptions{registry: backend.Default}
-	for _, opt := range opts {
-		opt(&o)
+	registry, name, chosen := backend.Default, "", (*string)(nil)
+	call := calls.Get().(*backend.Call)
+	defer func() { *call = backend.Call{}; calls.Put(call) }()
+	*call = c
+	for _, o := range opts {
+		switch o.kind {
+		case optBackend:
+			name = o.name
+		case optSeed:
+			call.Seed = o.seed
+		case optScale:
+			v := o.value
+			call.ScaleValue = &v
+		case optScaleTensor:
+			if c.Scale != nil {
+				return backend.Result{}, &backend.ArgError{Op: c.Op, Param: backend.ParamScale, Row: -1,
+					Err: backend.ErrOption, Detail: "WithScaleTensor is for QuantizeInt8Tensorwise; pass the scale as an argument"}
+			}
+			call.Scale = o.tensor
+		case optRegistry:
+			registry = o.registry
+		case optReport:
+			chosen = o.chosen
+		}
 	}
-	if c.Scale != nil && o.call.Scale != nil {
-		return backend.Result{}, &backend.ArgError{Op: c.Op, Param: backend.ParamScale, Row: -1,
-			Err: backend.ErrOption, Detail: "WithScaleTensor is for QuantizeInt8Tensorwise; pass the scale as an argument"}
-	}
-	c.Seed, c.ScaleValue = o.call.Seed, o.call.ScaleValue
-	if c.Scale == nil {
-		c.Scale = o.call.Scale
-	}
-	res, name, err := o.registry.Dispatch(ctx, &c, o.backend)
-	if o.chosen != nil {
-		*o.chosen = name
+	res, ran, err := registry.Dispatch(ctx, call, name)
+	if chosen != nil {
+		*chosen = ran
 	}
 	return res, err
 }
+
+// calls recycles call records, which escape to the kernels, so that an
+// operation allocates only its outputs.
+var calls = sync.Pool{New: func() any { return new(backend.Call) }}
 
 // QuantizeInt8Rowwise quantizes x of shape [..., K] with one scale per row:
 // scale = max(abs-max / 127, 1e-30) as float32 of shape [..., 1], and q, the

@@ -166,7 +166,7 @@ func Validate(c *Call) error {
 		if err := checkTensor(c, ParamScale, c.Scale, true); err != nil {
 			return err
 		}
-		if !ScaleBroadcasts(c.Scale.Shape(), c.Q.Shape()) {
+		if !ScaleBroadcasts(c.Scale, c.Q) {
 			return bad(ParamScale, ErrShape, "shape %v does not fit q %v: want one element, [..., 1] with q's leading dimensions, or q's shape", c.Scale.Shape(), c.Q.Shape())
 		}
 		if c.Op == Dequantize && c.OutDType != dtype.Float32 {
@@ -209,21 +209,22 @@ func (c *Call) inputName() string {
 	return ParamQ
 }
 
-// ScaleBroadcasts reports whether a dequantize scale of this shape applies
-// to q: one element, one per row ([..., 1] with q's leading dimensions), or
-// q's exact shape.
-func ScaleBroadcasts(scale, q []int) bool {
-	if tensor.Numel(scale) == 1 {
+// ScaleBroadcasts reports whether a dequantize scale applies to q: one
+// element, one per row ([..., 1] with q's leading dimensions), or q's exact
+// shape.
+func ScaleBroadcasts(scale, q *tensor.Tensor) bool {
+	if scale.Numel() == 1 {
 		return true
 	}
-	if len(scale) != len(q) || len(q) == 0 {
+	n := q.Rank()
+	if scale.Rank() != n || n == 0 {
 		return false
 	}
-	for i := range len(q) - 1 {
-		if scale[i] != q[i] {
+	for i := range n - 1 {
+		if scale.Dim(i) != q.Dim(i) {
 			return false
 		}
 	}
-	last := scale[len(q)-1]
-	return last == 1 || last == q[len(q)-1]
+	last := scale.Dim(-1)
+	return last == 1 || last == q.Dim(-1)
 }

@@ -18,7 +18,7 @@ type Constraints struct {
 	Devices []string
 	// DTypes lists, per parameter ("x", "q", "scale", "out_dtype"), the
 	// accepted dtypes. A parameter not listed, or absent from the call, is
-	// not checked.
+	// not checked; other keys are ignored.
 	DTypes map[string][]dtype.DType
 	// Shapes are rules on the shapes of tensor parameters.
 	Shapes []ShapeRule
@@ -84,8 +84,11 @@ func (cs *Constraints) Check(c *Call) *Decline {
 	if len(cs.Devices) > 0 && (dev == nil || !slices.Contains(cs.Devices, dev.Type())) {
 		return &Decline{Param: "device", Reason: fmt.Sprintf("%v not in [%s]", dev, strings.Join(cs.Devices, ", "))}
 	}
-	for _, param := range sortedKeys(cs.DTypes) {
-		allowed := cs.DTypes[param]
+	for _, param := range dtypeParams {
+		allowed, ok := cs.DTypes[param]
+		if !ok {
+			continue
+		}
 		var got dtype.DType
 		if param == ParamOutDType {
 			got = c.OutDType
@@ -124,8 +127,10 @@ func (cs *Constraints) Describe() []string {
 	} else {
 		out = append(out, "devices: any")
 	}
-	for _, param := range sortedKeys(cs.DTypes) {
-		out = append(out, param+": "+dtypeList(cs.DTypes[param]))
+	for _, param := range dtypeParams {
+		if allowed, ok := cs.DTypes[param]; ok {
+			out = append(out, param+": "+dtypeList(allowed))
+		}
 	}
 	for _, r := range cs.Shapes {
 		out = append(out, r.Param+": "+r.Desc)
@@ -147,11 +152,6 @@ func dtypeList(ds []dtype.DType) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// dtypeParams are the parameters DTypes may name, in the order they are
+// checked and described.
+var dtypeParams = []string{ParamX, ParamQ, ParamScale, ParamOutDType}

@@ -51,6 +51,7 @@ type Registry struct {
 	mu       sync.RWMutex
 	backends map[string]*entry
 	priority []string // explicit order; backends not in it follow by default order
+	sorted   []*entry // backends in priority order, rebuilt on every change
 	logger   *slog.Logger
 	seq      int
 }
@@ -89,6 +90,7 @@ func (r *Registry) Register(b Backend) error {
 	}
 	r.seq++
 	r.backends[b.Name] = e
+	r.sort()
 	return nil
 }
 
@@ -103,6 +105,7 @@ func (r *Registry) MarkUnavailable(name string, kind Kind, reason string) {
 		e = &entry{Backend: Backend{Name: name, Kind: kind}, seq: r.seq}
 		r.seq++
 		r.backends[name] = e
+		r.sort()
 	}
 	e.unavailable = reason
 }
@@ -132,11 +135,12 @@ func (r *Registry) SetPriority(names ...string) error {
 		}
 	}
 	r.priority = slices.Clone(names)
+	r.sort()
 	return nil
 }
 
-// order returns the entries in priority order. The caller holds r.mu.
-func (r *Registry) order() []*entry {
+// sort rebuilds r.sorted. The caller holds r.mu for writing.
+func (r *Registry) sort() {
 	rank := map[string]int{}
 	for i, n := range r.priority {
 		rank[n] = i
@@ -158,7 +162,7 @@ func (r *Registry) order() []*entry {
 		}
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.seq, b.seq))
 	})
-	return es
+	r.sorted = es
 }
 
 // Info describes one backend for ListBackends.
@@ -178,7 +182,7 @@ func (r *Registry) ListBackends() []Info {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []Info
-	for _, e := range r.order() {
+	for _, e := range r.sorted {
 		info := Info{
 			Name: e.Name, Kind: e.Kind.String(), Available: e.unavailable == "",
 			Disabled: e.disabled, Reason: e.unavailable, Capabilities: map[Op][]string{},
@@ -221,7 +225,7 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 	if log == nil {
 		log = slog.Default()
 	}
-	dev := c.Device().String()
+	dev := c.Device()
 	if name != "" {
 		e := r.backends[name]
 		switch {
@@ -238,13 +242,15 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 		}
 		if d := cp.Constraints.Check(c); d != nil {
 			d.Backend = name
-			return "", nil, &NoCapableBackendError{Op: c.Op, Device: dev, Declines: []Decline{*d}}
+			return "", nil, &NoCapableBackendError{Op: c.Op, Device: dev.String(), Declines: []Decline{*d}}
 		}
-		log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "backend", name, "chosen", "explicit")
+		if log.Enabled(ctx, slog.LevelDebug) {
+			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "backend", name, "chosen", "explicit")
+		}
 		return name, cp.Run, nil
 	}
 	var declines []Decline
-	for _, e := range r.order() {
+	for _, e := range r.sorted {
 		var d *Decline
 		cp, ok := e.Ops[c.Op]
 		switch {
@@ -266,8 +272,10 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 		d.Backend = e.Name
 		declines = append(declines, *d)
 	}
-	err := &NoCapableBackendError{Op: c.Op, Device: dev, Declines: declines}
-	log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "error", err)
+	err := &NoCapableBackendError{Op: c.Op, Device: dev.String(), Declines: declines}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "error", err)
+	}
 	return "", nil, err
 }
 

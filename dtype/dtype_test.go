@@ -125,7 +125,7 @@ func TestSpecialValues(t *testing.T) {
 		{65504, 0x7bff, 0x4780},
 		{65519.99, 0x7bff, 0x4780},
 		{65520, 0x7c00, 0x4780},
-		{1e30, 0x7c00, 0x714a}, // 1e30 is 0x7149f2ca in float32: the low half rounds up
+		{1e30, 0x7c00, 0x714a},            // 1e30 is 0x7149f2ca in float32: the low half rounds up
 		{math.MaxFloat32, 0x7c00, 0x7f80}, // bfloat16 rounds the largest float32 up to infinity
 		{0x1p-24, 0x0001, 0x3380},
 		{0x1p-25, 0x0000, 0x3300},

@@ -19,15 +19,7 @@ type cpuDevice struct{}
 func (cpuDevice) Type() string   { return "cpu" }
 func (cpuDevice) String() string { return "cpu" }
 
-func (cpuDevice) Alloc(dt dtype.DType, shape []int) (*Tensor, error) {
-	if !dt.Valid() {
-		return nil, fmt.Errorf("cpu: alloc of invalid dtype %v", dt)
-	}
-	if err := checkShape(shape); err != nil {
-		return nil, err
-	}
-	return New(CPU, dt, shape, make([]byte, Numel(shape)*dt.Size())), nil
-}
+func (cpuDevice) Alloc(dt dtype.DType, shape []int) (*Tensor, error) { return Zeros(dt, shape...) }
 
 func (cpuDevice) Release(*Tensor) {}
 
@@ -110,11 +102,11 @@ func hostArgs(ts ...*Tensor) ([][]byte, error) {
 
 // mapTo allocates a host tensor of dt and shape and sets element i to f(i).
 func mapTo(dt dtype.DType, shape []int, f func(i int) float32) (*Tensor, error) {
-	out, err := CPU.Alloc(dt, shape)
+	out, err := Zeros(dt, shape...)
 	if err != nil {
 		return nil, err
 	}
-	b := out.mem.([]byte)
+	b := out.host
 	for i := range out.Numel() {
 		store(b, dt, i, f(i))
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gokitchen/kitchen/dtype"
 )
@@ -26,7 +27,9 @@ var ErrShape = errors.New("bad shape")
 type Tensor struct {
 	dtype dtype.DType
 	shape []int
+	dims  [4]int // backs shape up to rank 4, saving an allocation per tensor
 	dev   Device
+	host  []byte // the data of a host tensor (kept out of mem to avoid boxing it)
 	mem   any
 }
 
@@ -34,7 +37,27 @@ type Tensor struct {
 // mem is whatever the device uses to find the data (for CPU, a []byte of
 // exactly Numel*Size bytes).
 func New(dev Device, dt dtype.DType, shape []int, mem any) *Tensor {
-	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), dev: dev, mem: mem}
+	if b, ok := mem.([]byte); ok && dev == CPU {
+		return newHost(dt, shape, b)
+	}
+	t := &Tensor{dtype: dt, dev: dev, mem: mem}
+	t.setShape(shape)
+	return t
+}
+
+func newHost(dt dtype.DType, shape []int, b []byte) *Tensor {
+	t := &Tensor{dtype: dt, dev: CPU, host: b}
+	t.setShape(shape)
+	return t
+}
+
+func (t *Tensor) setShape(shape []int) {
+	if len(shape) <= len(t.dims) {
+		t.shape = t.dims[:len(shape):len(shape)]
+		copy(t.shape, shape)
+	} else {
+		t.shape = append([]int(nil), shape...)
+	}
 }
 
 // DType returns the element type.
@@ -42,6 +65,10 @@ func (t *Tensor) DType() dtype.DType { return t.dtype }
 
 // Shape returns a copy of the dimensions.
 func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+
+// AppendShape appends the dimensions to dst and returns the result; with a
+// stack buffer it reads the shape without allocating.
+func (t *Tensor) AppendShape(dst []int) []int { return append(dst, t.shape...) }
 
 // Rank is the number of dimensions; a scalar has rank 0.
 func (t *Tensor) Rank() int { return len(t.shape) }
@@ -63,8 +90,14 @@ func (t *Tensor) Nbytes() int { return t.Numel() * t.dtype.Size() }
 // Device returns the device holding the data.
 func (t *Tensor) Device() Device { return t.dev }
 
-// Storage returns the device's handle to the data, for Device implementations.
-func (t *Tensor) Storage() any { return t.mem }
+// Storage returns the device's handle to the data, for Device
+// implementations: for a host tensor, its []byte.
+func (t *Tensor) Storage() any {
+	if t.dev == CPU {
+		return t.host
+	}
+	return t.mem
+}
 
 // String describes the tensor, e.g. "bfloat16[8352 3840] on cpu".
 func (t *Tensor) String() string {
@@ -83,7 +116,9 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 	if Numel(shape) != t.Numel() {
 		return nil, fmt.Errorf("reshape %v to %v: %w: element counts differ", t.shape, shape, ErrShape)
 	}
-	return New(t.dev, t.dtype, shape, t.mem), nil
+	r := New(t.dev, t.dtype, shape, t.mem)
+	r.host = t.host
+	return r, nil
 }
 
 // Release returns the tensor's memory to its device. Using t afterwards is
@@ -106,13 +141,13 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 		if aerr != nil {
 			return nil, aerr
 		}
-		host = h.mem.([]byte)
+		host = h.host
 		if err := t.dev.CopyToHost(host, t); err != nil {
 			return nil, err
 		}
 	}
 	if dev == CPU {
-		return New(CPU, t.dtype, t.shape, append([]byte(nil), host...)), nil
+		return newHost(t.dtype, t.shape, append([]byte(nil), host...)), nil
 	}
 	out, err := dev.Alloc(t.dtype, t.shape)
 	if err != nil {
@@ -128,8 +163,8 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 // Bytes returns the little-endian bytes of a host tensor without copying.
 // Callers must not modify them while the tensor is in use.
 func (t *Tensor) Bytes() ([]byte, error) {
-	if b, ok := t.mem.([]byte); ok {
-		return b, nil
+	if t.dev == CPU {
+		return t.host, nil
 	}
 	return nil, fmt.Errorf("%v: %w", t, ErrNotHost)
 }
@@ -183,7 +218,18 @@ func FromBytes(dt dtype.DType, b []byte, shape ...int) (*Tensor, error) {
 	if n := Numel(shape) * dt.Size(); n != len(b) {
 		return nil, fmt.Errorf("tensor: %v%v needs %d bytes, got %d: %w", dt, shape, n, len(b), ErrShape)
 	}
-	return New(CPU, dt, shape, b), nil
+	return newHost(dt, shape, b), nil
+}
+
+// Zeros makes a host tensor of zeros.
+func Zeros(dt dtype.DType, shape ...int) (*Tensor, error) {
+	if !dt.Valid() {
+		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
+	if err := checkShape(shape); err != nil {
+		return nil, err
+	}
+	return newHost(dt, shape, makeHost(Numel(shape)*dt.Size())), nil
 }
 
 // FromFloat32 makes a host tensor of dtype dt holding v, each value rounded
@@ -199,11 +245,11 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	if Numel(shape) != len(v) {
 		return nil, fmt.Errorf("tensor: shape %v holds %d values, got %d: %w", shape, Numel(shape), len(v), ErrShape)
 	}
-	t, err := CPU.Alloc(dt, shape)
+	t, err := Zeros(dt, shape...)
 	if err != nil {
 		return nil, err
 	}
-	b := t.mem.([]byte)
+	b := t.host
 	for i, x := range v {
 		store(b, dt, i, x)
 	}
@@ -229,14 +275,16 @@ func Numel(shape []int) int {
 	return n
 }
 
+// checkShape reports negative or overflowing dimensions. The error formats
+// a copy, so shape does not escape and callers may pass stack memory.
 func checkShape(shape []int) error {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			return fmt.Errorf("tensor: negative dimension in %v: %w", shape, ErrShape)
+			return fmt.Errorf("tensor: negative dimension in %v: %w", slices.Clone(shape), ErrShape)
 		}
 		if d > 0 && n > math.MaxInt/d {
-			return fmt.Errorf("tensor: shape %v overflows: %w", shape, ErrShape)
+			return fmt.Errorf("tensor: shape %v overflows: %w", slices.Clone(shape), ErrShape)
 		}
 		n *= d
 	}

@@ -62,3 +62,45 @@ func TestVersion(t *testing.T) {
 		t.Error("version accepted an argument")
 	}
 }
+
+// TestBenchJSON runs the benchmark on a tiny shape and checks the shape of
+// its JSON (the numbers are timings, so only their presence is checked).
+func TestBenchJSON(t *testing.T) {
+	out, err := runCLI(t, "bench", "--shape", "4,40", "--dtype", "fp16", "--warmup", "1", "--runs", "3", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Shape      []int   `json:"shape"`
+		DType      string  `json:"dtype"`
+		Runs       int     `json:"runs"`
+		CopyGBPerS float64 `json:"copy_gb_per_s"`
+		Ops        []struct {
+			Op, Backend                           string
+			MeanMs, MedianMs, FloorMs, RatioFloor float64
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.DType != "fp16" || res.Runs != 3 || len(res.Shape) != 2 || res.CopyGBPerS <= 0 {
+		t.Errorf("header: %+v", res)
+	}
+	seen := map[string]bool{}
+	for _, o := range res.Ops {
+		seen[o.Op+"/"+o.Backend] = true
+	}
+	for _, op := range backend.Ops {
+		for _, b := range []string{"eager", "cpu"} {
+			if !seen[string(op)+"/"+b] {
+				t.Errorf("no entry for %s on %s in %s", op, b, out)
+			}
+		}
+	}
+	if _, err := runCLI(t, "bench", "--shape", "4,x"); err == nil {
+		t.Error("bad --shape accepted")
+	}
+	if _, err := runCLI(t, "bench", "--device", "npu"); err == nil {
+		t.Error("unavailable device accepted")
+	}
+}

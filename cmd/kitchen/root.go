@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log dispatch decisions to stderr")
-	root.AddCommand(newBackends(), newVersion())
+	root.AddCommand(newBackends(), newBench(), newVersion())
 	return root
 }
 
@@ -129,4 +129,3 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-

@@ -1,0 +1,250 @@
+// Command _asm generates kernels_amd64.s, the AVX2 + F16C kernels of the cpu
+// backend, with avo. It lives in its own module so avo is never a
+// dependency of kitchen. Regenerate from this folder with
+//
+//	go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu
+//
+// The kernels follow the INT8 contract exactly (see docs/CONTRACT.md):
+//
+//   - abs-max: the largest |x| found as the unsigned maximum of the element
+//     bits with the sign bit cleared, which orders finite values like the
+//     floats and puts NaN and infinity above every finite value;
+//   - quantize: y = rT(x / t) with a true IEEE division (VDIVPS, never a
+//     multiply by 1/t, which rounds differently), the rounding to T done by
+//     F16C for float16 and by integer round-to-nearest-even on the bits for
+//     bfloat16; then clamped to [-128, 127] (which commutes with rounding to
+//     an integer, and keeps the conversion in range), converted with the
+//     default round-to-nearest-even mode, and narrowed with saturating packs;
+//   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above.
+//
+// No kernel uses FMA: the contract has no multiply-add, and fusing would
+// skip a rounding step. Callers pass whole blocks (the unit is in each
+// kernel's doc) and finish the tail in Go.
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// broadcast32 fills a new YMM register with the 32-bit constant c.
+func broadcast32(c uint32) VecVirtual {
+	r := GP32()
+	MOVL(U32(c), r)
+	x := XMM()
+	VMOVD(r, x)
+	y := YMM()
+	VPBROADCASTD(x, y)
+	return y
+}
+
+// broadcastParam fills a new YMM register with a float32 parameter.
+func broadcastParam(name string) VecVirtual {
+	x := Load(Param(name), XMM())
+	y := YMM()
+	VBROADCASTSS(x, y)
+	return y
+}
+
+func absMax(name string, width int) {
+	TEXT(name, NOSPLIT, "func(src []byte) uint32")
+	Doc(name+" returns the unsigned maximum of the sign-cleared "+map[int]string{16: "16", 32: "32"}[width]+"-bit elements of src.",
+		"len(src) must be a multiple of 64.")
+	ptr := Load(Param("src").Base(), GP64())
+	n := Load(Param("src").Len(), GP64())
+	mask := broadcast32(map[int]uint32{16: 0x7fff7fff, 32: 0x7fffffff}[width])
+	acc := []VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VPXOR(a, a, a)
+	}
+	vmax := VPMAXUW
+	if width == 32 {
+		vmax = VPMAXUD
+	}
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for i, a := range acc {
+		t := YMM()
+		VPAND(Mem{Base: ptr, Disp: 32 * i}, mask, t)
+		vmax(t, a, a)
+	}
+	ADDQ(Imm(64), ptr)
+	SUBQ(Imm(64), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	vmax(acc[1], acc[0], acc[0])
+	hi := XMM()
+	VEXTRACTI128(Imm(1), acc[0], hi)
+	lo := acc[0].AsX()
+	vmax(hi, lo, lo)
+	shifts := []uint64{8, 4, 2}
+	if width == 32 {
+		shifts = shifts[:2]
+	}
+	for _, s := range shifts {
+		t := XMM()
+		VPSRLDQ(Imm(s), lo, t)
+		vmax(t, lo, lo)
+	}
+	r := GP32()
+	if width == 16 {
+		VPEXTRW(Imm(0), lo, r)
+	} else {
+		VMOVD(lo, r)
+	}
+	VZEROUPPER()
+	Store(r, ReturnIndex(0))
+	RET()
+}
+
+// roundBF16 rounds float32 lanes of v to bfloat16 in place (nearest, ties to
+// even) and leaves them as float32; v must not hold NaN.
+func roundBF16(v, one, bias, himask VecVirtual) {
+	t := YMM()
+	VPSRLD(Imm(16), v, t)
+	VPAND(one, t, t)
+	VPADDD(bias, v, v)
+	VPADDD(t, v, v)
+	VPAND(himask, v, v)
+}
+
+func quantize(name string, dt string) {
+	TEXT(name, NOSPLIT, "func(src []byte, dst []byte, t float32)")
+	Doc(name+" sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for "+dt+" x in src.",
+		"len(dst) must be a multiple of 32 and src must hold len(dst) elements.")
+	src := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	t := broadcastParam("t")
+	hi := broadcast32(0x42fe0000) // 127.0
+	lo := broadcast32(0xc3000000) // -128.0
+	var one, bias, himask VecVirtual
+	if dt == "bfloat16" {
+		one, bias, himask = broadcast32(1), broadcast32(0x7fff), broadcast32(0xffff0000)
+	}
+	perm := YMM()
+	VMOVDQU(packOrder, perm)
+	size := map[string]int{"bfloat16": 2, "float16": 2, "float32": 4}[dt]
+
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	v := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for g, y := range v {
+		m := Mem{Base: src, Disp: 8 * size * g}
+		switch dt {
+		case "bfloat16":
+			VPMOVZXWD(m, y)
+			VPSLLD(Imm(16), y, y)
+		case "float16":
+			VCVTPH2PS(m, y)
+		default:
+			VMOVUPS(m, y)
+		}
+		VDIVPS(t, y, y)
+		switch dt {
+		case "bfloat16":
+			roundBF16(y, one, bias, himask)
+		case "float16":
+			VCVTPS2PH(Imm(0), y, y.AsX())
+			VCVTPH2PS(y.AsX(), y)
+		}
+		VMINPS(hi, y, y)
+		VMAXPS(lo, y, y)
+		VCVTPS2DQ(y, y)
+	}
+	// Packs work within 128-bit lanes; VPERMD puts the dwords back in order.
+	VPACKSSDW(v[1], v[0], v[0])
+	VPACKSSDW(v[3], v[2], v[2])
+	VPACKSSWB(v[2], v[0], v[0])
+	VPERMD(v[0], perm, v[0])
+	VMOVDQU(v[0], Mem{Base: dst})
+	ADDQ(Imm(uint64(32*size)), src)
+	ADDQ(Imm(32), dst)
+	SUBQ(Imm(32), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+func dequantize(name string, dt string) {
+	TEXT(name, NOSPLIT, "func(q []byte, s float32, dst []byte)")
+	Doc(name+" sets dst[i] = "+dt+"(float32(int8(q[i])) * s).",
+		"len(q) must be a multiple of 16 and dst must hold len(q) elements.")
+	q := Load(Param("q").Base(), GP64())
+	n := Load(Param("q").Len(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	s := broadcastParam("s")
+	var one, bias, quiet VecVirtual
+	if dt == "bfloat16" {
+		one, bias, quiet = broadcast32(1), broadcast32(0x7fff), broadcast32(0x40)
+	}
+	size := map[string]int{"bfloat16": 2, "float16": 2, "float32": 4}[dt]
+
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	v := []VecVirtual{YMM(), YMM()}
+	for g, y := range v {
+		VPMOVSXBD(Mem{Base: q, Disp: 8 * g}, y)
+		VCVTDQ2PS(y, y)
+		VMULPS(s, y, y)
+		switch dt {
+		case "bfloat16":
+			// Round to nearest even on the bits; a NaN (from a NaN scale)
+			// keeps its top bits and is quieted, as the Go conversion does.
+			top, t, nan := YMM(), YMM(), YMM()
+			VPSRLD(Imm(16), y, top)
+			VPAND(one, top, t)
+			VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
+			VPADDD(bias, y, y)
+			VPADDD(t, y, y)
+			VPSRLD(Imm(16), y, y)
+			VPOR(quiet, top, top)
+			VBLENDVPS(nan, top, y, y)
+		case "float16":
+			VCVTPS2PH(Imm(0), y, Mem{Base: dst, Disp: 16 * g})
+		default:
+			VMOVUPS(y, Mem{Base: dst, Disp: 32 * g})
+		}
+	}
+	if dt == "bfloat16" {
+		VPACKUSDW(v[1], v[0], v[0])
+		VPERMQ(Imm(0xd8), v[0], v[0])
+		VMOVDQU(v[0], Mem{Base: dst})
+	}
+	ADDQ(Imm(16), q)
+	ADDQ(Imm(uint64(16*size)), dst)
+	SUBQ(Imm(16), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+var packOrder Mem
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+
+	packOrder = GLOBL("packOrder", RODATA|NOPTR)
+	for i, d := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(d))
+	}
+
+	absMax("absMaxBits16AVX2", 16)
+	absMax("absMaxBits32AVX2", 32)
+	quantize("quantizeBF16AVX2", "bfloat16")
+	quantize("quantizeF16AVX2", "float16")
+	quantize("quantizeF32AVX2", "float32")
+	dequantize("dequantizeBF16AVX2", "bfloat16")
+	dequantize("dequantizeF16AVX2", "float16")
+	dequantize("dequantizeF32AVX2", "float32")
+	Generate()
+}

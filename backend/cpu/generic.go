@@ -1,0 +1,214 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
+)
+
+// The portable kernels. They work on blocks of float32 so the per-dtype
+// switches run once per block, not per element, and they are the reference
+// the assembly is tested against. Element access goes through
+// encoding/binary because inputs (memory-mapped checkpoints, say) need not
+// be aligned.
+
+const block = 256
+
+// infBits is the abs-bits value at and above which an element is NaN or an
+// infinity.
+func infBits(dt dtype.DType) uint32 {
+	switch dt {
+	case dtype.Float16:
+		return 0x7c00
+	case dtype.BFloat16:
+		return 0x7f80
+	}
+	return 0x7f800000
+}
+
+// widenBits turns an abs-bits value of dt into the float32 it encodes.
+func widenBits(dt dtype.DType, bits uint32) float32 {
+	switch dt {
+	case dtype.Float16:
+		return dtype.Float16ToFloat32(uint16(bits))
+	case dtype.BFloat16:
+		return dtype.BFloat16ToFloat32(uint16(bits))
+	}
+	return math.Float32frombits(bits)
+}
+
+// absMaxBitsGeneric returns the largest |x| of src as dt's bits with the
+// sign cleared. Clearing the sign makes the float order the unsigned integer
+// order, and puts NaN and infinity at or above infBits.
+func absMaxBitsGeneric(dt dtype.DType, src []byte) uint32 {
+	var m uint32
+	if dt.Size() == 2 {
+		for i := 0; i+1 < len(src); i += 2 {
+			m = max(m, uint32(binary.LittleEndian.Uint16(src[i:]))&0x7fff)
+		}
+		return m
+	}
+	for i := 0; i+3 < len(src); i += 4 {
+		m = max(m, binary.LittleEndian.Uint32(src[i:])&0x7fffffff)
+	}
+	return m
+}
+
+// widenBlock loads n = len(dst) elements of dt starting at element off.
+func widenBlock(dt dtype.DType, src []byte, off int, dst []float32) {
+	switch dt {
+	case dtype.Float32:
+		b := src[4*off : 4*(off+len(dst))]
+		for j := range dst {
+			dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		}
+	case dtype.Float16:
+		b := src[2*off : 2*(off+len(dst))]
+		for j := range dst {
+			dst[j] = dtype.Float16ToFloat32(binary.LittleEndian.Uint16(b[2*j:]))
+		}
+	case dtype.BFloat16:
+		b := src[2*off : 2*(off+len(dst))]
+		for j := range dst {
+			dst[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*j:])) << 16)
+		}
+	case dtype.Int8:
+		b := src[off : off+len(dst)]
+		for j := range dst {
+			dst[j] = float32(int8(b[j]))
+		}
+	}
+}
+
+// roundBlock rounds each value to dt in place.
+func roundBlock(dt dtype.DType, v []float32) {
+	switch dt {
+	case dtype.Float16:
+		for j, f := range v {
+			v[j] = dtype.Float16ToFloat32(dtype.Float16FromFloat32(f))
+		}
+	case dtype.BFloat16:
+		for j, f := range v {
+			v[j] = dtype.BFloat16ToFloat32(dtype.BFloat16FromFloat32(f))
+		}
+	}
+}
+
+// storeBlock writes v, already rounded to dt, as elements off... of dst.
+func storeBlock(dt dtype.DType, dst []byte, off int, v []float32) {
+	switch dt {
+	case dtype.Float32:
+		b := dst[4*off : 4*(off+len(v))]
+		for j, f := range v {
+			binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(f))
+		}
+	case dtype.Float16:
+		b := dst[2*off : 2*(off+len(v))]
+		for j, f := range v {
+			binary.LittleEndian.PutUint16(b[2*j:], dtype.Float16FromFloat32(f))
+		}
+	case dtype.BFloat16:
+		b := dst[2*off : 2*(off+len(v))]
+		for j, f := range v {
+			binary.LittleEndian.PutUint16(b[2*j:], dtype.BFloat16FromFloat32(f))
+		}
+	}
+}
+
+// quantizeGeneric computes q = int8(round(rT(x / t))) for the elements of
+// src, whose first element has flat index base (for the noise). Deterministic
+// rounding when seed <= 0.
+func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int64, base uint64) {
+	if len(dst) == 0 {
+		return // the common empty tail: skip zeroing the block buffers
+	}
+	if seed > 0 {
+		quantizeStochastic(dt, src, dst, t, seed, base)
+		return
+	}
+	var buf [block]float32
+	for off := 0; off < len(dst); off += block {
+		v := buf[:min(block, len(dst)-off)]
+		widenBlock(dt, src, off, v)
+		for j := range v {
+			v[j] /= t
+		}
+		roundBlock(dt, v)
+		out := dst[off : off+len(v)]
+		for j, y := range v {
+			out[j] = byte(roundClamped(y))
+		}
+	}
+}
+
+// quantizeStochastic is quantizeGeneric with stochastic rounding: floor of
+// rT(y + rT(u)), u the noise of each element's flat index.
+func quantizeStochastic(dt dtype.DType, src []byte, dst []byte, t float32, seed int64, base uint64) {
+	var buf, noise [block]float32
+	for off := 0; off < len(dst); off += block {
+		v := buf[:min(block, len(dst)-off)]
+		widenBlock(dt, src, off, v)
+		for j := range v {
+			v[j] /= t
+		}
+		roundBlock(dt, v)
+		u := noise[:len(v)]
+		for j := range u {
+			u[j] = quant.Noise(seed, base+uint64(off+j))
+		}
+		roundBlock(dt, u)
+		for j := range v {
+			v[j] += u[j]
+		}
+		roundBlock(dt, v)
+		out := dst[off : off+len(v)]
+		for j, y := range v {
+			out[j] = byte(quant.Floor(y))
+		}
+	}
+}
+
+// roundClamped is quant.RoundHalfEven for the common case: clamping first
+// keeps y small enough that adding 1.5*2^23 rounds it to an integer (ties
+// to even) in float32 arithmetic. Clamping to integer bounds commutes with
+// rounding, so the result is the same.
+func roundClamped(y float32) int8 {
+	y = min(max(y, -128), 127)
+	const magic = 0x1.8p23
+	return int8(int32((y + magic) - magic))
+}
+
+// dequantizeGeneric computes dst = rOut(f32(q) * s) for one run of q with a
+// single scale.
+func dequantizeGeneric(out dtype.DType, q []byte, s float32, dst []byte) {
+	if len(q) == 0 {
+		return
+	}
+	var buf [block]float32
+	for off := 0; off < len(q); off += block {
+		v := buf[:min(block, len(q)-off)]
+		widenBlock(dtype.Int8, q, off, v)
+		for j := range v {
+			v[j] *= s
+		}
+		storeBlock(out, dst, off, v)
+	}
+}
+
+// dequantizeFullGeneric computes dst = rOut(f32(q) * f32(scale)) with a scale
+// of q's shape.
+func dequantizeFullGeneric(out dtype.DType, q []byte, sdt dtype.DType, scale []byte, dst []byte) {
+	var buf, sb [block]float32
+	for off := 0; off < len(q); off += block {
+		v := buf[:min(block, len(q)-off)]
+		s := sb[:len(v)]
+		widenBlock(dtype.Int8, q, off, v)
+		widenBlock(sdt, scale, off, s)
+		for j := range v {
+			v[j] *= s[j]
+		}
+		storeBlock(out, dst, off, v)
+	}
+}

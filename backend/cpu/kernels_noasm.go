@@ -1,0 +1,19 @@
+//go:build !amd64 || purego
+
+package cpu
+
+import "github.com/gokitchen/kitchen/dtype"
+
+// Without assembly every kernel is the portable one.
+
+const hasAsm = false
+
+func absMaxBits(dt dtype.DType, src []byte) uint32 { return absMaxBitsGeneric(dt, src) }
+
+func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64) {
+	quantizeGeneric(dt, src, dst, t, seed, base)
+}
+
+func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
+	dequantizeGeneric(out, q, s, dst)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/bench"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+func newBench() *cobra.Command {
+	var (
+		shape    string
+		dt       string
+		device   string
+		backends []string
+		cfg      bench.Config
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Time the INT8 operations on each backend against this machine's copy speed",
+		Long: `bench times each INT8 operation on each backend (warm-up rounds, then measured
+rounds, interleaved so that the machine's drift affects all alike) and, in the same
+rounds, a parallel copy of the input. Each operation's floor is the time to copy the
+bytes it must read and write at that speed; the ratio to it is the figure to compare
+across machines.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Shape, err = parseShape(shape); err != nil {
+				return err
+			}
+			if cfg.DType, err = dtype.Parse(dt); err != nil {
+				return err
+			}
+			cfg.Backends = backends
+			if device != "cpu" {
+				// Accelerator devices come with their backends; none is
+				// available in this build on this machine.
+				return fmt.Errorf("bench: device %q is not available here (see `kitchen backends`)", device)
+			}
+			cfg.Device = tensor.CPU
+			res, err := bench.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			return printBench(cmd.OutOrStdout(), res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&shape, "shape", "8352,3840", "tensor shape, comma-separated")
+	f.StringVar(&dt, "dtype", "bf16", "input dtype: bf16, fp16 or fp32")
+	f.StringVar(&device, "device", "cpu", "device holding the tensors")
+	f.StringSliceVar(&backends, "backends", nil, "backends to time (default: every available one)")
+	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
+	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func parseShape(s string) ([]int, error) {
+	var shape []int
+	for _, p := range strings.Split(s, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("bench: bad --shape %q: want positive integers separated by commas", s)
+		}
+		shape = append(shape, d)
+	}
+	return shape, nil
+}
+
+func printBench(w io.Writer, r *bench.Result) error {
+	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
+	fmt.Fprintf(w, "copy speed this run: %.2f GB/s (bytes read + written, parallel copy)\n\n", r.CopyGBPerS)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tbackend\tmean ms\tmedian ms\tMB moved\tfloor ms\tx floor\t")
+	for _, o := range r.Ops {
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.3f\t%.2f\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.FloorMs, o.RatioToFloor)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The seed's table: eager against the fastest other backend.
+	var rows []string
+	for _, op := range backend.Ops {
+		var eager, best *bench.OpResult
+		for i := range r.Ops {
+			o := &r.Ops[i]
+			if o.Op != op {
+				continue
+			}
+			if o.Backend == "eager" {
+				eager = o
+			} else if best == nil || o.MeanMs < best.MeanMs {
+				best = o
+			}
+		}
+		if eager != nil && best != nil {
+			rows = append(rows, fmt.Sprintf("%s\t%.3f ms\t%.3f ms (%s)\t%.1f%%\t%.1fx\t", op, eager.MeanMs, best.MeanMs, best.Backend,
+				100*(1-best.MeanMs/eager.MeanMs), eager.MeanMs/best.MeanMs))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\teager mean\tfastest mean\timprovement\tspeed-up\t")
+	for _, row := range slices.Clip(rows) {
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}

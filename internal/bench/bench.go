@@ -1,0 +1,258 @@
+// Package bench measures the INT8 operations on every backend and, in the
+// same run, the time this machine takes to copy the bytes each operation
+// must move, so results can be stated as a ratio to that floor rather than
+// as absolute times, which vary from machine to machine and run to run.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// Config says what to measure.
+type Config struct {
+	Shape  []int
+	DType  dtype.DType
+	Warmup int
+	Runs   int
+	// Backends to measure; empty means every available backend that
+	// implements the operation.
+	Backends []string
+	// Device holds the input; nil means the host.
+	Device tensor.Device
+}
+
+// Result is one benchmark run. Its JSON form is what `kitchen bench --json`
+// prints.
+type Result struct {
+	Shape      []int      `json:"shape"`
+	DType      string     `json:"dtype"`
+	Runs       int        `json:"runs"`
+	Warmup     int        `json:"warmup"`
+	Threads    int        `json:"threads"`
+	CopyGBPerS float64    `json:"copy_gb_per_s"`
+	Ops        []OpResult `json:"ops"`
+}
+
+// OpResult is one operation on one backend.
+type OpResult struct {
+	Op       backend.Op `json:"op"`
+	Backend  string     `json:"backend"`
+	MeanMs   float64    `json:"mean_ms"`
+	MedianMs float64    `json:"median_ms"`
+	// Bytes is what the operation must read and write at the least.
+	Bytes int64 `json:"bytes"`
+	// FloorMs is the time to copy Bytes at this run's copy bandwidth, and
+	// RatioToFloor the median time over it.
+	FloorMs      float64 `json:"floor_ms"`
+	RatioToFloor float64 `json:"ratio_to_floor"`
+}
+
+// ShortName is the dtype as the JSON output spells it: bf16, fp16, fp32.
+func ShortName(d dtype.DType) string {
+	switch d {
+	case dtype.BFloat16:
+		return "bf16"
+	case dtype.Float16:
+		return "fp16"
+	case dtype.Float32:
+		return "fp32"
+	}
+	return d.String()
+}
+
+type op struct {
+	name  backend.Op
+	bytes int64
+	run   func(ctx context.Context, opt kitchen.Option) error
+}
+
+// Run measures every operation on every chosen backend, interleaving the
+// backends and the copy in each round so that drift in the machine's speed
+// affects them alike.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Runs < 1 {
+		return nil, fmt.Errorf("bench: runs must be at least 1, got %d", cfg.Runs)
+	}
+	if !cfg.DType.IsFloat() {
+		return nil, fmt.Errorf("bench: dtype %v is not float32, float16 or bfloat16", cfg.DType)
+	}
+	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
+		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
+	}
+	x, err := input(cfg)
+	if err != nil {
+		return nil, err
+	}
+	q, scale, err := kitchen.QuantizeInt8Rowwise(ctx, x)
+	if err != nil {
+		return nil, fmt.Errorf("bench: preparing dequantize inputs: %w", err)
+	}
+	n := int64(x.Numel())
+	rows := n / int64(x.Dim(-1))
+	size := int64(cfg.DType.Size())
+	ops := []op{
+		{backend.QuantizeRowwise, n*size + n + 4*rows, func(ctx context.Context, o kitchen.Option) error {
+			_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, o)
+			return err
+		}},
+		{backend.QuantizeTensorwise, 2*n*size + n, func(ctx context.Context, o kitchen.Option) error {
+			_, _, err := kitchen.QuantizeInt8Tensorwise(ctx, x, o)
+			return err
+		}},
+		{backend.Dequantize, n + 4*rows + 4*n, func(ctx context.Context, o kitchen.Option) error {
+			_, err := kitchen.DequantizeInt8(ctx, q, scale, o)
+			return err
+		}},
+		{backend.DequantizeDType, n + 4*rows + n*size, func(ctx context.Context, o kitchen.Option) error {
+			_, err := kitchen.DequantizeInt8To(ctx, q, scale, cfg.DType, o)
+			return err
+		}},
+	}
+
+	type series struct {
+		op      op
+		backend string
+		times   []time.Duration
+	}
+	var all []*series
+	for _, o := range ops {
+		for _, b := range backendsFor(o.name, cfg.Backends) {
+			all = append(all, &series{op: o, backend: b})
+		}
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("bench: none of the backends %v is available", cfg.Backends)
+	}
+
+	// The copy buffers come from the same allocator as tensors (huge pages
+	// where the host gives them), so the floor sees the same memory system.
+	copySrc, copyDst, err := hostBuffer(n*size), hostBuffer(n*size), nil
+	var copies []time.Duration
+	for round := range cfg.Warmup + cfg.Runs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		measured := round >= cfg.Warmup
+		d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
+		if measured {
+			copies = append(copies, d)
+		}
+		for _, s := range all {
+			d, err := timeIt(func() error { return s.op.run(ctx, kitchen.UsingBackend(s.backend)) })
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, s.backend, err)
+			}
+			if measured {
+				s.times = append(s.times, d)
+			}
+		}
+		runtime.GC() // start each round with the previous outputs collected
+	}
+
+	res := &Result{
+		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
+		Threads: runtime.GOMAXPROCS(0),
+	}
+	res.CopyGBPerS = float64(2*n*size) / median(copies).Seconds() / 1e9
+	for _, s := range all {
+		floor := float64(s.op.bytes) / (res.CopyGBPerS * 1e9) * 1e3
+		med := ms(median(s.times))
+		res.Ops = append(res.Ops, OpResult{
+			Op: s.op.name, Backend: s.backend, MeanMs: ms(mean(s.times)), MedianMs: med,
+			Bytes: s.op.bytes, FloorMs: floor, RatioToFloor: med / floor,
+		})
+	}
+	return res, nil
+}
+
+// input makes a deterministic normally distributed tensor on the device.
+func input(cfg Config) (*tensor.Tensor, error) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	v := make([]float32, tensor.Numel(cfg.Shape))
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	x, err := tensor.FromFloat32(cfg.DType, v, cfg.Shape...)
+	if err != nil || cfg.Device == nil {
+		return x, err
+	}
+	return x.To(cfg.Device)
+}
+
+func hostBuffer(n int64) []byte {
+	t, err := tensor.Zeros(dtype.Uint8, int(n))
+	if err != nil {
+		panic(err) // n is the size of a tensor that already exists
+	}
+	b, _ := t.Bytes()
+	for i := range b {
+		b[i] = byte(i) // fault every page in now, not in the first copy
+	}
+	return b
+}
+
+func backendsFor(op backend.Op, want []string) []string {
+	var out []string
+	for _, b := range kitchen.ListBackends() {
+		if _, ok := b.Capabilities[op]; !ok || !b.Available || b.Disabled {
+			continue
+		}
+		if len(want) == 0 || slices.Contains(want, b.Name) {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+func timeIt(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+// parallelCopy copies src to dst with one goroutine per thread, the way
+// the kernels split their work, so the floor is the machine's, not one
+// core's.
+func parallelCopy(dst, src []byte) {
+	parts := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := len(src)*p/parts, len(src)*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
