@@ -84,11 +84,11 @@ func parseShape(s string) ([]int, error) {
 
 func printBench(w io.Writer, r *bench.Result) error {
 	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
-	fmt.Fprintf(w, "copy speed this run: %.2f GB/s (bytes read + written, parallel copy)\n\n", r.CopyGBPerS)
+	fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend)\n\n", r.CopyGBPerS)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tbackend\tmean ms\tmedian ms\tMB moved\tfloor ms\tx floor\t")
+	fmt.Fprintln(tw, "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t")
 	for _, o := range r.Ops {
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.3f\t%.2f\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.FloorMs, o.RatioToFloor)
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

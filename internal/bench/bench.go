@@ -35,11 +35,12 @@ type Config struct {
 // Result is one benchmark run. Its JSON form is what `kitchen bench --json`
 // prints.
 type Result struct {
-	Shape      []int      `json:"shape"`
-	DType      string     `json:"dtype"`
-	Runs       int        `json:"runs"`
-	Warmup     int        `json:"warmup"`
-	Threads    int        `json:"threads"`
+	Shape   []int  `json:"shape"`
+	DType   string `json:"dtype"`
+	Runs    int    `json:"runs"`
+	Warmup  int    `json:"warmup"`
+	Threads int    `json:"threads"`
+	// CopyGBPerS is the copy speed measured alongside the first backend.
 	CopyGBPerS float64    `json:"copy_gb_per_s"`
 	Ops        []OpResult `json:"ops"`
 }
@@ -52,8 +53,10 @@ type OpResult struct {
 	MedianMs float64    `json:"median_ms"`
 	// Bytes is what the operation must read and write at the least.
 	Bytes int64 `json:"bytes"`
-	// FloorMs is the time to copy Bytes at this run's copy bandwidth, and
-	// RatioToFloor the median time over it.
+	// CopyGBPerS is the copy speed measured alongside this backend; FloorMs
+	// is the time to copy Bytes at that speed, and RatioToFloor the median
+	// time over it.
+	CopyGBPerS   float64 `json:"copy_gb_per_s"`
 	FloorMs      float64 `json:"floor_ms"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
 }
@@ -77,9 +80,8 @@ type op struct {
 	run   func(ctx context.Context, opt kitchen.Option) error
 }
 
-// Run measures every operation on every chosen backend, interleaving the
-// backends and the copy in each round so that drift in the machine's speed
-// affects them alike.
+// Run measures every operation on every chosen backend against a parallel
+// copy of the input measured in the same rounds.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("bench: runs must be at least 1, got %d", cfg.Runs)
@@ -121,57 +123,65 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	type series struct {
-		op      op
-		backend string
-		times   []time.Duration
+		op    op
+		times []time.Duration
 	}
-	var all []*series
-	for _, o := range ops {
-		for _, b := range backendsFor(o.name, cfg.Backends) {
-			all = append(all, &series{op: o, backend: b})
-		}
-	}
-	if len(all) == 0 {
+	names := backendsFor(cfg.Backends)
+	if len(names) == 0 {
 		return nil, fmt.Errorf("bench: none of the backends %v is available", cfg.Backends)
 	}
-
 	// The copy buffers come from the same allocator as tensors (huge pages
 	// where the host gives them), so the floor sees the same memory system.
-	copySrc, copyDst, err := hostBuffer(n*size), hostBuffer(n*size), nil
-	var copies []time.Duration
-	for round := range cfg.Warmup + cfg.Runs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		measured := round >= cfg.Warmup
-		d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
-		if measured {
-			copies = append(copies, d)
-		}
-		for _, s := range all {
-			d, err := timeIt(func() error { return s.op.run(ctx, kitchen.UsingBackend(s.backend)) })
-			if err != nil {
-				return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, s.backend, err)
-			}
-			if measured {
-				s.times = append(s.times, d)
-			}
-		}
-		runtime.GC() // start each round with the previous outputs collected
-	}
-
+	copySrc, copyDst := hostBuffer(n*size), hostBuffer(n*size)
 	res := &Result{
 		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
 		Threads: runtime.GOMAXPROCS(0),
 	}
-	res.CopyGBPerS = float64(2*n*size) / median(copies).Seconds() / 1e9
-	for _, s := range all {
-		floor := float64(s.op.bytes) / (res.CopyGBPerS * 1e9) * 1e3
-		med := ms(median(s.times))
-		res.Ops = append(res.Ops, OpResult{
-			Op: s.op.name, Backend: s.backend, MeanMs: ms(mean(s.times)), MedianMs: med,
-			Bytes: s.op.bytes, FloorMs: floor, RatioToFloor: med / floor,
-		})
+	// One phase per backend, in priority order: a slow backend's garbage
+	// (eager allocates a gigabyte per call) would otherwise disturb the
+	// timings of the fast ones. Within a phase the copy and the operations
+	// alternate, so drift in the machine's speed affects them alike, and
+	// each phase's ratios use its own copy speed.
+	for _, name := range names {
+		var all []*series
+		for _, o := range ops {
+			if implements(name, o.name) {
+				all = append(all, &series{op: o})
+			}
+		}
+		var copies []time.Duration
+		for round := range cfg.Warmup + cfg.Runs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			measured := round >= cfg.Warmup
+			d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
+			if measured {
+				copies = append(copies, d)
+			}
+			for _, s := range all {
+				d, err := timeIt(func() error { return s.op.run(ctx, kitchen.UsingBackend(name)) })
+				if err != nil {
+					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
+				}
+				if measured {
+					s.times = append(s.times, d)
+				}
+			}
+		}
+		runtime.GC() // leave the next phase none of this one's garbage
+		gbps := float64(2*n*size) / median(copies).Seconds() / 1e9
+		if res.CopyGBPerS == 0 {
+			res.CopyGBPerS = gbps
+		}
+		for _, s := range all {
+			floor := float64(s.op.bytes) / (gbps * 1e9) * 1e3
+			med := ms(median(s.times))
+			res.Ops = append(res.Ops, OpResult{
+				Op: s.op.name, Backend: name, MeanMs: ms(mean(s.times)), MedianMs: med,
+				Bytes: s.op.bytes, CopyGBPerS: gbps, FloorMs: floor, RatioToFloor: med / floor,
+			})
+		}
 	}
 	return res, nil
 }
@@ -202,17 +212,25 @@ func hostBuffer(n int64) []byte {
 	return b
 }
 
-func backendsFor(op backend.Op, want []string) []string {
+// backendsFor lists the available backends, in priority order, limited to
+// want when it is not empty.
+func backendsFor(want []string) []string {
 	var out []string
 	for _, b := range kitchen.ListBackends() {
-		if _, ok := b.Capabilities[op]; !ok || !b.Available || b.Disabled {
-			continue
-		}
-		if len(want) == 0 || slices.Contains(want, b.Name) {
+		if b.Available && !b.Disabled && (len(want) == 0 || slices.Contains(want, b.Name)) {
 			out = append(out, b.Name)
 		}
 	}
 	return out
+}
+
+func implements(name string, op backend.Op) bool {
+	for _, b := range kitchen.ListBackends() {
+		if _, ok := b.Capabilities[op]; ok && b.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func timeIt(f func() error) (time.Duration, error) {
