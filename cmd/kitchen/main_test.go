@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -102,5 +103,55 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if _, err := runCLI(t, "bench", "--device", "npu"); err == nil {
 		t.Error("unavailable device accepted")
+	}
+}
+
+func TestQuantizeCommands(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tiny-int8.safetensors")
+	text, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out)
+	if err != nil || !strings.Contains(text, "11 quantized, 26 copied") || !strings.Contains(text, "backend: cpu") {
+		t.Fatalf("quantize: %q %v", text, err)
+	}
+	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("existing output: %v", err)
+	}
+	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out, "--force", "--per-channel", "--json", "--backend", "eager")
+	var sum struct {
+		Quantized int      `json:"quantized"`
+		BytesOut  int64    `json:"bytes_out"`
+		Backends  []string `json:"backends"`
+	}
+	if err != nil || json.Unmarshal([]byte(text), &sum) != nil || sum.Quantized != 11 || len(sum.Backends) != 1 || sum.Backends[0] != "eager" {
+		t.Errorf("--json --backend eager: %q %v", text, err)
+	}
+	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "x.safetensors"), "--dry-run", "--exclude", "mlp")
+	if err != nil || !strings.Contains(text, "7 to quantize") || !strings.Contains(text, "matches --exclude") {
+		t.Errorf("--dry-run: %q %v", text, err)
+	}
+	text, err = runCLI(t, "inspect", out, "--json")
+	var rep struct {
+		Formats map[string]int `json:"formats"`
+	}
+	if err != nil || json.Unmarshal([]byte(text), &rep) != nil || rep.Formats["int8_tensorwise"] != 11 {
+		t.Errorf("inspect --json: %q %v", text, err)
+	}
+	text, err = runCLI(t, "inspect", out)
+	if err != nil || !strings.Contains(text, "int8_tensorwise (per row)") || !strings.Contains(text, "quantized: int8_tensorwise 11 layers") {
+		t.Errorf("inspect: %q %v", text, err)
+	}
+	back := filepath.Join(dir, "back.safetensors")
+	text, err = runCLI(t, "dequantize", out, "-o", back, "--dtype", "fp16")
+	if err != nil || !strings.Contains(text, "11 dequantized") {
+		t.Errorf("dequantize: %q %v", text, err)
+	}
+	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors"); err == nil {
+		t.Error("quantize without -o succeeded")
+	}
+	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "y.safetensors"), "--include", "("); err == nil {
+		t.Error("bad --include accepted")
+	}
+	if _, err := runCLI(t, "quantize", "../../testdata/golden/int8.json", "-o", filepath.Join(dir, "z.safetensors")); err == nil || !strings.Contains(err.Error(), "invalid safetensors file") {
+		t.Errorf("a JSON file as input: %v", err)
 	}
 }

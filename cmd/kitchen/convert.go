@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/dtype"
+)
+
+// convertFlags are the flags quantize and dequantize share.
+type convertFlags struct {
+	out     string
+	backend string
+	force   bool
+	quiet   bool
+	asJSON  bool
+	dryRun  bool
+}
+
+func (f *convertFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.out, "output", "o", "", "output file (for a sharded checkpoint, an index named *.safetensors.index.json)")
+	fl.StringVar(&f.backend, "backend", "", "run on this backend (default: the fastest capable one)")
+	fl.BoolVar(&f.force, "force", false, "replace an existing output")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	fl.BoolVar(&f.asJSON, "json", false, "print the summary (or, with --dry-run, the plan) as JSON")
+	_ = cmd.MarkFlagRequired("output")
+}
+
+func newQuantize() *cobra.Command {
+	var (
+		f                convertFlags
+		include, exclude string
+		opts             convert.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "quantize IN.safetensors -o OUT.safetensors",
+		Short: "Convert a safetensors checkpoint to ComfyUI's int8_tensorwise format",
+		Long: `quantize converts the 2-D float weights of a checkpoint (a .safetensors file, or a
+.safetensors.index.json with its shards) to int8 with float32 scales, in ComfyUI's
+int8_tensorwise layout, and copies every other tensor unchanged.
+
+By default a tensor is quantized when its name ends in .weight, it is 2-D, float32,
+float16 or bfloat16, it has at least 16384 elements, and no dot-separated part of its
+name looks like an embedding or a norm (contains "embed" or "norm"; is "emb", "emb_*",
+"wte", "wpe", "ln", "ln_*", "ln1", "pos", "pos_*" or "position*"). --include RE
+replaces the name and size rules: 2-D float .weight tensors matching RE are
+quantized. --exclude RE removes tensors from the selection. --dry-run shows the plan.
+
+The output is written to a temporary file beside it and renamed into place when
+complete; an interrupted run leaves nothing behind, and the input is never modified.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if opts.Include, err = compileFlag("include", include); err != nil {
+				return err
+			}
+			if opts.Exclude, err = compileFlag("exclude", exclude); err != nil {
+				return err
+			}
+			return runConvert(cmd, args[0], f, opts, convert.Quantize)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.PerChannel, "per-channel", false, "one scale per output row ([N, 1]) instead of one per tensor")
+	fl.StringVar(&include, "include", "", "quantize 2-D float .weight tensors whose names match this regular expression")
+	fl.StringVar(&exclude, "exclude", "", "never quantize tensors whose names match this regular expression")
+	fl.Int64Var(&opts.MinElements, "min-elements", convert.DefaultMinElements, "smallest weight quantized by default")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "show what would be quantized and copied; write nothing")
+	return cmd
+}
+
+func newDequantize() *cobra.Command {
+	var (
+		f  convertFlags
+		dt string
+	)
+	cmd := &cobra.Command{
+		Use:   "dequantize IN.safetensors -o OUT.safetensors [--dtype bf16|fp16|fp32]",
+		Short: "Convert int8_tensorwise layers back to floating point",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := dtype.Parse(dt)
+			if err != nil {
+				return err
+			}
+			return runConvert(cmd, args[0], f, convert.Options{OutDType: out}, convert.Dequantize)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&dt, "dtype", "bf16", "output dtype: bf16, fp16 or fp32")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "show what would be converted; write nothing")
+	return cmd
+}
+
+func compileFlag(name, expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", name, err)
+	}
+	return re, nil
+}
+
+// runConvert runs a conversion with the shared flags: progress on a
+// terminal, then a summary, the plan, JSON, or nothing.
+func runConvert(cmd *cobra.Command, in string, f convertFlags, opts convert.Options,
+	run func(ctx context.Context, in, out string, opts convert.Options) (*convert.Summary, error)) error {
+	opts.Backend, opts.Force, opts.DryRun = f.backend, f.force, f.dryRun
+	stderr := cmd.ErrOrStderr()
+	var bar *progressBar
+	if !f.quiet && !f.asJSON && !f.dryRun && isTerminal(stderr) {
+		bar = newProgressBar(stderr)
+		opts.Progress = bar.update
+	}
+	sum, err := run(cmd.Context(), in, f.out, opts)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case f.asJSON:
+		return writeJSON(out, sum)
+	case f.quiet:
+		return nil
+	case f.dryRun:
+		return printPlan(out, sum)
+	}
+	return printSummary(out, sum)
+}
+
+func printPlan(w io.Writer, s *convert.Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tTENSOR\tDTYPE\tSHAPE\tMB\tWHY")
+	for _, it := range s.Plan {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.2f\t%s\n", it.Action, it.Name, it.DType, it.Shape, float64(it.Bytes)/1e6, it.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d to quantize, %d to dequantize, %d to copy, %d shard(s), %.1f MB in; nothing written (dry run)\n",
+		s.Quantized, s.Dequantized, s.Copied, s.Shards, float64(s.BytesIn)/1e6)
+	return nil
+}
+
+func printSummary(w io.Writer, s *convert.Summary) error {
+	verb := fmt.Sprintf("%d quantized", s.Quantized)
+	if s.Dequantized > 0 || s.Quantized == 0 {
+		verb = fmt.Sprintf("%d dequantized", s.Dequantized)
+	}
+	backends := strings.Join(s.Backends, ", ")
+	if backends == "" {
+		backends = "none needed"
+	}
+	_, err := fmt.Fprintf(w, "wrote %s: %s, %d copied; %.1f MB in, %.1f MB out; %.2fs, %.0f MB/s; backend: %s\n",
+		s.Output, verb, s.Copied, float64(s.BytesIn)/1e6, float64(s.BytesOut)/1e6, s.Seconds, s.MBPerSecond, backends)
+	return err
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressBar draws one line on a terminal, at most ten times a second.
+type progressBar struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w, start: time.Now()} }
+
+func (b *progressBar) update(p convert.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if now.Sub(b.last) < 100*time.Millisecond && p.TensorsDone < p.TensorsTotal {
+		return
+	}
+	b.last = now
+	frac := 1.0
+	if p.BytesTotal > 0 {
+		frac = float64(p.BytesDone) / float64(p.BytesTotal)
+	}
+	const width = 30
+	filled := int(frac * width)
+	elapsed := now.Sub(b.start).Seconds()
+	rate := float64(p.BytesDone) / 1e6 / max(elapsed, 1e-9)
+	eta := "?"
+	if p.BytesDone > 0 {
+		eta = (time.Duration(elapsed/frac*(1-frac)) * time.Second).Round(time.Second).String()
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d tensors  %.0f/%.0f MB  %.0f MB/s  ETA %s \x1b[K",
+		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), p.TensorsDone, p.TensorsTotal,
+		float64(p.BytesDone)/1e6, float64(p.BytesTotal)/1e6, rate, eta)
+	b.drawn = true
+}
+
+// finish clears the bar's line; it is safe on a nil bar.
+func (b *progressBar) finish() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\x1b[K")
+	}
+}

@@ -1,0 +1,3 @@
+package kitchen
+
+//go:generate go run ./tools/tinydit -o testdata/tiny-dit.safetensors

@@ -1,0 +1,27 @@
+//go:build !unix
+
+package safetensors
+
+import (
+	"io"
+	"os"
+)
+
+// mapping reads each tensor into a fresh buffer where memory mapping is
+// not available; buffers are dropped when the caller lets go of them, so
+// memory still follows the tensors in use, not the file.
+type mapping struct{}
+
+func (m *mapping) open(*os.File, int64) error { return nil }
+
+func (m *mapping) bytes(f *os.File, off, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (m *mapping) release(int64, int64) {}
+
+func (m *mapping) close() error { return nil }
