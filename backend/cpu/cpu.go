@@ -78,7 +78,7 @@ func (b *cpuBackend) start() {
 
 // grain is the smallest number of bytes of input worth handing to a worker;
 // below it the call runs on one goroutine.
-const grain = 64 << 10
+var grainBytes = 64 << 10
 
 // job is one operation split into parts that run on separate goroutines.
 type job struct {
@@ -259,7 +259,7 @@ func (b *cpuBackend) quantizeRowwise(_ context.Context, c *backend.Call) (backen
 	j.dt, j.src, j.k, j.seed = x.DType(), src, k, c.Seed
 	j.dst, _ = q.Bytes()
 	j.scales, _ = scale.Bytes()
-	b.run(j, rows, max(1, grain/(k*j.dt.Size())))
+	b.run(j, rows, max(1, grainBytes/(k*j.dt.Size())))
 	if r := j.firstBadAll(); r >= 0 {
 		return backend.Result{}, backend.NonFinite(c.Op, r)
 	}
@@ -280,7 +280,7 @@ func (b *cpuBackend) quantizeTensorwise(_ context.Context, c *backend.Call) (bac
 	j := b.getJob(absMaxJob)
 	defer b.putJob(j)
 	j.dt, j.src, j.seed = x.DType(), src, c.Seed
-	minElems := max(1, grain/j.dt.Size())
+	minElems := max(1, grainBytes/j.dt.Size())
 
 	// Pass 1: abs-max, which also finds NaN and infinity (checked whatever
 	// the scale's source).
@@ -344,13 +344,13 @@ func (b *cpuBackend) dequantize(_ context.Context, c *backend.Call) (backend.Res
 	switch m := c.Scale.Numel(); {
 	case m == 1:
 		j.t = loadScale(j.sdt, sb, 0)
-		b.run(j, n, grain)
+		b.run(j, n, grainBytes)
 	case m == n:
 		j.scales = sb
-		b.run(j, n, grain)
+		b.run(j, n, grainBytes)
 	default: // one scale per row
 		j.kind, j.scales, j.k = dequantRowJob, sb, n/m
-		b.run(j, m, max(1, grain/j.k))
+		b.run(j, m, max(1, grainBytes/j.k))
 	}
 	return backend.Result{Out: out}, nil
 }
