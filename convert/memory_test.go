@@ -58,7 +58,7 @@ func TestMemoryBound(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024 // Linux reports KiB
+	peak := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) * 1024 // Linux reports KiB
 	t.Logf("converted %d MiB with a peak RSS of %.1f MiB (bound %.1f MiB)", tensorCount*tensorBytes>>20, float64(peak)/(1<<20), float64(bound)/(1<<20))
 	if peak > bound {
 		t.Errorf("peak RSS %d bytes exceeds the bound of %d", peak, bound)
