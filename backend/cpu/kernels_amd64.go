@@ -10,58 +10,116 @@ import (
 
 //go:generate sh -c "cd _asm && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu"
 
-// hasAsm reports whether this CPU runs the assembly kernels: AVX2 for the
-// integer and float lanes, F16C for float16. FMA is deliberately unused (see
-// _asm/main.go), so it is not required.
-var hasAsm = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+// The kernel sets, from slowest to fastest.
+const (
+	implGeneric = iota
+	implAVX2    // AVX2 and F16C
+	implAVX512  // AVX512F and AVX512BW
+)
+
+// impl is the kernel set in use: the best this CPU runs, chosen once.
+// Tests lower it to check every set against the Go kernels. FMA is
+// deliberately unused (see _asm/main.go), so it is not required.
+var impl = bestImpl()
+
+func bestImpl() int {
+	x := cpu.X86
+	switch {
+	case x.HasAVX2 && x.HasF16C && x.HasAVX512F && x.HasAVX512BW:
+		return implAVX512
+	case x.HasAVX2 && x.HasF16C:
+		return implAVX2
+	}
+	return implGeneric
+}
+
+// impls lists the kernel sets this CPU can run.
+func impls() []int {
+	var out []int
+	for i := implGeneric; i <= bestImpl(); i++ {
+		out = append(out, i)
+	}
+	return out
+}
 
 func absMaxBits(dt dtype.DType, src []byte) uint32 {
-	if !hasAsm {
-		return absMaxBitsGeneric(dt, src)
-	}
-	n := len(src) &^ 63
+	var n int
 	var m uint32
-	if dt.Size() == 2 {
-		m = absMaxBits16AVX2(src[:n])
-	} else {
-		m = absMaxBits32AVX2(src[:n])
+	switch {
+	case impl == implAVX512:
+		n = len(src) &^ 127
+		if dt.Size() == 2 {
+			m = absMaxBits16AVX512(src[:n])
+		} else {
+			m = absMaxBits32AVX512(src[:n])
+		}
+	case impl == implAVX2:
+		n = len(src) &^ 63
+		if dt.Size() == 2 {
+			m = absMaxBits16AVX2(src[:n])
+		} else {
+			m = absMaxBits32AVX2(src[:n])
+		}
 	}
 	return max(m, absMaxBitsGeneric(dt, src[n:]))
 }
 
 func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64) {
-	if !hasAsm || seed > 0 {
+	if impl == implGeneric || seed > 0 {
 		// Stochastic rounding stays in Go: its hash is not vectorised yet.
 		quantizeGeneric(dt, src, dst, t, seed, base)
 		return
 	}
-	n := len(dst) &^ 31
 	size := dt.Size()
-	switch dt {
-	case dtype.BFloat16:
-		quantizeBF16AVX2(src[:n*size], dst[:n], t)
-	case dtype.Float16:
-		quantizeF16AVX2(src[:n*size], dst[:n], t)
-	default:
-		quantizeF32AVX2(src[:n*size], dst[:n], t)
+	var n int
+	if impl == implAVX512 {
+		n = len(dst) &^ 63
+		switch dt {
+		case dtype.BFloat16:
+			quantizeBF16AVX512(src[:n*size], dst[:n], t)
+		case dtype.Float16:
+			quantizeF16AVX512(src[:n*size], dst[:n], t)
+		default:
+			quantizeF32AVX512(src[:n*size], dst[:n], t)
+		}
+	} else {
+		n = len(dst) &^ 31
+		switch dt {
+		case dtype.BFloat16:
+			quantizeBF16AVX2(src[:n*size], dst[:n], t)
+		case dtype.Float16:
+			quantizeF16AVX2(src[:n*size], dst[:n], t)
+		default:
+			quantizeF32AVX2(src[:n*size], dst[:n], t)
+		}
 	}
 	quantizeGeneric(dt, src[n*size:], dst[n:], t, seed, base+uint64(n))
 }
 
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
-	if !hasAsm {
-		dequantizeGeneric(out, q, s, dst)
-		return
-	}
-	n := len(q) &^ 15
 	size := out.Size()
-	switch out {
-	case dtype.BFloat16:
-		dequantizeBF16AVX2(q[:n], s, dst[:n*size])
-	case dtype.Float16:
-		dequantizeF16AVX2(q[:n], s, dst[:n*size])
-	default:
-		dequantizeF32AVX2(q[:n], s, dst[:n*size])
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(q) &^ 31
+		switch out {
+		case dtype.BFloat16:
+			dequantizeBF16AVX512(q[:n], s, dst[:n*size])
+		case dtype.Float16:
+			dequantizeF16AVX512(q[:n], s, dst[:n*size])
+		default:
+			dequantizeF32AVX512(q[:n], s, dst[:n*size])
+		}
+	case implAVX2:
+		n = len(q) &^ 15
+		switch out {
+		case dtype.BFloat16:
+			dequantizeBF16AVX2(q[:n], s, dst[:n*size])
+		case dtype.Float16:
+			dequantizeF16AVX2(q[:n], s, dst[:n*size])
+		default:
+			dequantizeF32AVX2(q[:n], s, dst[:n*size])
+		}
 	}
 	dequantizeGeneric(out, q[n:], s, dst[n*size:])
 }

@@ -398,3 +398,371 @@ dequantizeF32AVX2_loop:
 dequantizeF32AVX2_done:
 	VZEROUPPER
 	RET
+
+// func absMaxBits16AVX512(src []byte) uint32
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
+	MOVQ         src_base+0(FP), AX
+	MOVQ         src_len+8(FP), CX
+	MOVL         $0x7fff7fff, DX
+	VPBROADCASTD DX, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+
+absMaxBits16AVX512_loop:
+	CMPQ    CX, $0x00
+	JE      absMaxBits16AVX512_done
+	VPANDD  (AX), Z0, Z3
+	VPMAXUW Z3, Z1, Z1
+	VPANDD  64(AX), Z0, Z3
+	VPMAXUW Z3, Z2, Z2
+	ADDQ    $0x80, AX
+	SUBQ    $0x80, CX
+	JMP     absMaxBits16AVX512_loop
+
+absMaxBits16AVX512_done:
+	VPMAXUW       Z2, Z1, Z1
+	VEXTRACTI64X4 $0x01, Z1, Y0
+	VPMAXUW       Y0, Y1, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPMAXUW       X0, X1, X1
+	VPSRLDQ       $0x08, X1, X0
+	VPMAXUW       X0, X1, X1
+	VPSRLDQ       $0x04, X1, X0
+	VPMAXUW       X0, X1, X1
+	VPSRLDQ       $0x02, X1, X0
+	VPMAXUW       X0, X1, X1
+	VPEXTRW       $0x00, X1, AX
+	VZEROUPPER
+	MOVL          AX, ret+24(FP)
+	RET
+
+// func absMaxBits32AVX512(src []byte) uint32
+// Requires: AVX, AVX2, AVX512F
+TEXT ·absMaxBits32AVX512(SB), NOSPLIT, $0-28
+	MOVQ         src_base+0(FP), AX
+	MOVQ         src_len+8(FP), CX
+	MOVL         $0x7fffffff, DX
+	VPBROADCASTD DX, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+
+absMaxBits32AVX512_loop:
+	CMPQ    CX, $0x00
+	JE      absMaxBits32AVX512_done
+	VPANDD  (AX), Z0, Z3
+	VPMAXUD Z3, Z1, Z1
+	VPANDD  64(AX), Z0, Z3
+	VPMAXUD Z3, Z2, Z2
+	ADDQ    $0x80, AX
+	SUBQ    $0x80, CX
+	JMP     absMaxBits32AVX512_loop
+
+absMaxBits32AVX512_done:
+	VPMAXUD       Z2, Z1, Z1
+	VEXTRACTI64X4 $0x01, Z1, Y0
+	VPMAXUD       Y0, Y1, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPMAXUD       X0, X1, X1
+	VPSRLDQ       $0x08, X1, X0
+	VPMAXUD       X0, X1, X1
+	VPSRLDQ       $0x04, X1, X0
+	VPMAXUD       X0, X1, X1
+	VMOVD         X1, AX
+	VZEROUPPER
+	MOVL          AX, ret+24(FP)
+	RET
+
+// func quantizeBF16AVX512(src []byte, dst []byte, t float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·quantizeBF16AVX512(SB), NOSPLIT, $0-52
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x42fe0000, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0xc3000000, BX
+	VPBROADCASTD BX, Z2
+	MOVL         $0x00000001, BX
+	VPBROADCASTD BX, Z3
+	MOVL         $0x00007fff, BX
+	VPBROADCASTD BX, Z4
+	MOVL         $0xffff0000, BX
+	VPBROADCASTD BX, Z5
+
+quantizeBF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        quantizeBF16AVX512_done
+	VPMOVZXWD (AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VDIVPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z1, Z6, Z6
+	VMAXPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVSDB  Z6, (CX)
+	VPMOVZXWD 32(AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VDIVPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z1, Z6, Z6
+	VMAXPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVSDB  Z6, 16(CX)
+	VPMOVZXWD 64(AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VDIVPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z1, Z6, Z6
+	VMAXPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVSDB  Z6, 32(CX)
+	VPMOVZXWD 96(AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VDIVPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z1, Z6, Z6
+	VMAXPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVSDB  Z6, 48(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x40, CX
+	SUBQ      $0x40, DX
+	JMP       quantizeBF16AVX512_loop
+
+quantizeBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeF16AVX512(src []byte, dst []byte, t float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·quantizeF16AVX512(SB), NOSPLIT, $0-52
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x42fe0000, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0xc3000000, BX
+	VPBROADCASTD BX, Z2
+
+quantizeF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        quantizeF16AVX512_done
+	VCVTPH2PS (AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, (CX)
+	VCVTPH2PS 32(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 16(CX)
+	VCVTPH2PS 64(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 32(CX)
+	VCVTPH2PS 96(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 48(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x40, CX
+	SUBQ      $0x40, DX
+	JMP       quantizeF16AVX512_loop
+
+quantizeF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeF32AVX512(src []byte, dst []byte, t float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·quantizeF32AVX512(SB), NOSPLIT, $0-52
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x42fe0000, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0xc3000000, BX
+	VPBROADCASTD BX, Z2
+
+quantizeF32AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        quantizeF32AVX512_done
+	VMOVUPS   (AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, (CX)
+	VMOVUPS   64(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 16(CX)
+	VMOVUPS   128(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 32(CX)
+	VMOVUPS   192(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z1, Z3, Z3
+	VMAXPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPMOVSDB  Z3, 48(CX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x40, CX
+	SUBQ      $0x40, DX
+	JMP       quantizeF32AVX512_loop
+
+quantizeF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeBF16AVX512(q []byte, s float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·dequantizeBF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ         q_base+0(FP), AX
+	MOVQ         q_len+8(FP), CX
+	MOVQ         dst_base+32(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000001, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0x00007fff, BX
+	VPBROADCASTD BX, Z2
+	MOVL         $0x00000040, BX
+	VPBROADCASTD BX, Z3
+
+dequantizeBF16AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        dequantizeBF16AVX512_done
+	VPMOVSXBD (AX), Z4
+	VCVTDQ2PS Z4, Z4
+	VMULPS    Z0, Z4, Z4
+	VPSRLD    $0x10, Z4, Z5
+	VPANDD    Z1, Z5, Z6
+	VCMPPS    $0x03, Z4, Z4, K1
+	VPADDD    Z2, Z4, Z4
+	VPADDD    Z6, Z4, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPORD     Z3, Z5, Z5
+	VMOVDQA32 Z5, K1, Z4
+	VPMOVDW   Z4, (DX)
+	VPMOVSXBD 16(AX), Z4
+	VCVTDQ2PS Z4, Z4
+	VMULPS    Z0, Z4, Z4
+	VPSRLD    $0x10, Z4, Z5
+	VPANDD    Z1, Z5, Z6
+	VCMPPS    $0x03, Z4, Z4, K1
+	VPADDD    Z2, Z4, Z4
+	VPADDD    Z6, Z4, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPORD     Z3, Z5, Z5
+	VMOVDQA32 Z5, K1, Z4
+	VPMOVDW   Z4, 32(DX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x20, CX
+	JMP       dequantizeBF16AVX512_loop
+
+dequantizeBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF16AVX512(q []byte, s float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·dequantizeF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ         q_base+0(FP), AX
+	MOVQ         q_len+8(FP), CX
+	MOVQ         dst_base+32(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+dequantizeF16AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        dequantizeF16AVX512_done
+	VPMOVSXBD (AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VCVTPS2PH $0x00, Z1, (DX)
+	VPMOVSXBD 16(AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VCVTPS2PH $0x00, Z1, 32(DX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x20, CX
+	JMP       dequantizeF16AVX512_loop
+
+dequantizeF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF32AVX512(q []byte, s float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·dequantizeF32AVX512(SB), NOSPLIT, $0-56
+	MOVQ         q_base+0(FP), AX
+	MOVQ         q_len+8(FP), CX
+	MOVQ         dst_base+32(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+dequantizeF32AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        dequantizeF32AVX512_done
+	VPMOVSXBD (AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, (DX)
+	VPMOVSXBD 16(AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, 64(DX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x20, CX
+	JMP       dequantizeF32AVX512_loop
+
+dequantizeF32AVX512_done:
+	VZEROUPPER
+	RET

@@ -35,3 +35,35 @@ func dequantizeF16AVX2(q []byte, s float32, dst []byte)
 // dequantizeF32AVX2 sets dst[i] = float32(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
 func dequantizeF32AVX2(q []byte, s float32, dst []byte)
+
+// absMaxBits16AVX512 is the AVX-512 form of absMaxBits16AVX2.
+// len(src) must be a multiple of 128.
+func absMaxBits16AVX512(src []byte) uint32
+
+// absMaxBits32AVX512 is the AVX-512 form of absMaxBits32AVX2.
+// len(src) must be a multiple of 128.
+func absMaxBits32AVX512(src []byte) uint32
+
+// quantizeBF16AVX512 is the AVX-512 form of the bfloat16 quantize kernel.
+// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+func quantizeBF16AVX512(src []byte, dst []byte, t float32)
+
+// quantizeF16AVX512 is the AVX-512 form of the float16 quantize kernel.
+// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+func quantizeF16AVX512(src []byte, dst []byte, t float32)
+
+// quantizeF32AVX512 is the AVX-512 form of the float32 quantize kernel.
+// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+func quantizeF32AVX512(src []byte, dst []byte, t float32)
+
+// dequantizeBF16AVX512 is the AVX-512 form of the bfloat16 dequantize kernel.
+// len(q) must be a multiple of 32 and dst must hold len(q) elements.
+func dequantizeBF16AVX512(q []byte, s float32, dst []byte)
+
+// dequantizeF16AVX512 is the AVX-512 form of the float16 dequantize kernel.
+// len(q) must be a multiple of 32 and dst must hold len(q) elements.
+func dequantizeF16AVX512(q []byte, s float32, dst []byte)
+
+// dequantizeF32AVX512 is the AVX-512 form of the float32 dequantize kernel.
+// len(q) must be a multiple of 32 and dst must hold len(q) elements.
+func dequantizeF32AVX512(q []byte, s float32, dst []byte)

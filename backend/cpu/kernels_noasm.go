@@ -6,7 +6,11 @@ import "github.com/gokitchen/kitchen/dtype"
 
 // Without assembly every kernel is the portable one.
 
-const hasAsm = false
+const implGeneric = 0
+
+var impl = implGeneric
+
+func impls() []int { return []int{implGeneric} }
 
 func absMaxBits(dt dtype.DType, src []byte) uint32 { return absMaxBitsGeneric(dt, src) }
 

@@ -47,13 +47,21 @@ func randomBits(rng *rand.Rand, dt dtype.DType, n int, finite bool) []byte {
 // TestKernelsMatchGeneric compares the kernels this build dispatches to
 // (assembly where the CPU has it) with the portable ones on long random
 // inputs of odd lengths, so both the vector body and the tail run.
-func TestKernelsMatchGeneric(t *testing.T) {
-	if !hasAsm {
-		t.Log("no assembly kernels in this build or on this CPU: comparing the portable kernels with themselves")
+func TestKernelsMatchGeneric(t *testing.T) { forEachImpl(t, testKernelsMatchGeneric) }
+
+// forEachImpl runs a test once with each kernel set this CPU supports.
+func forEachImpl(t *testing.T, f func(t *testing.T)) {
+	defer func(saved int) { impl = saved }(impl)
+	for _, i := range impls() {
+		impl = i
+		t.Run([]string{"generic", "avx2", "avx512"}[i], f)
 	}
+}
+
+func testKernelsMatchGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, dt := range dtype.Floats {
-		for _, n := range []int{1, 31, 32, 33, 64, 100, 1000, 4099} {
+		for _, n := range []int{1, 31, 32, 33, 63, 64, 65, 100, 127, 128, 1000, 4099} {
 			src := randomBits(rng, dt, n, false)
 			if got, want := absMaxBits(dt, src), absMaxBitsGeneric(dt, src); got != want {
 				t.Fatalf("%v n=%d: absMaxBits %#x, generic %#x", dt, n, got, want)
@@ -101,7 +109,9 @@ func diff(a, b []byte) int {
 // through the dispatched and the portable quantize kernels for a spread of
 // divisors. Exact rounding ties after the division are rare in random data,
 // so only the exhaustive sweep reaches them reliably.
-func TestQuantizeExhaustive16(t *testing.T) {
+func TestQuantizeExhaustive16(t *testing.T) { forEachImpl(t, testQuantizeExhaustive16) }
+
+func testQuantizeExhaustive16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	divisors := []float32{1, 0.5, 3, 0.0123, 1e-3, 7.7e-6, 1e-30, 65504, 6.1e-5}
 	for range 12 {
@@ -129,14 +139,22 @@ func TestQuantizeExhaustive16(t *testing.T) {
 
 // TestDequantizeExhaustive runs all 256 int8 values against many scales,
 // including ones whose products round at every output type's ties.
-func TestDequantizeExhaustive(t *testing.T) {
+func TestDequantizeExhaustive(t *testing.T) { forEachImpl(t, testDequantizeExhaustive) }
+
+func testDequantizeExhaustive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	q := make([]byte, 256*4)
 	for i := range q {
 		q[i] = byte(i)
 	}
+	// Scales whose products with small q land exactly halfway between two
+	// bfloat16 or float16 values, both on even and on odd neighbours, then
+	// random bit patterns (NaN and infinity included).
+	scales := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1p-11, 1 + 3*0x1p-11, -(1 + 0x1p-8), 0.5 + 0x1p-9}
 	for range 2000 {
-		s := math.Float32frombits(rng.Uint32())
+		scales = append(scales, math.Float32frombits(rng.Uint32()))
+	}
+	for _, s := range scales {
 		for _, dt := range dtype.Floats {
 			got, want := make([]byte, len(q)*dt.Size()), make([]byte, len(q)*dt.Size())
 			dequantize(dt, q, s, got)

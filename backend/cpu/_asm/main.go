@@ -1,5 +1,5 @@
-// Command _asm generates kernels_amd64.s, the AVX2 + F16C kernels of the cpu
-// backend, with avo. It lives in its own module so avo is never a
+// Command _asm generates kernels_amd64.s, the AVX2 + F16C and AVX-512
+// kernels of the cpu backend, with avo. It lives in its own module so avo is never a
 // dependency of kitchen. Regenerate from this folder with
 //
 //	go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu
@@ -228,6 +228,192 @@ func dequantize(name string, dt string) {
 	RET()
 }
 
+// broadcast32z fills a new ZMM register with the 32-bit constant c.
+func broadcast32z(c uint32) VecVirtual {
+	r := GP32()
+	MOVL(U32(c), r)
+	z := ZMM()
+	VPBROADCASTD(r, z)
+	return z
+}
+
+// The AVX-512 kernels do the same arithmetic on 16 lanes, with AVX512F's
+// saturating VPMOVSDB and truncating VPMOVDW narrowing straight to memory
+// (no pack-and-permute) and mask registers for the NaN blend; the 16-bit
+// maximum needs AVX512BW.
+
+func absMax512(name string, width int) {
+	TEXT(name, NOSPLIT, "func(src []byte) uint32")
+	Doc(name+" is the AVX-512 form of "+map[int]string{16: "absMaxBits16AVX2", 32: "absMaxBits32AVX2"}[width]+".",
+		"len(src) must be a multiple of 128.")
+	ptr := Load(Param("src").Base(), GP64())
+	n := Load(Param("src").Len(), GP64())
+	mask := broadcast32z(map[int]uint32{16: 0x7fff7fff, 32: 0x7fffffff}[width])
+	acc := []VecVirtual{ZMM(), ZMM()}
+	for _, a := range acc {
+		VPXORD(a, a, a)
+	}
+	vmax := VPMAXUW
+	if width == 32 {
+		vmax = VPMAXUD
+	}
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for i, a := range acc {
+		t := ZMM()
+		VPANDD(Mem{Base: ptr, Disp: 64 * i}, mask, t)
+		vmax(t, a, a)
+	}
+	ADDQ(Imm(128), ptr)
+	SUBQ(Imm(128), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	vmax(acc[1], acc[0], acc[0])
+	hi := YMM()
+	VEXTRACTI64X4(Imm(1), acc[0], hi)
+	y := acc[0].AsY()
+	vmax(hi, y, y)
+	hx := XMM()
+	VEXTRACTI128(Imm(1), y, hx)
+	lo := acc[0].AsX()
+	vmax(hx, lo, lo)
+	shifts := []uint64{8, 4, 2}
+	if width == 32 {
+		shifts = shifts[:2]
+	}
+	for _, s := range shifts {
+		t := XMM()
+		VPSRLDQ(Imm(s), lo, t)
+		vmax(t, lo, lo)
+	}
+	r := GP32()
+	if width == 16 {
+		VPEXTRW(Imm(0), lo, r)
+	} else {
+		VMOVD(lo, r)
+	}
+	VZEROUPPER()
+	Store(r, ReturnIndex(0))
+	RET()
+}
+
+func quantize512(name string, dt string) {
+	TEXT(name, NOSPLIT, "func(src []byte, dst []byte, t float32)")
+	Doc(name+" is the AVX-512 form of the "+dt+" quantize kernel.",
+		"len(dst) must be a multiple of 64 and src must hold len(dst) elements.")
+	src := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	tx := Load(Param("t"), XMM())
+	t := ZMM()
+	VBROADCASTSS(tx, t)
+	hi := broadcast32z(0x42fe0000) // 127.0
+	lo := broadcast32z(0xc3000000) // -128.0
+	var one, bias, himask VecVirtual
+	if dt == "bfloat16" {
+		one, bias, himask = broadcast32z(1), broadcast32z(0x7fff), broadcast32z(0xffff0000)
+	}
+	size := map[string]int{"bfloat16": 2, "float16": 2, "float32": 4}[dt]
+
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for g := range 4 {
+		z := ZMM()
+		m := Mem{Base: src, Disp: 16 * size * g}
+		switch dt {
+		case "bfloat16":
+			VPMOVZXWD(m, z)
+			VPSLLD(Imm(16), z, z)
+		case "float16":
+			VCVTPH2PS(m, z)
+		default:
+			VMOVUPS(m, z)
+		}
+		VDIVPS(t, z, z)
+		switch dt {
+		case "bfloat16":
+			tmp := ZMM()
+			VPSRLD(Imm(16), z, tmp)
+			VPANDD(one, tmp, tmp)
+			VPADDD(bias, z, z)
+			VPADDD(tmp, z, z)
+			VPANDD(himask, z, z)
+		case "float16":
+			VCVTPS2PH(Imm(0), z, z.AsY())
+			VCVTPH2PS(z.AsY(), z)
+		}
+		VMINPS(hi, z, z)
+		VMAXPS(lo, z, z)
+		VCVTPS2DQ(z, z)
+		VPMOVSDB(z, Mem{Base: dst, Disp: 16 * g})
+	}
+	ADDQ(U32(64*size), src)
+	ADDQ(Imm(64), dst)
+	SUBQ(Imm(64), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+func dequantize512(name string, dt string) {
+	TEXT(name, NOSPLIT, "func(q []byte, s float32, dst []byte)")
+	Doc(name+" is the AVX-512 form of the "+dt+" dequantize kernel.",
+		"len(q) must be a multiple of 32 and dst must hold len(q) elements.")
+	q := Load(Param("q").Base(), GP64())
+	n := Load(Param("q").Len(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	sx := Load(Param("s"), XMM())
+	s := ZMM()
+	VBROADCASTSS(sx, s)
+	var one, bias, quiet VecVirtual
+	if dt == "bfloat16" {
+		one, bias, quiet = broadcast32z(1), broadcast32z(0x7fff), broadcast32z(0x40)
+	}
+	size := map[string]int{"bfloat16": 2, "float16": 2, "float32": 4}[dt]
+
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for g := range 2 {
+		z := ZMM()
+		VPMOVSXBD(Mem{Base: q, Disp: 16 * g}, z)
+		VCVTDQ2PS(z, z)
+		VMULPS(s, z, z)
+		out := Mem{Base: dst, Disp: 16 * size * g}
+		switch dt {
+		case "bfloat16":
+			top, t := ZMM(), ZMM()
+			nan := K()
+			VPSRLD(Imm(16), z, top)
+			VPANDD(one, top, t)
+			VCMPPS(Imm(3), z, z, nan) // unordered: NaN lanes
+			VPADDD(bias, z, z)
+			VPADDD(t, z, z)
+			VPSRLD(Imm(16), z, z)
+			VPORD(quiet, top, top)
+			VMOVDQA32(top, nan, z) // NaN lanes keep their quieted top bits
+			VPMOVDW(z, out)
+		case "float16":
+			VCVTPS2PH(Imm(0), z, out)
+		default:
+			VMOVUPS(z, out)
+		}
+	}
+	ADDQ(Imm(32), q)
+	ADDQ(U32(32*size), dst)
+	SUBQ(Imm(32), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 var packOrder Mem
 
 func main() {
@@ -246,5 +432,14 @@ func main() {
 	dequantize("dequantizeBF16AVX2", "bfloat16")
 	dequantize("dequantizeF16AVX2", "float16")
 	dequantize("dequantizeF32AVX2", "float32")
+
+	absMax512("absMaxBits16AVX512", 16)
+	absMax512("absMaxBits32AVX512", 32)
+	quantize512("quantizeBF16AVX512", "bfloat16")
+	quantize512("quantizeF16AVX512", "float16")
+	quantize512("quantizeF32AVX512", "float32")
+	dequantize512("dequantizeBF16AVX512", "bfloat16")
+	dequantize512("dequantizeF16AVX512", "float16")
+	dequantize512("dequantizeF32AVX512", "float32")
 	Generate()
 }
