@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -451,5 +452,24 @@ func TestInspect(t *testing.T) {
 	}
 	if len(r.Tensors) != 37 || r.DTypes["BF16"] != 36 || len(r.Formats) != 0 || r.Metadata["model"] != "tiny-dit" {
 		t.Errorf("report %+v", r)
+	}
+}
+
+// TestTinyOutputGolden pins the bytes written for the shipped checkpoint.
+// tools/checkint8/check_int8.py, an independent numpy implementation of the
+// format and the contract, accepted exactly these files; a change to the
+// layout, the header encoding or the numbers shows up here.
+func TestTinyOutputGolden(t *testing.T) {
+	for perRow, want := range map[bool]string{
+		false: "2b47244f3c3d7e4fb9a0ba0d84d726ab0ffaadb37aea76b75ff385894cad9401",
+		true:  "62810b75bab70ccaa8761e6ee134982d40c5fceb04c52bac2a07916db0629eaa",
+	} {
+		out := filepath.Join(t.TempDir(), "out.safetensors")
+		if _, err := convert.Quantize(context.Background(), tiny, out, convert.Options{PerChannel: perRow}); err != nil {
+			t.Fatal(err)
+		}
+		if got := hashFile(t, out); fmt.Sprintf("%x", got) != want {
+			t.Errorf("per-row %v: sha256 %x, want %s", perRow, got, want)
+		}
 	}
 }
