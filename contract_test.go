@@ -219,6 +219,23 @@ func int8Bytes(v []int8) []byte {
 	return b
 }
 
+// TestScalarInput quantizes a rank-0 tensor tensor-wise (row-wise needs a
+// last dimension) on every backend.
+func TestScalarInput(t *testing.T) {
+	for _, dt := range dtype.Floats {
+		x := f32s(dt, []float32{-2.5}, []int{}...)
+		for _, name := range backendsFor(backend.QuantizeTensorwise) {
+			q, s, err := kitchen.QuantizeInt8Tensorwise(context.Background(), x, kitchen.UsingBackend(name))
+			if err != nil {
+				t.Fatalf("%v on %s: %v", dt, name, err)
+			}
+			if qs, ss := must(q.Int8s()), must(s.Float32s()); q.Rank() != 0 || qs[0] != -127 || ss[0] != float32(2.5)/127 {
+				t.Errorf("%v on %s: q %v scale %v", dt, name, qs, ss)
+			}
+		}
+	}
+}
+
 // TestContextOverride checks the scoped override through the public API.
 func TestContextOverride(t *testing.T) {
 	ctx := kitchen.WithBackend(context.Background(), "nosuch")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -20,8 +21,13 @@ const (
 	Reference
 )
 
+var kindNames = [...]string{Accelerator: "accelerator", Host: "host", Reference: "reference"}
+
 func (k Kind) String() string {
-	return [...]string{Accelerator: "accelerator", Host: "host", Reference: "reference"}[k]
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Capability is one operation a backend implements: what it accepts and
@@ -73,6 +79,10 @@ func (r *Registry) Register(b Backend) error {
 	if b.Name == "" {
 		return fmt.Errorf("backend: register: empty name")
 	}
+	if int(b.Kind) >= len(kindNames) {
+		return fmt.Errorf("backend: register %q: unknown kind %v", b.Name, b.Kind)
+	}
+	b.Ops = maps.Clone(b.Ops) // later changes by the caller must not race with dispatch
 	for op, c := range b.Ops {
 		if c.Run == nil {
 			return fmt.Errorf("backend: register %q: %s has no kernel", b.Name, op)
@@ -216,38 +226,56 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 	if err := Validate(c); err != nil {
 		return "", nil, err
 	}
+	how := "explicit"
 	if name == "" {
-		name, _ = BackendFromContext(ctx)
+		var ok bool
+		if name, ok = BackendFromContext(ctx); ok {
+			how = "scoped"
+		}
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	chosen, run, declines, err := r.choose(c, name)
+	// Log after the lock is released: a handler may call back into the
+	// registry.
 	log := r.logger
 	if log == nil {
 		log = slog.Default()
 	}
-	dev := c.Device()
+	if log.Enabled(ctx, slog.LevelDebug) {
+		if name == "" {
+			how = "auto"
+		}
+		if err != nil {
+			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", c.Device().String(), "error", err)
+		} else {
+			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", c.Device().String(), "backend", chosen, "chosen", how, "declined", declines)
+		}
+	}
+	return chosen, run, err
+}
+
+// choose picks the backend for a validated call under the read lock.
+func (r *Registry) choose(c *Call, name string) (string, Kernel, []Decline, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if name != "" {
 		e := r.backends[name]
 		switch {
 		case e == nil:
-			return "", nil, &BackendNotFoundError{Name: name, Reason: "no backend of that name is registered"}
+			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "no backend of that name is registered"}
 		case e.unavailable != "":
-			return "", nil, &BackendNotFoundError{Name: name, Reason: "unavailable: " + e.unavailable}
+			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "unavailable: " + e.unavailable}
 		case e.disabled:
-			return "", nil, &BackendNotFoundError{Name: name, Reason: "disabled"}
+			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "disabled"}
 		}
 		cp, ok := e.Ops[c.Op]
 		if !ok {
-			return "", nil, &NotImplementedError{Backend: name, Op: c.Op}
+			return "", nil, nil, &NotImplementedError{Backend: name, Op: c.Op}
 		}
 		if d := cp.Constraints.Check(c); d != nil {
 			d.Backend = name
-			return "", nil, &NoCapableBackendError{Op: c.Op, Device: dev.String(), Declines: []Decline{*d}}
+			return "", nil, nil, &NoCapableBackendError{Op: c.Op, Device: c.Device().String(), Declines: []Decline{*d}}
 		}
-		if log.Enabled(ctx, slog.LevelDebug) {
-			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "backend", name, "chosen", "explicit")
-		}
-		return name, cp.Run, nil
+		return name, cp.Run, nil, nil
 	}
 	var declines []Decline
 	for _, e := range r.sorted {
@@ -264,19 +292,12 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 			d = cp.Constraints.Check(c)
 		}
 		if d == nil {
-			if log.Enabled(ctx, slog.LevelDebug) {
-				log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "backend", e.Name, "chosen", "auto", "declined", declines)
-			}
-			return e.Name, cp.Run, nil
+			return e.Name, cp.Run, declines, nil
 		}
 		d.Backend = e.Name
 		declines = append(declines, *d)
 	}
-	err := &NoCapableBackendError{Op: c.Op, Device: dev.String(), Declines: declines}
-	if log.Enabled(ctx, slog.LevelDebug) {
-		log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", dev, "error", err)
-	}
-	return "", nil, err
+	return "", nil, declines, &NoCapableBackendError{Op: c.Op, Device: c.Device().String(), Declines: declines}
 }
 
 // Dispatch selects a backend as Select does and runs the call on it,

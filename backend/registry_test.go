@@ -243,6 +243,9 @@ func TestRegister(t *testing.T) {
 	if err := r.Register(backend.Backend{Name: "x", Ops: map[backend.Op]backend.Capability{backend.Dequantize: {}}}); err == nil {
 		t.Error("registered a capability without a kernel")
 	}
+	if err := r.Register(backend.Backend{Name: "y", Kind: backend.Kind(7)}); err == nil || backend.Kind(7).String() != "kind(7)" {
+		t.Errorf("registered an unknown kind: %v", err)
+	}
 	r.MarkUnavailable("late", backend.Host, "not yet")
 	_ = r.SetEnabled("late", false)
 	b := eager.New()

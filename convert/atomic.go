@@ -12,8 +12,10 @@ import (
 // directory; commit renames it into place, abort removes it. Nothing ever
 // appears under the final name until it is complete and synced.
 type pending struct {
-	final string
-	f     *os.File
+	final     string
+	f         *os.File
+	existed   bool // the final name was taken when the conversion started
+	committed bool
 }
 
 func createPending(final string) (*pending, error) {
@@ -21,11 +23,13 @@ func createPending(final string) (*pending, error) {
 	if dir == "" {
 		dir = "."
 	}
+	_, err := os.Lstat(final)
+	existed := err == nil
 	f, err := os.CreateTemp(dir, "."+base+".kitchen-tmp-*")
 	if err != nil {
 		return nil, err
 	}
-	return &pending{final: final, f: f}, nil
+	return &pending{final: final, f: f, existed: existed}, nil
 }
 
 // finish syncs and closes the temporary file.
@@ -39,12 +43,34 @@ func (p *pending) finish() error {
 	return p.f.Close()
 }
 
-// commit renames the finished file into place and syncs the directory, so
-// the rename itself survives a crash.
-func (p *pending) commit() error {
-	if err := os.Rename(p.f.Name(), p.final); err != nil {
-		return err
+// commit moves the finished file into place and syncs the directory, so
+// the move itself survives a crash. Unless replace is set it never
+// replaces a file, even one that appeared during the conversion: it links
+// the new file under the final name, which fails if the name is taken.
+func (p *pending) commit(replace bool) error {
+	tmp := p.f.Name()
+	if replace {
+		if err := os.Rename(tmp, p.final); err != nil {
+			return err
+		}
+	} else {
+		err := os.Link(tmp, p.final)
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return fmt.Errorf("%s: %w", p.final, ErrExists)
+		case err != nil:
+			// No hard links here (some file systems): check, then rename.
+			if _, serr := os.Lstat(p.final); serr == nil {
+				return fmt.Errorf("%s: %w", p.final, ErrExists)
+			}
+			if err := os.Rename(tmp, p.final); err != nil {
+				return err
+			}
+		default:
+			os.Remove(tmp)
+		}
 	}
+	p.committed = true
 	if d, err := os.Open(filepath.Dir(p.final)); err == nil {
 		_ = d.Sync() // not supported everywhere; the rename is done either way
 		d.Close()
@@ -52,9 +78,15 @@ func (p *pending) commit() error {
 	return nil
 }
 
+// abort removes the temporary file and, if this conversion already
+// committed a file under a name that was free when it started, that file
+// too; a file replaced with --force cannot be brought back.
 func (p *pending) abort() {
 	p.f.Close()
 	os.Remove(p.f.Name())
+	if p.committed && !p.existed {
+		os.Remove(p.final)
+	}
 }
 
 // ErrExists is returned when an output exists and Force is not set.

@@ -99,13 +99,17 @@ func (c *conv) kitchenOptions(ran *string) []kitchen.Option {
 func (c *conv) input(t safetensors.TensorInfo) (*tensor.Tensor, error) {
 	dt, ok := safetensors.KitchenDType(t.DType)
 	if !ok {
-		return nil, fmt.Errorf("tensor %q: dtype %s cannot be converted", t.Name, t.DType)
+		return nil, fmt.Errorf("%s: tensor %q: dtype %s cannot be converted", c.f.Path, t.Name, t.DType)
 	}
 	b, err := c.f.Data(t)
 	if err != nil {
 		return nil, err
 	}
-	return tensor.FromBytes(dt, b, t.Shape...)
+	x, err := tensor.FromBytes(dt, b, t.Shape...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, err)
+	}
+	return x, nil
 }
 
 func copyUnit(t safetensors.TensorInfo, reason string) unit {
@@ -126,7 +130,16 @@ func copyUnit(t safetensors.TensorInfo, reason string) unit {
 // writeFile writes units to out (a pending file) in an order that keeps
 // every tensor aligned to its element size: units sorted by the alignment
 // of their first tensor, largest first, each unit's size a multiple of it.
-func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, error) {
+// It returns the file's size and its tensors with their offsets.
+func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
+	n, layout, err := writeUnits(ctx, c, p, units)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("writing %s: %w", p.final, err)
+	}
+	return n, layout, err
+}
+
+func writeUnits(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
 	slices.SortStableFunc(units, func(a, b unit) int { return cmp.Compare(b.align(), a.align()) })
 	var layout []safetensors.TensorInfo
 	for _, u := range units {
@@ -135,14 +148,14 @@ func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, e
 	bw := bufio.NewWriterSize(p.f, 4<<20)
 	w, err := safetensors.NewWriter(bw, c.f.Metadata, layout)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for _, u := range units {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := u.write(ctx, c, w); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		for _, t := range u.in {
 			c.f.Release(t)
@@ -155,12 +168,12 @@ func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, e
 		}
 	}
 	if err := w.Finish(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := bw.Flush(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return w.Written(), nil
+	return w.Written(), w.Tensors(), nil
 }
 
 // job is one input file and its output.
@@ -168,12 +181,13 @@ type job struct {
 	in, out string
 	f       *safetensors.File
 	units   []unit
+	layout  []safetensors.TensorInfo // the output's tensors, once written
 }
 
 // run converts every job, all or nothing: outputs are written under
-// temporary names and renamed into place only when every one is complete.
-// extra, if set, writes one more file (an index) once the jobs are done.
-func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra func(sizes map[string]int64) (string, []byte, error)) (err error) {
+// temporary names and moved into place only when every one is complete,
+// extra (an index, if set) last.
+func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra func() (string, []byte, error)) (err error) {
 	start := time.Now()
 	prog := &Progress{}
 	for _, j := range jobs {
@@ -208,7 +222,6 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		}
 	}()
 	c := &conv{opts: opts, backends: map[string]bool{}, progress: prog}
-	sizes := map[string]int64{}
 	for _, j := range jobs {
 		p, err := createPending(j.out)
 		if err != nil {
@@ -216,18 +229,18 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		}
 		done = append(done, p)
 		c.f = j.f
-		n, err := writeFile(ctx, c, p, j.units)
+		n, layout, err := writeFile(ctx, c, p, j.units)
 		if err != nil {
 			return err
 		}
 		if err := p.finish(); err != nil {
 			return err
 		}
-		sizes[j.out] = n
+		j.layout = layout
 		sum.BytesOut += n
 	}
 	if extra != nil {
-		path, data, err := extra(sizes)
+		path, data, err := extra()
 		if err != nil {
 			return err
 		}
@@ -245,7 +258,7 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		sum.BytesOut += int64(len(data))
 	}
 	for _, p := range done {
-		if err := p.commit(); err != nil {
+		if err := p.commit(opts.Force); err != nil {
 			return err
 		}
 	}
@@ -260,8 +273,8 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 	return nil
 }
 
-// hasQuantized reports whether a file already holds quantized layers.
-func hasQuantized(h *safetensors.Header) int {
+// countQuantized counts a file's quantized layers.
+func countQuantized(h *safetensors.Header) int {
 	n := 0
 	for _, t := range h.Tensors {
 		if strings.HasSuffix(t.Name, quantSuffix) {

@@ -360,9 +360,42 @@ func TestSelection(t *testing.T) {
 	if exc["blocks.0.mlp.fc1.weight"] != convert.ActionCopy || exc["blocks.0.attn.qkv.weight"] != convert.ActionQuantize {
 		t.Errorf("--exclude: %v", exc)
 	}
-	if _, err := os.Stat(filepath.Join(t.TempDir(), "x.safetensors")); err == nil {
-		t.Error("dry run wrote a file")
+	dir := t.TempDir()
+	if _, err := convert.Quantize(ctx, tiny, filepath.Join(dir, "x.safetensors"), convert.Options{DryRun: true}); err != nil {
+		t.Fatal(err)
 	}
+	assertOnly(t, dir) // a dry run writes nothing
+}
+
+func TestEmptyWeightIsCopied(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	writeFile(t, in, map[string][]float32{"e.weight": nil, "w.weight": make([]float32, 64)},
+		map[string][]int{"e.weight": {0, 8}, "w.weight": {8, 8}})
+	sum, err := convert.Quantize(context.Background(), in, filepath.Join(dir, "out.safetensors"),
+		convert.Options{Selection: convert.Selection{Include: regexp.MustCompile(`weight`)}})
+	if err != nil || sum.Quantized != 1 || sum.Plan[0].Reason != "empty" && sum.Plan[1].Reason != "empty" {
+		t.Fatalf("%v %+v", err, sum)
+	}
+}
+
+// TestNoReplaceRace makes the output appear while the conversion runs: the
+// finished file must not replace it.
+func TestNoReplaceRace(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.safetensors")
+	opts := convert.Options{Progress: func(p convert.Progress) {
+		if p.TensorsDone == p.TensorsTotal {
+			os.WriteFile(out, []byte("someone else's"), 0o644)
+		}
+	}}
+	if _, err := convert.Quantize(context.Background(), tiny, out, opts); !errors.Is(err, convert.ErrExists) {
+		t.Fatalf("got %v, want ErrExists", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "someone else's" {
+		t.Error("the file that appeared was replaced")
+	}
+	assertOnly(t, dir, "out.safetensors")
 }
 
 // TestSharded splits the tiny checkpoint into two shards with an index,
@@ -472,4 +505,56 @@ func TestTinyOutputGolden(t *testing.T) {
 			t.Errorf("per-row %v: sha256 %x, want %s", perRow, got, want)
 		}
 	}
+}
+
+// shard writes a safetensors file of float32 tensors for the sharded tests.
+func shardFile(t *testing.T, dir, name string, tensors map[string][]float32, shapes map[string][]int) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, name), tensors, shapes)
+}
+
+func writeIndex(t *testing.T, path string, weightMap map[string]string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"weight_map": weightMap})
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShardedNameCollision: a weight in one shard must not be quantized
+// when its scale's name is taken in another shard.
+func TestShardedNameCollision(t *testing.T) {
+	dir := t.TempDir()
+	big := make([]float32, 128*128)
+	shardFile(t, dir, "a.safetensors", map[string][]float32{"x.weight": big}, map[string][]int{"x.weight": {128, 128}})
+	shardFile(t, dir, "b.safetensors", map[string][]float32{"x.weight_scale": {1}}, map[string][]int{"x.weight_scale": {1}})
+	in := filepath.Join(dir, "m.safetensors.index.json")
+	writeIndex(t, in, map[string]string{"x.weight": "a.safetensors", "x.weight_scale": "b.safetensors"})
+	out := filepath.Join(t.TempDir(), "o.safetensors.index.json")
+	sum, err := convert.Quantize(context.Background(), in, out, convert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Quantized != 0 || !strings.Contains(sum.Plan[0].Reason+sum.Plan[1].Reason, "already has x.weight_scale") {
+		t.Errorf("collision not avoided: %+v", sum.Plan)
+	}
+}
+
+// TestShardedFailureLeavesNothing: a NaN in the second shard aborts the
+// conversion, and the first shard's finished output is removed too.
+func TestShardedFailureLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := make([]float32, 128*128), make([]float32, 128*128)
+	bad[300] = float32(math.Inf(1))
+	shardFile(t, dir, "a.safetensors", map[string][]float32{"a.weight": good}, map[string][]int{"a.weight": {128, 128}})
+	shardFile(t, dir, "b.safetensors", map[string][]float32{"b.weight": bad}, map[string][]int{"b.weight": {128, 128}})
+	in := filepath.Join(dir, "m.safetensors.index.json")
+	writeIndex(t, in, map[string]string{"a.weight": "a.safetensors", "b.weight": "b.safetensors"})
+	outDir := t.TempDir()
+	_, err := convert.Quantize(context.Background(), in, filepath.Join(outDir, "o.safetensors.index.json"), convert.Options{})
+	var ae *backend.ArgError
+	if !errors.As(err, &ae) || ae.Row != 2 || !strings.Contains(err.Error(), "b.weight") {
+		t.Fatalf("got %v, want infinity in row 2 of b.weight", err)
+	}
+	assertOnly(t, outDir)
 }

@@ -23,21 +23,27 @@ func Dequantize(ctx context.Context, in, out string, opts Options) (*Summary, er
 	return convertAny(ctx, in, out, opts, dequantizeUnits)
 }
 
-func dequantizeUnits(f *safetensors.File, opts Options) ([]unit, error) {
+func dequantizeUnits(f *safetensors.File, opts Options, _ map[string]bool) ([]unit, error) {
+	bad := func(tensor, format string, a ...any) error {
+		return &safetensors.FormatError{Path: f.Path, Tensor: tensor, Problem: fmt.Sprintf(format, a...)}
+	}
 	layers := map[string]bool{} // base names of quantized layers
 	for _, t := range f.Tensors {
 		if !strings.HasSuffix(t.Name, quantSuffix) {
 			continue
 		}
 		base := strings.TrimSuffix(t.Name, quantSuffix)
+		if t.DType != "U8" {
+			return nil, bad(t.Name, "dtype %s, want U8 (comfy_quant JSON)", t.DType)
+		}
 		b, err := f.Data(t)
 		if err != nil {
 			return nil, err
 		}
 		cfg, err := parseQuantBlob(b)
 		f.Release(t)
-		if err != nil || t.DType != "U8" {
-			return nil, fmt.Errorf("%s: layer %q: %s is not a U8 tensor holding JSON", f.Path, base, t.Name)
+		if err != nil {
+			return nil, bad(t.Name, "does not hold comfy_quant JSON: %v", err)
 		}
 		if cfg.Format != Format {
 			return nil, fmt.Errorf("%s: layer %q: format %q is not supported (only %s)", f.Path, base, cfg.Format, Format)
@@ -46,11 +52,11 @@ func dequantizeUnits(f *safetensors.File, opts Options) ([]unit, error) {
 		s, sok := f.Tensor(base + scaleSuffix)
 		switch {
 		case !wok || !sok:
-			return nil, fmt.Errorf("%s: layer %q: %s needs both %s and %s", f.Path, base, Format, base+weightSuffix, base+scaleSuffix)
+			return nil, bad(t.Name, "%s needs both %s and %s", Format, base+weightSuffix, base+scaleSuffix)
 		case w.DType != "I8":
-			return nil, fmt.Errorf("%s: layer %q: weight is %s, want I8", f.Path, base, w.DType)
+			return nil, bad(w.Name, "dtype %s, want I8 in an %s layer", w.DType, Format)
 		case s.DType != "F32" && s.DType != "F16" && s.DType != "BF16":
-			return nil, fmt.Errorf("%s: layer %q: weight_scale is %s, want a float type", f.Path, base, s.DType)
+			return nil, bad(s.Name, "dtype %s, want a float type", s.DType)
 		}
 		layers[base] = true
 	}

@@ -15,7 +15,7 @@ import (
 // IndexSuffix ends the name of a sharded checkpoint's index file.
 const IndexSuffix = ".safetensors.index.json"
 
-func isIndex(path string) bool { return strings.HasSuffix(path, ".index.json") }
+func isIndex(path string) bool { return strings.HasSuffix(path, IndexSuffix) }
 
 // index is a sharded checkpoint's index: which shard holds each tensor.
 type index struct {
@@ -104,11 +104,17 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 				return fmt.Errorf("%s: shard %s holds tensor %q, which the index places in %q", in, shards[i], t.Name, idx.WeightMap[t.Name])
 			}
 		}
-		units, err := plan(f, opts)
+	}
+	names := make(map[string]bool, len(idx.WeightMap))
+	for name := range idx.WeightMap {
+		names[name] = true
+	}
+	for _, j := range jobs {
+		units, err := plan(j.f, opts, names)
 		if err != nil {
 			return err
 		}
-		jobs[i].units = units
+		j.units = units
 	}
 	for name, shard := range idx.WeightMap {
 		i := slices.Index(shards, shard)
@@ -116,23 +122,19 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 			return fmt.Errorf("%s: the index places tensor %q in %s, which does not hold it", in, name, shard)
 		}
 	}
-	writeIndex := func(map[string]int64) (string, []byte, error) {
+	writeIndex := func() (string, []byte, error) {
 		outIdx := index{Metadata: map[string]any{}, WeightMap: map[string]string{}}
 		for k, v := range idx.Metadata {
 			outIdx.Metadata[k] = v
 		}
 		var total int64
 		for i, j := range jobs {
-			for _, u := range j.units {
-				for _, t := range u.out {
-					outIdx.WeightMap[t.Name] = filepath.Base(outShards[i])
-					size, _ := safetensors.DTypeSize(t.DType)
-					n := int64(size)
-					for _, d := range t.Shape {
-						n *= int64(d)
-					}
-					total += n
+			for _, t := range j.layout {
+				if prev, ok := outIdx.WeightMap[t.Name]; ok {
+					return "", nil, fmt.Errorf("%s: tensor %q would be in both %s and %s", out, t.Name, prev, filepath.Base(outShards[i]))
 				}
+				outIdx.WeightMap[t.Name] = filepath.Base(outShards[i])
+				total += t.Size()
 			}
 		}
 		outIdx.Metadata["total_size"] = total

@@ -56,7 +56,8 @@ type Selection struct {
 	Include *regexp.Regexp
 	// Exclude removes matching tensors from the selection.
 	Exclude *regexp.Regexp
-	// MinElements overrides DefaultMinElements when positive.
+	// MinElements overrides DefaultMinElements when positive; 1 quantizes
+	// weights of every size.
 	MinElements int64
 }
 
@@ -69,6 +70,8 @@ func (s Selection) decide(t safetensors.TensorInfo) (bool, string) {
 		return false, fmt.Sprintf("rank %d, not 2-D", len(t.Shape))
 	case t.DType != "F32" && t.DType != "F16" && t.DType != "BF16":
 		return false, "dtype " + t.DType + " is not a float type"
+	case t.Numel() == 0:
+		return false, "empty"
 	case s.Exclude != nil && s.Exclude.MatchString(t.Name):
 		return false, "matches --exclude"
 	case s.Include != nil:

@@ -23,14 +23,11 @@ func Quantize(ctx context.Context, in, out string, opts Options) (*Summary, erro
 	return convertAny(ctx, in, out, opts, quantizeUnits)
 }
 
-// quantizeUnits plans one file.
-func quantizeUnits(f *safetensors.File, opts Options) ([]unit, error) {
-	if n := hasQuantized(&f.Header); n > 0 {
+// quantizeUnits plans one file; names holds every tensor name of the
+// checkpoint (all shards), so a new tensor never takes an existing name.
+func quantizeUnits(f *safetensors.File, opts Options, names map[string]bool) ([]unit, error) {
+	if n := countQuantized(&f.Header); n > 0 {
 		return nil, fmt.Errorf("%s: %w (%d %s tensors); quantize the original checkpoint instead", f.Path, ErrAlreadyQuantized, n, quantSuffix)
-	}
-	names := map[string]bool{}
-	for _, t := range f.Tensors {
-		names[t.Name] = true
 	}
 	var units []unit
 	for _, t := range f.Tensors {
@@ -106,14 +103,18 @@ func quantizeUnit(t safetensors.TensorInfo, perRow bool) unit {
 	}
 }
 
-// planner plans the units of one input file.
-type planner func(f *safetensors.File, opts Options) ([]unit, error)
+// planner plans the units of one input file of a checkpoint whose tensor
+// names (over all its files) are names.
+type planner func(f *safetensors.File, opts Options, names map[string]bool) ([]unit, error)
 
 // convertAny runs a conversion of a single file or of a sharded checkpoint.
 func convertAny(ctx context.Context, in, out string, opts Options, plan planner) (*Summary, error) {
 	sum := &Summary{Input: in, Output: out}
 	if isIndex(in) {
-		return sum, convertIndex(ctx, in, out, opts, plan, sum)
+		if err := convertIndex(ctx, in, out, opts, plan, sum); err != nil {
+			return nil, err
+		}
+		return sum, nil
 	}
 	if !opts.DryRun {
 		if err := checkOutput(out, opts.Force, in); err != nil {
@@ -125,7 +126,11 @@ func convertAny(ctx context.Context, in, out string, opts Options, plan planner)
 		return nil, err
 	}
 	defer f.Close()
-	units, err := plan(f, opts)
+	names := make(map[string]bool, len(f.Tensors))
+	for _, t := range f.Tensors {
+		names[t.Name] = true
+	}
+	units, err := plan(f, opts, names)
 	if err != nil {
 		return nil, err
 	}

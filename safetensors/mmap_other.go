@@ -16,7 +16,10 @@ func (m *mapping) open(*os.File, int64) error { return nil }
 
 func (m *mapping) bytes(f *os.File, off, n int64) ([]byte, error) {
 	b := make([]byte, n)
-	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+	if _, err := f.ReadAt(b, off); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the file shrank since it was opened
+		}
 		return nil, err
 	}
 	return b, nil

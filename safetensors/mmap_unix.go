@@ -3,6 +3,8 @@
 package safetensors
 
 import (
+	"fmt"
+	"math"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -13,11 +15,27 @@ import (
 // not grow with the file.
 type mapping struct {
 	data []byte
+	// The span of the ranges released since the last sweep, and their size.
+	lo, hi   int64
+	released int64
 }
+
+// Sweeping: the kernel maps pages around each fault (fault-around, 64 KiB
+// by default), so pages of tensors released earlier creep back in, and with
+// many small tensors they would add up to the file's size. After every
+// sweepEvery bytes released, the whole span released since the last sweep,
+// widened by the fault-around distance, is dropped again.
+const (
+	sweepEvery  = 8 << 20
+	faultAround = 64 << 10
+)
 
 func (m *mapping) open(f *os.File, size int64) error {
 	if size == 0 {
 		return nil
+	}
+	if size > math.MaxInt {
+		return fmt.Errorf("a %d-byte file cannot be mapped on this platform", size)
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
@@ -33,10 +51,32 @@ func (m *mapping) bytes(_ *os.File, off, n int64) ([]byte, error) {
 	return m.data[off : off+n : off+n], nil
 }
 
+// release drops the pages holding [off, off+n), rounding outward: the
+// mapping is read-only and shared, so a dropped page that is still in use
+// (a neighbour's) is simply read from the file again.
 func (m *mapping) release(off, n int64) {
+	if m.data == nil {
+		return
+	}
+	if m.released == 0 {
+		m.lo, m.hi = off, off+n
+	}
+	m.lo, m.hi = min(m.lo, off), max(m.hi, off+n)
+	m.released += n
+	if m.released >= sweepEvery {
+		m.dontNeed(m.lo-faultAround, m.hi+faultAround)
+		m.released = 0
+		return
+	}
+	m.dontNeed(off, off+n)
+}
+
+// dontNeed drops the pages of [start, end), widened to whole pages and
+// clipped to the mapping.
+func (m *mapping) dontNeed(start, end int64) {
 	page := int64(os.Getpagesize())
-	start := (off + page - 1) / page * page // only whole pages inside the range
-	end := (off + n) / page * page
+	start = max(start, 0) / page * page
+	end = min((end+page-1)/page*page, int64(len(m.data)))
 	if end > start {
 		_ = unix.Madvise(m.data[start:end], unix.MADV_DONTNEED)
 	}

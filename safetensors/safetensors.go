@@ -70,31 +70,30 @@ func DTypeSize(name string) (int, bool) {
 	return n, ok
 }
 
+// kitchenNames pairs the header names with the kitchen dtypes they hold.
+var kitchenNames = [...]struct {
+	name string
+	dt   dtype.DType
+}{{"F32", dtype.Float32}, {"F16", dtype.Float16}, {"BF16", dtype.BFloat16}, {"I8", dtype.Int8}, {"I32", dtype.Int32}, {"U8", dtype.Uint8}}
+
 // KitchenDType maps a header dtype name to a kitchen dtype, if there is one.
 func KitchenDType(name string) (dtype.DType, bool) {
-	switch name {
-	case "F32":
-		return dtype.Float32, true
-	case "F16":
-		return dtype.Float16, true
-	case "BF16":
-		return dtype.BFloat16, true
-	case "I8":
-		return dtype.Int8, true
-	case "I32":
-		return dtype.Int32, true
-	case "U8":
-		return dtype.Uint8, true
+	for _, p := range kitchenNames {
+		if p.name == name {
+			return p.dt, true
+		}
 	}
 	return dtype.Invalid, false
 }
 
-// Name is the header dtype name of a kitchen dtype.
+// Name is the header dtype name of a kitchen dtype, or "" if it has none.
 func Name(d dtype.DType) string {
-	return map[dtype.DType]string{
-		dtype.Float32: "F32", dtype.Float16: "F16", dtype.BFloat16: "BF16",
-		dtype.Int8: "I8", dtype.Int32: "I32", dtype.Uint8: "U8",
-	}[d]
+	for _, p := range kitchenNames {
+		if p.dt == d {
+			return p.name
+		}
+	}
+	return ""
 }
 
 // TensorInfo describes one tensor. Begin and End are byte offsets into the
@@ -127,16 +126,23 @@ type Header struct {
 	Tensors []TensorInfo
 	// DataStart is the file offset of the data section: 8 + header length.
 	DataStart int64
+
+	byName map[string]int // index into Tensors, built by the parser
 }
 
 // Tensor returns the tensor of that name.
 func (h *Header) Tensor(name string) (TensorInfo, bool) {
-	for _, t := range h.Tensors {
-		if t.Name == name {
-			return t, true
+	if h.byName == nil {
+		h.byName = make(map[string]int, len(h.Tensors))
+		for i, t := range h.Tensors {
+			h.byName[t.Name] = i
 		}
 	}
-	return TensorInfo{}, false
+	i, ok := h.byName[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return h.Tensors[i], true
 }
 
 // DataSize is the length of the data section.
@@ -282,7 +288,7 @@ func checkInfo(name string, ri rawInfo) (TensorInfo, error) {
 	info := TensorInfo{Name: name, DType: *ri.DType, Begin: offs[0], End: offs[1]}
 	nbytes := uint64(size)
 	for _, d := range *ri.Shape {
-		if d < 0 {
+		if d < 0 || uint64(d) > math.MaxInt {
 			return TensorInfo{}, fmt.Errorf("bad dimension %d in shape", d)
 		}
 		hi, lo := bits.Mul64(nbytes, uint64(d))

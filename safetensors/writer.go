@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 )
 
@@ -28,7 +29,7 @@ func Layout(tensors []TensorInfo) ([]TensorInfo, error) {
 		}
 		n := int64(size)
 		for _, d := range t.Shape {
-			if d < 0 {
+			if d < 0 || (d > 0 && n > math.MaxInt64/int64(d)) {
 				return nil, fmt.Errorf("safetensors: tensor %q: bad shape %v", t.Name, t.Shape)
 			}
 			n *= int64(d)

@@ -1,6 +1,10 @@
 package tensor
 
-import "github.com/gokitchen/kitchen/dtype"
+import (
+	"fmt"
+
+	"github.com/gokitchen/kitchen/dtype"
+)
 
 // Device owns tensor memory and supplies the primitive kernels that the
 // device-generic eager backend composes. A device implements them with its
@@ -69,7 +73,10 @@ const (
 )
 
 func (op BinaryOp) String() string {
-	return [...]string{Add: "add", Mul: "mul", Div: "div", Max: "max"}[op]
+	if names := [...]string{Add: "add", Mul: "mul", Div: "div", Max: "max"}; int(op) < len(names) {
+		return names[op]
+	}
+	return fmt.Sprintf("op(%d)", uint8(op))
 }
 
 // Apply computes the operation in float32.

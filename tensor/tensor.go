@@ -110,7 +110,7 @@ func (t *Tensor) String() string {
 // Reshape returns a tensor sharing t's storage with a new shape of the same
 // number of elements.
 func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
-	if err := checkShape(shape); err != nil {
+	if err := checkShape(shape, t.dtype.Size()); err != nil {
 		return nil, err
 	}
 	if Numel(shape) != t.Numel() {
@@ -212,7 +212,7 @@ func FromBytes(dt dtype.DType, b []byte, shape ...int) (*Tensor, error) {
 		}
 		shape = []int{len(b) / dt.Size()}
 	}
-	if err := checkShape(shape); err != nil {
+	if err := checkShape(shape, dt.Size()); err != nil {
 		return nil, err
 	}
 	if n := Numel(shape) * dt.Size(); n != len(b) {
@@ -226,7 +226,7 @@ func Zeros(dt dtype.DType, shape ...int) (*Tensor, error) {
 	if !dt.Valid() {
 		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
 	}
-	if err := checkShape(shape); err != nil {
+	if err := checkShape(shape, dt.Size()); err != nil {
 		return nil, err
 	}
 	return newHost(dt, shape, makeHost(Numel(shape)*dt.Size())), nil
@@ -239,7 +239,7 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	if shape == nil {
 		shape = []int{len(v)}
 	}
-	if err := checkShape(shape); err != nil {
+	if err := checkShape(shape, dt.Size()); err != nil {
 		return nil, err
 	}
 	if Numel(shape) != len(v) {
@@ -275,10 +275,11 @@ func Numel(shape []int) int {
 	return n
 }
 
-// checkShape reports negative or overflowing dimensions. The error formats
-// a copy, so shape does not escape and callers may pass stack memory.
-func checkShape(shape []int) error {
-	n := 1
+// checkShape reports negative dimensions, and shapes whose size in bytes
+// (size bytes per element) overflows an int. The error formats a copy, so
+// shape does not escape and callers may pass stack memory.
+func checkShape(shape []int, size int) error {
+	n := max(size, 1)
 	for _, d := range shape {
 		if d < 0 {
 			return fmt.Errorf("tensor: negative dimension in %v: %w", slices.Clone(shape), ErrShape)

@@ -72,6 +72,12 @@ func TestConstructorErrors(t *testing.T) {
 	if _, err := tensor.FromFloat32(dtype.Float32, nil, math.MaxInt/2+1, 3); !errors.Is(err, tensor.ErrShape) {
 		t.Errorf("overflowing shape: %v", err)
 	}
+	if _, err := tensor.FromBytes(dtype.Float32, make([]byte, 4), math.MaxInt/2+1, 2); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("shape whose byte size overflows: %v", err)
+	}
+	if _, err := tensor.Zeros(dtype.Float32, math.MaxInt/4+1); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("Zeros of an overflowing size: %v", err)
+	}
 	if _, err := tensor.FromBytes(dtype.Invalid, nil); err == nil {
 		t.Error("invalid dtype accepted")
 	}

@@ -1,7 +1,7 @@
 // Package cpu is kitchen's fused host backend: the four INT8 operations on
 // host tensors, each a single pass over memory where the contract allows,
-// split over GOMAXPROCS workers, with AVX2/FMA/F16C assembly on amd64 and a
-// pure-Go path elsewhere (or with the purego build tag).
+// split over GOMAXPROCS workers, with AVX-512 or AVX2+F16C assembly on amd64
+// and a pure-Go path elsewhere (or with the purego build tag).
 //
 // Results are bit-identical to the eager backend for every input, including
 // stochastic rounding, whose noise depends only on the seed and the flat
@@ -211,8 +211,7 @@ func (b *cpuBackend) getJob(kind jobKind) *job {
 	default:
 		j = &job{}
 	}
-	pm, fb := j.partMax, j.firstBad
-	j.kind, j.partMax, j.firstBad = kind, pm, fb
+	j.kind = kind
 	return j
 }
 
@@ -225,7 +224,7 @@ func (b *cpuBackend) putJob(j *job) {
 	}
 }
 
-// firstBad returns the smallest non-negative per-part result, or -1.
+// firstBadAll returns the first part's non-negative result, or -1.
 func (j *job) firstBadAll() int {
 	for _, r := range j.firstBad {
 		if r >= 0 {

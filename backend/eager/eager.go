@@ -62,9 +62,9 @@ func Quantize(c *backend.Call) (q, scale *tensor.Tensor, err error) {
 	x := c.X
 	dev := x.Device()
 	T := x.DType()
-	k := x.Dim(-1)
-	if x.Rank() == 0 {
-		k = 1
+	k := 1 // a scalar is one row of one
+	if x.Rank() > 0 {
+		k = x.Dim(-1)
 	}
 	var tmp temps
 	defer tmp.release()

@@ -69,6 +69,7 @@ complete; an interrupted run leaves nothing behind, and the input is never modif
 			if opts.Exclude, err = compileFlag("exclude", exclude); err != nil {
 				return err
 			}
+			opts.MinElements = max(opts.MinElements, 1) // 0: no size limit
 			return runConvert(cmd, args[0], f, opts, convert.Quantize)
 		},
 	}
@@ -77,7 +78,7 @@ complete; an interrupted run leaves nothing behind, and the input is never modif
 	fl.BoolVar(&opts.PerChannel, "per-channel", false, "one scale per output row ([N, 1]) instead of one per tensor")
 	fl.StringVar(&include, "include", "", "quantize 2-D float .weight tensors whose names match this regular expression")
 	fl.StringVar(&exclude, "exclude", "", "never quantize tensors whose names match this regular expression")
-	fl.Int64Var(&opts.MinElements, "min-elements", convert.DefaultMinElements, "smallest weight quantized by default")
+	fl.Int64Var(&opts.MinElements, "min-elements", convert.DefaultMinElements, "smallest weight quantized by default (0: no limit)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "show what would be quantized and copied; write nothing")
 	return cmd
 }

@@ -1,5 +1,7 @@
-// Command kitchen runs kitchen's INT8 quantization kernels from the shell:
-// it lists the backends and what they accept, and reports its version.
+// Command kitchen converts safetensors checkpoints to ComfyUI's
+// int8_tensorwise format and back (quantize, dequantize), inspects them,
+// lists the backends and what they accept, and times the INT8 operations
+// against the machine's copy speed (bench).
 package main
 
 import (
@@ -7,10 +9,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kitchen:", err)
