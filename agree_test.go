@@ -18,14 +18,14 @@ import (
 // agreeCase is one call built from fuzz input, run on every backend and
 // compared with eager byte for byte.
 type agreeCase struct {
-	op       backend.Op
-	dt       dtype.DType // x's dtype, or the scale's for dequantize
-	out      dtype.DType
-	shape    []int
-	data     []byte // x, or q
-	scale    *tensor.Tensor
-	value    *float32
-	seed     int64
+	op    backend.Op
+	dt    dtype.DType // x's dtype, or the scale's for dequantize
+	out   dtype.DType
+	shape []int
+	data  []byte // x, or q
+	scale *tensor.Tensor
+	value *float32
+	seed  int64
 }
 
 // values builds n elements of dt from raw fuzz bytes, steering many of them

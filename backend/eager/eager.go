@@ -50,8 +50,10 @@ func (ts *temps) keep(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
 	return t, err
 }
 
-func (ts temps) release() {
-	for _, t := range ts {
+// release frees every kept tensor. It has a pointer receiver so that a
+// deferred call sees the tensors kept after the defer statement.
+func (ts *temps) release() {
+	for _, t := range *ts {
 		t.Release()
 	}
 }

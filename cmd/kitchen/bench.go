@@ -13,7 +13,6 @@ import (
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/bench"
-	"github.com/gokitchen/kitchen/tensor"
 )
 
 func newBench() *cobra.Command {
@@ -43,12 +42,9 @@ across machines.`,
 				return err
 			}
 			cfg.Backends = backends
-			if device != "cpu" {
-				// Accelerator devices come with their backends; none is
-				// available in this build on this machine.
-				return fmt.Errorf("bench: device %q is not available here (see `kitchen backends`)", device)
+			if cfg.Device, err = benchDevice(device); err != nil {
+				return err
 			}
-			cfg.Device = tensor.CPU
 			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -62,7 +58,7 @@ across machines.`,
 	f := cmd.Flags()
 	f.StringVar(&shape, "shape", "8352,3840", "tensor shape, comma-separated")
 	f.StringVar(&dt, "dtype", "bf16", "input dtype: bf16, fp16 or fp32")
-	f.StringVar(&device, "device", "cpu", "device holding the tensors")
+	f.StringVar(&device, "device", "cpu", "device holding the tensors: cpu, or npu (Ascend)")
 	f.StringSliceVar(&backends, "backends", nil, "backends to time (default: every available one)")
 	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
@@ -84,10 +80,18 @@ func parseShape(s string) ([]int, error) {
 
 func printBench(w io.Writer, r *bench.Result) error {
 	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
-	fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend)\n\n", r.CopyGBPerS)
+	if r.CopyGBPerS > 0 {
+		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend)\n\n", r.CopyGBPerS)
+	} else {
+		fmt.Fprint(w, "no copy floor: the tensors are not in host memory\n\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t")
 	for _, o := range r.Ops {
+		if o.FloorMs == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor)
 	}
 	if err := tw.Flush(); err != nil {

@@ -101,8 +101,8 @@ func TestBenchJSON(t *testing.T) {
 	if _, err := runCLI(t, "bench", "--shape", "4,x"); err == nil {
 		t.Error("bad --shape accepted")
 	}
-	if _, err := runCLI(t, "bench", "--device", "npu"); err == nil {
-		t.Error("unavailable device accepted")
+	if _, err := runCLI(t, "bench", "--device", "tpu"); err == nil {
+		t.Error("unknown device accepted")
 	}
 }
 

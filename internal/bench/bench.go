@@ -77,7 +77,8 @@ func ShortName(d dtype.DType) string {
 type op struct {
 	name  backend.Op
 	bytes int64
-	run   func(ctx context.Context, opt kitchen.Option) error
+	call  backend.Call // what the backend is asked to accept
+	run   func(ctx context.Context, opt kitchen.Option) ([]*tensor.Tensor, error)
 }
 
 // Run measures every operation on every chosen backend against a parallel
@@ -103,24 +104,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	n := int64(x.Numel())
 	rows := n / int64(x.Dim(-1))
 	size := int64(cfg.DType.Size())
+	two := func(a, b *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a, b}, err }
+	one := func(a *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a}, err }
 	ops := []op{
-		{backend.QuantizeRowwise, n*size + n + 4*rows, func(ctx context.Context, o kitchen.Option) error {
-			_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, o)
-			return err
-		}},
-		{backend.QuantizeTensorwise, 2*n*size + n, func(ctx context.Context, o kitchen.Option) error {
-			_, _, err := kitchen.QuantizeInt8Tensorwise(ctx, x, o)
-			return err
-		}},
-		{backend.Dequantize, n + 4*rows + 4*n, func(ctx context.Context, o kitchen.Option) error {
-			_, err := kitchen.DequantizeInt8(ctx, q, scale, o)
-			return err
-		}},
-		{backend.DequantizeDType, n + 4*rows + n*size, func(ctx context.Context, o kitchen.Option) error {
-			_, err := kitchen.DequantizeInt8To(ctx, q, scale, cfg.DType, o)
-			return err
-		}},
+		{backend.QuantizeRowwise, n*size + n + 4*rows, backend.Call{Op: backend.QuantizeRowwise, X: x},
+			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
+				return two(kitchen.QuantizeInt8Rowwise(ctx, x, o))
+			}},
+		{backend.QuantizeTensorwise, 2*n*size + n, backend.Call{Op: backend.QuantizeTensorwise, X: x},
+			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
+				return two(kitchen.QuantizeInt8Tensorwise(ctx, x, o))
+			}},
+		{backend.Dequantize, n + 4*rows + 4*n, backend.Call{Op: backend.Dequantize, Q: q, Scale: scale, OutDType: dtype.Float32},
+			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
+				return one(kitchen.DequantizeInt8(ctx, q, scale, o))
+			}},
+		{backend.DequantizeDType, n + 4*rows + n*size, backend.Call{Op: backend.DequantizeDType, Q: q, Scale: scale, OutDType: cfg.DType},
+			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
+				return one(kitchen.DequantizeInt8To(ctx, q, scale, cfg.DType, o))
+			}},
 	}
+	// The copy floor is a host-memory figure: it means nothing for tensors
+	// on an accelerator, so there it is left out.
+	host := x.Device() == tensor.CPU
 
 	type series struct {
 		op    op
@@ -132,7 +138,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// The copy buffers come from the same allocator as tensors (huge pages
 	// where the host gives them), so the floor sees the same memory system.
-	copySrc, copyDst := hostBuffer(n*size), hostBuffer(n*size)
+	var copySrc, copyDst []byte
+	if host {
+		copySrc, copyDst = hostBuffer(n*size), hostBuffer(n*size)
+	}
 	res := &Result{
 		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
 		Threads: runtime.GOMAXPROCS(0),
@@ -145,9 +154,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, name := range names {
 		var all []*series
 		for _, o := range ops {
-			if implements(name, o.name) {
+			// Only what the backend accepts for these tensors, on this device.
+			if _, _, err := backend.Default.Select(ctx, &o.call, name); err == nil {
 				all = append(all, &series{op: o})
 			}
+		}
+		if len(all) == 0 {
+			continue
 		}
 		var copies []time.Duration
 		for round := range cfg.Warmup + cfg.Runs {
@@ -155,14 +168,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 			measured := round >= cfg.Warmup
-			d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
-			if measured {
-				copies = append(copies, d)
+			if host {
+				d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
+				if measured {
+					copies = append(copies, d)
+				}
 			}
 			for _, s := range all {
-				d, err := timeIt(func() error { return s.op.run(ctx, kitchen.UsingBackend(name)) })
+				var outs []*tensor.Tensor
+				d, err := timeIt(func() (err error) {
+					outs, err = s.op.run(ctx, kitchen.UsingBackend(name))
+					return err
+				})
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
+				}
+				for _, t := range outs {
+					t.Release() // device memory would pile up otherwise
 				}
 				if measured {
 					s.times = append(s.times, d)
@@ -170,17 +192,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		runtime.GC() // leave the next phase none of this one's garbage
-		gbps := float64(2*n*size) / median(copies).Seconds() / 1e9
+		var gbps float64
+		if host {
+			gbps = float64(2*n*size) / median(copies).Seconds() / 1e9
+		}
 		if res.CopyGBPerS == 0 {
 			res.CopyGBPerS = gbps
 		}
 		for _, s := range all {
-			floor := float64(s.op.bytes) / (gbps * 1e9) * 1e3
-			med := ms(median(s.times))
-			res.Ops = append(res.Ops, OpResult{
-				Op: s.op.name, Backend: name, MeanMs: ms(mean(s.times)), MedianMs: med,
-				Bytes: s.op.bytes, CopyGBPerS: gbps, FloorMs: floor, RatioToFloor: med / floor,
-			})
+			r := OpResult{
+				Op: s.op.name, Backend: name, MeanMs: ms(mean(s.times)), MedianMs: ms(median(s.times)),
+				Bytes: s.op.bytes, CopyGBPerS: gbps,
+			}
+			if host {
+				r.FloorMs = float64(s.op.bytes) / (gbps * 1e9) * 1e3
+				r.RatioToFloor = r.MedianMs / r.FloorMs
+			}
+			res.Ops = append(res.Ops, r)
 		}
 	}
 	return res, nil
@@ -222,15 +250,6 @@ func backendsFor(want []string) []string {
 		}
 	}
 	return out
-}
-
-func implements(name string, op backend.Op) bool {
-	for _, b := range kitchen.ListBackends() {
-		if _, ok := b.Capabilities[op]; ok && b.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func timeIt(f func() error) (time.Duration, error) {

@@ -1,0 +1,218 @@
+package ascend
+
+import "unsafe"
+
+// The C functions kitchen calls, with the signatures of the CANN 8.1.RC1
+// headers (internal/ascendsim/README.md lists each with its header). Go
+// types map to C as purego passes them: uintptr for handles and device
+// addresses, unsafe.Pointer and *T for host memory, int32 for int, enums and
+// aclError/aclnnStatus, uint64/int64 for the fixed-width integers.
+//
+// Every aclnn operator comes as two functions: xxxGetWorkspaceSize, which
+// checks the arguments and returns an executor and a workspace size, and
+// xxx, which queues the executor on a stream; their second halves share one
+// signature, phase2.
+type phase2 = func(workspace uintptr, workspaceSize uint64, executor uintptr, stream uintptr) int32
+
+type api struct {
+	// libascendcl.so: acl/acl.h, acl/acl_rt.h
+	aclInit                func(configPath unsafe.Pointer) int32
+	aclGetRecentErrMsg     func() string
+	aclrtGetDeviceCount    func(count *uint32) int32
+	aclrtSetDevice         func(deviceID int32) int32
+	aclrtGetCurrentContext func(ctx *uintptr) int32
+	aclrtSetCurrentContext func(ctx uintptr) int32
+	aclrtCreateStream      func(stream *uintptr) int32
+	aclrtDestroyStream     func(stream uintptr) int32
+	aclrtSynchronizeStream func(stream uintptr) int32
+	aclrtMalloc            func(devPtr *uintptr, size uintptr, policy int32) int32
+	aclrtFree              func(devPtr uintptr) int32
+	// aclrtMemcpy, bound twice so host memory travels as a pointer.
+	aclrtMemcpyToDevice func(dst uintptr, destMax uintptr, src unsafe.Pointer, count uintptr, kind int32) int32
+	aclrtMemcpyToHost   func(dst unsafe.Pointer, destMax uintptr, src uintptr, count uintptr, kind int32) int32
+
+	// libnnopbase.so: aclnn/acl_meta.h
+	aclCreateTensor         func(viewDims *int64, viewDimsNum uint64, dataType int32, stride *int64, offset int64, format int32, storageDims *int64, storageDimsNum uint64, tensorData uintptr) uintptr
+	aclDestroyTensor        func(tensor uintptr) int32
+	aclCreateScalar         func(value unsafe.Pointer, dataType int32) uintptr
+	aclDestroyScalar        func(scalar uintptr) int32
+	aclCreateIntArray       func(value *int64, size uint64) uintptr
+	aclDestroyIntArray      func(array uintptr) int32
+	aclDestroyAclOpExecutor func(executor uintptr) int32
+
+	// libopapi.so: aclnnop/aclnn_*.h. ws and ex are the workspace size and
+	// executor outputs of every first phase.
+	aclnnCastGetWorkspaceSize                    func(self uintptr, dtype int32, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnCast                                    phase2
+	aclnnAbsGetWorkspaceSize                     func(self, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAbs                                     phase2
+	aclnnAminmaxDimGetWorkspaceSize              func(self uintptr, dim int64, keepDim bool, minOut, maxOut uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAminmaxDim                              phase2
+	aclnnAminGetWorkspaceSize                    func(self, dim uintptr, keepDim bool, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAmin                                    phase2
+	aclnnMaximumGetWorkspaceSize                 func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnMaximum                                 phase2
+	aclnnMulGetWorkspaceSize                     func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnMul                                     phase2
+	aclnnDivGetWorkspaceSize                     func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnDiv                                     phase2
+	aclnnAddGetWorkspaceSize                     func(self, other, alpha, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAdd                                     phase2
+	aclnnMulsGetWorkspaceSize                    func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnMuls                                    phase2
+	aclnnDivsGetWorkspaceSize                    func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnDivs                                    phase2
+	aclnnAddsGetWorkspaceSize                    func(self, other, alpha, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAdds                                    phase2
+	aclnnClampMinGetWorkspaceSize                func(self, min, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnClampMin                                phase2
+	aclnnClampGetWorkspaceSize                   func(self, min, max, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnClamp                                   phase2
+	aclnnFloorGetWorkspaceSize                   func(self, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnFloor                                   phase2
+	aclnnIsFiniteGetWorkspaceSize                func(self, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnIsFinite                                phase2
+	aclnnEqScalarGetWorkspaceSize                func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnEqScalar                                phase2
+	aclnnGtScalarGetWorkspaceSize                func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnGtScalar                                phase2
+	aclnnLogicalAndGetWorkspaceSize              func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnLogicalAnd                              phase2
+	aclnnInplaceFillScalarGetWorkspaceSize       func(selfRef, value uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceFillScalar                       phase2
+	aclnnInplaceMaskedFillScalarGetWorkspaceSize func(selfRef, mask, value uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceMaskedFillScalar                 phase2
+	aclnnInplaceCopyGetWorkspaceSize             func(selfRef, src uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceCopy                             phase2
+	aclnnArangeGetWorkspaceSize                  func(start, end, step, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnArange                                  phase2
+	aclnnInplaceBitwiseAndScalarGetWorkspaceSize func(selfRef, other uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceBitwiseAndScalar                 phase2
+	aclnnInplaceBitwiseXorTensorGetWorkspaceSize func(selfRef, other uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceBitwiseXorTensor                 phase2
+	aclnnInplaceAddsGetWorkspaceSize             func(selfRef, other, alpha uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceAdds                             phase2
+	aclnnInplaceAddGetWorkspaceSize              func(selfRef, other, alpha uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceAdd                              phase2
+	aclnnInplaceMulsGetWorkspaceSize             func(selfRef, other uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceMuls                             phase2
+	aclnnInplaceFloorDividesGetWorkspaceSize     func(selfRef, other uintptr, ws *uint64, ex *uintptr) int32
+	aclnnInplaceFloorDivides                     phase2
+	aclnnFloorDividesGetWorkspaceSize            func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnFloorDivides                            phase2
+	aclnnFloorDivideGetWorkspaceSize             func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnFloorDivide                             phase2
+	aclnnPowScalarTensorGetWorkspaceSize         func(self, exponent, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnPowScalarTensor                         phase2
+	aclnnDynamicQuantV2GetWorkspaceSize          func(x, smoothScales, groupIndex uintptr, dstType int64, yOut, scaleOut, offsetOut uintptr, ws *uint64, ex *uintptr) int32
+	aclnnDynamicQuantV2                          phase2
+	aclnnQuantizeGetWorkspaceSize                func(x, scales, zeroPoints uintptr, dtype int32, axis int32, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnQuantize                                phase2
+}
+
+// The libraries, in load order.
+const (
+	libACL = iota
+	libNNOpBase
+	libOpAPI
+	numLibs
+)
+
+var libNames = [numLibs]string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
+
+// symbol is one C function to bind: the Go field it fills and the library
+// that exports it.
+type symbol struct {
+	fn   any
+	name string
+	lib  int
+}
+
+// symbols lists every function kitchen binds.
+func (a *api) symbols() []symbol {
+	s := []symbol{
+		{&a.aclInit, "aclInit", libACL},
+		{&a.aclGetRecentErrMsg, "aclGetRecentErrMsg", libACL},
+		{&a.aclrtGetDeviceCount, "aclrtGetDeviceCount", libACL},
+		{&a.aclrtSetDevice, "aclrtSetDevice", libACL},
+		{&a.aclrtGetCurrentContext, "aclrtGetCurrentContext", libACL},
+		{&a.aclrtSetCurrentContext, "aclrtSetCurrentContext", libACL},
+		{&a.aclrtCreateStream, "aclrtCreateStream", libACL},
+		{&a.aclrtDestroyStream, "aclrtDestroyStream", libACL},
+		{&a.aclrtSynchronizeStream, "aclrtSynchronizeStream", libACL},
+		{&a.aclrtMalloc, "aclrtMalloc", libACL},
+		{&a.aclrtFree, "aclrtFree", libACL},
+		{&a.aclrtMemcpyToDevice, "aclrtMemcpy", libACL},
+		{&a.aclrtMemcpyToHost, "aclrtMemcpy", libACL},
+
+		{&a.aclCreateTensor, "aclCreateTensor", libNNOpBase},
+		{&a.aclDestroyTensor, "aclDestroyTensor", libNNOpBase},
+		{&a.aclCreateScalar, "aclCreateScalar", libNNOpBase},
+		{&a.aclDestroyScalar, "aclDestroyScalar", libNNOpBase},
+		{&a.aclCreateIntArray, "aclCreateIntArray", libNNOpBase},
+		{&a.aclDestroyIntArray, "aclDestroyIntArray", libNNOpBase},
+		{&a.aclDestroyAclOpExecutor, "aclDestroyAclOpExecutor", libNNOpBase},
+	}
+	ops := []struct {
+		name   string
+		ws, fn any
+	}{
+		{"aclnnCast", &a.aclnnCastGetWorkspaceSize, &a.aclnnCast},
+		{"aclnnAbs", &a.aclnnAbsGetWorkspaceSize, &a.aclnnAbs},
+		{"aclnnAminmaxDim", &a.aclnnAminmaxDimGetWorkspaceSize, &a.aclnnAminmaxDim},
+		{"aclnnAmin", &a.aclnnAminGetWorkspaceSize, &a.aclnnAmin},
+		{"aclnnMaximum", &a.aclnnMaximumGetWorkspaceSize, &a.aclnnMaximum},
+		{"aclnnMul", &a.aclnnMulGetWorkspaceSize, &a.aclnnMul},
+		{"aclnnDiv", &a.aclnnDivGetWorkspaceSize, &a.aclnnDiv},
+		{"aclnnAdd", &a.aclnnAddGetWorkspaceSize, &a.aclnnAdd},
+		{"aclnnMuls", &a.aclnnMulsGetWorkspaceSize, &a.aclnnMuls},
+		{"aclnnDivs", &a.aclnnDivsGetWorkspaceSize, &a.aclnnDivs},
+		{"aclnnAdds", &a.aclnnAddsGetWorkspaceSize, &a.aclnnAdds},
+		{"aclnnClampMin", &a.aclnnClampMinGetWorkspaceSize, &a.aclnnClampMin},
+		{"aclnnClamp", &a.aclnnClampGetWorkspaceSize, &a.aclnnClamp},
+		{"aclnnFloor", &a.aclnnFloorGetWorkspaceSize, &a.aclnnFloor},
+		{"aclnnIsFinite", &a.aclnnIsFiniteGetWorkspaceSize, &a.aclnnIsFinite},
+		{"aclnnEqScalar", &a.aclnnEqScalarGetWorkspaceSize, &a.aclnnEqScalar},
+		{"aclnnGtScalar", &a.aclnnGtScalarGetWorkspaceSize, &a.aclnnGtScalar},
+		{"aclnnLogicalAnd", &a.aclnnLogicalAndGetWorkspaceSize, &a.aclnnLogicalAnd},
+		{"aclnnInplaceFillScalar", &a.aclnnInplaceFillScalarGetWorkspaceSize, &a.aclnnInplaceFillScalar},
+		{"aclnnInplaceMaskedFillScalar", &a.aclnnInplaceMaskedFillScalarGetWorkspaceSize, &a.aclnnInplaceMaskedFillScalar},
+		{"aclnnInplaceCopy", &a.aclnnInplaceCopyGetWorkspaceSize, &a.aclnnInplaceCopy},
+		{"aclnnArange", &a.aclnnArangeGetWorkspaceSize, &a.aclnnArange},
+		{"aclnnInplaceBitwiseAndScalar", &a.aclnnInplaceBitwiseAndScalarGetWorkspaceSize, &a.aclnnInplaceBitwiseAndScalar},
+		{"aclnnInplaceBitwiseXorTensor", &a.aclnnInplaceBitwiseXorTensorGetWorkspaceSize, &a.aclnnInplaceBitwiseXorTensor},
+		{"aclnnInplaceAdds", &a.aclnnInplaceAddsGetWorkspaceSize, &a.aclnnInplaceAdds},
+		{"aclnnInplaceAdd", &a.aclnnInplaceAddGetWorkspaceSize, &a.aclnnInplaceAdd},
+		{"aclnnInplaceMuls", &a.aclnnInplaceMulsGetWorkspaceSize, &a.aclnnInplaceMuls},
+		{"aclnnInplaceFloorDivides", &a.aclnnInplaceFloorDividesGetWorkspaceSize, &a.aclnnInplaceFloorDivides},
+		{"aclnnFloorDivides", &a.aclnnFloorDividesGetWorkspaceSize, &a.aclnnFloorDivides},
+		{"aclnnFloorDivide", &a.aclnnFloorDivideGetWorkspaceSize, &a.aclnnFloorDivide},
+		{"aclnnPowScalarTensor", &a.aclnnPowScalarTensorGetWorkspaceSize, &a.aclnnPowScalarTensor},
+		{"aclnnDynamicQuantV2", &a.aclnnDynamicQuantV2GetWorkspaceSize, &a.aclnnDynamicQuantV2},
+		{"aclnnQuantize", &a.aclnnQuantizeGetWorkspaceSize, &a.aclnnQuantize},
+	}
+	for _, op := range ops {
+		s = append(s, symbol{op.ws, op.name + "GetWorkspaceSize", libOpAPI}, symbol{op.fn, op.name, libOpAPI})
+	}
+	return s
+}
+
+// aclDataType values (acl/acl_base.h).
+const (
+	aclFloat   int32 = 0
+	aclFloat16 int32 = 1
+	aclInt8    int32 = 2
+	aclInt32   int32 = 3
+	aclUint8   int32 = 4
+	aclInt64   int32 = 9
+	aclBool    int32 = 12
+	aclBF16    int32 = 27
+)
+
+const (
+	aclFormatND           int32 = 2      // aclFormat ACL_FORMAT_ND
+	aclMemMallocHugeFirst int32 = 0      // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
+	aclMemcpyHostToDevice int32 = 1      // aclrtMemcpyKind ACL_MEMCPY_HOST_TO_DEVICE
+	aclMemcpyDeviceToHost int32 = 2      // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
+	aclErrorRepeatInit    int32 = 100002 // ACL_ERROR_REPEAT_INITIALIZE
+)

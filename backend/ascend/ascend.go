@@ -1,0 +1,226 @@
+// Package ascend is kitchen's backend for Huawei Ascend NPUs: the device
+// type "npu", whose tensors live in NPU memory and whose primitives are
+// aclnn operators, so the eager backend runs on the NPU unchanged, and the
+// backend "ascend", with fused kernels for the INT8 operations.
+//
+// CANN is bound at run time, never at build time: the package loads
+// libascendcl.so, libnnopbase.so and libopapi.so with dlopen (through
+// purego, so builds need no cgo and a machine without CANN gains no
+// dependency) from, in order:
+//
+//   - $KITCHEN_ASCEND_LIB_DIR, if set, and nothing else;
+//   - $ASCEND_HOME_PATH/lib64 and $ASCEND_TOOLKIT_HOME/lib64 (CANN's
+//     set_env.sh sets both);
+//   - /usr/local/Ascend/ascend-toolkit/latest/lib64, CANN's default install;
+//   - the directories of $LD_LIBRARY_PATH, then the dynamic loader's search.
+//
+// Importing the package registers "ascend" with backend.Default when the
+// libraries load, aclInit succeeds and an NPU exists; otherwise it marks
+// "ascend" unavailable with the reason (which library failed to load from
+// where, or which call failed with which code and message). Load and
+// Register do the same for other registries and directories.
+//
+// The fused kernels take float16 and bfloat16 input with deterministic
+// rounding: quantize_int8_rowwise runs aclnnDynamicQuantV2,
+// quantize_int8_tensorwise an on-device abs-max and aclnnQuantize, and both
+// dequantize operations a cast and a multiply. float32 input and stochastic
+// rounding are declined, and the registry sends them to the eager backend,
+// which runs on the NPU through the device's primitives. Tensors move
+// between host and NPU only through tensor.Tensor.To; during an operation
+// the only device-to-host transfer is the small result of the NaN check
+// (8 bytes: the index of the first row holding NaN or infinity; 16 for
+// row-wise quantization, which reads the smallest scale with it).
+//
+// The fused quantize kernels return the contract's scales exactly. Their q
+// is within one step of the contract's, and equal to it wherever the
+// contract's roundings are exact: the NPU divides (aclnnQuantize) or
+// multiplies by a reciprocal (aclnnDynamicQuantV2) in float32 without
+// rounding the quotient to the input's type. The package tests state the
+// rule precisely; dequantization is exact.
+package ascend
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/gokitchen/kitchen/backend"
+)
+
+// Name is the backend's registered name.
+const Name = "ascend"
+
+// DeviceType is the type of Ascend devices, as backend constraints see it:
+// the name torch-npu gives them.
+const DeviceType = "npu"
+
+// EnvLibDir names the directory that, when set, is the only place searched
+// for the CANN libraries.
+const EnvLibDir = "KITCHEN_ASCEND_LIB_DIR"
+
+// Options say where to find CANN and which NPU to use.
+type Options struct {
+	// Dirs are the directories searched for the libraries, in order. Nil
+	// means DefaultDirs and then, unless KITCHEN_ASCEND_LIB_DIR is set, the
+	// dynamic loader's own search.
+	Dirs []string
+	// DeviceID is the NPU to use; 0 is the first.
+	DeviceID int
+}
+
+// DefaultDirs returns the directories searched when Options.Dirs is nil:
+// $KITCHEN_ASCEND_LIB_DIR alone if it is set, otherwise CANN's usual
+// places and the directories of $LD_LIBRARY_PATH.
+func DefaultDirs() []string {
+	if d := os.Getenv(EnvLibDir); d != "" {
+		return []string{d}
+	}
+	var dirs []string
+	add := func(d string) {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, env := range []string{"ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"} {
+		if home := os.Getenv(env); home != "" {
+			add(filepath.Join(home, "lib64"))
+		}
+	}
+	add("/usr/local/Ascend/ascend-toolkit/latest/lib64")
+	for _, d := range filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")) {
+		add(d)
+	}
+	return dirs
+}
+
+// Runtime is CANN loaded into this process and bound to one NPU.
+type Runtime struct {
+	api   api
+	paths [numLibs]string
+	dev   *Device
+}
+
+// Load loads the CANN libraries, initializes AscendCL, selects the NPU and
+// creates the stream that every operation on it uses. It fails with a
+// *LibraryError when a library cannot be loaded, an *Error when a call
+// fails, or an error wrapping ErrNoDevice when there is no NPU.
+//
+// AscendCL can be initialized once per process, so a second Load shares
+// the first one's initialization; Runtime.Close never finalizes it.
+func Load(opts Options) (*Runtime, error) {
+	dirs, system := opts.Dirs, false
+	if dirs == nil {
+		dirs, system = DefaultDirs(), os.Getenv(EnvLibDir) == ""
+	}
+	r := &Runtime{}
+	paths, err := openLibraries(&r.api, dirs, system)
+	if err != nil {
+		return nil, err
+	}
+	r.paths = paths
+	a := &r.api
+
+	// The runtime's current context is per OS thread: stay on this one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if st := a.aclInit(nil); st != 0 && st != aclErrorRepeatInit {
+		return nil, r.fail("aclInit", st)
+	}
+	a.aclGetRecentErrMsg() // forget the message of a repeated initialization
+	var count uint32
+	if st := a.aclrtGetDeviceCount(&count); st != 0 {
+		return nil, r.fail("aclrtGetDeviceCount", st)
+	}
+	if count == 0 {
+		return nil, fmt.Errorf("ascend: aclrtGetDeviceCount reports 0 devices (libraries from %s): %w", paths[libACL], ErrNoDevice)
+	}
+	if opts.DeviceID < 0 || opts.DeviceID >= int(count) {
+		return nil, fmt.Errorf("ascend: device %d requested, aclrtGetDeviceCount reports %d: %w", opts.DeviceID, count, ErrNoDevice)
+	}
+	d := &Device{rt: r, id: opts.DeviceID}
+	if st := a.aclrtSetDevice(int32(d.id)); st != 0 {
+		return nil, r.fail("aclrtSetDevice", st)
+	}
+	if st := a.aclrtGetCurrentContext(&d.ctx); st != 0 {
+		return nil, r.fail("aclrtGetCurrentContext", st)
+	}
+	if st := a.aclrtCreateStream(&d.stream); st != 0 {
+		return nil, r.fail("aclrtCreateStream", st)
+	}
+	r.dev = d
+	return r, nil
+}
+
+// fail makes the Error for a call that returned st, with the message the
+// runtime recorded for it on this thread.
+func (r *Runtime) fail(call string, st int32) error {
+	return &Error{Call: call, Code: st, Message: r.api.aclGetRecentErrMsg()}
+}
+
+// Device returns the NPU this runtime is bound to.
+func (r *Runtime) Device() *Device { return r.dev }
+
+// Libraries returns the paths the three libraries were loaded from (a bare
+// name when the dynamic loader found it).
+func (r *Runtime) Libraries() []string { return r.paths[:] }
+
+// Close waits for the device's work to finish and destroys its stream.
+// Tensors on the device can still be released; nothing else runs on it.
+func (r *Runtime) Close() error {
+	d := r.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if st := r.api.aclrtSetCurrentContext(d.ctx); st != 0 {
+		return r.fail("aclrtSetCurrentContext", st)
+	}
+	if st := r.api.aclrtSynchronizeStream(d.stream); st != 0 {
+		return r.fail("aclrtSynchronizeStream", st)
+	}
+	if st := r.api.aclrtDestroyStream(d.stream); st != 0 {
+		return r.fail("aclrtDestroyStream", st)
+	}
+	return nil
+}
+
+// Register loads CANN as Load does and registers the ascend backend with
+// reg. When CANN cannot be used it marks "ascend" unavailable in reg with
+// the reason and returns the error.
+func Register(reg *backend.Registry, opts Options) (*Runtime, error) {
+	r, err := Load(opts)
+	if err != nil {
+		reg.MarkUnavailable(Name, backend.Accelerator, strings.TrimPrefix(err.Error(), "ascend: "))
+		return nil, err
+	}
+	if err := reg.Register(New()); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// loaded is what init found: the runtime registered with backend.Default,
+// or why there is none.
+var loaded struct {
+	rt  *Runtime
+	err error
+}
+
+func init() { loaded.rt, loaded.err = Register(backend.Default, Options{}) }
+
+// DefaultDevice returns the NPU of the runtime that this package registered
+// with backend.Default, or the reason there is none.
+func DefaultDevice() (*Device, error) {
+	if loaded.err != nil {
+		return nil, loaded.err
+	}
+	return loaded.rt.Device(), nil
+}

@@ -1,0 +1,462 @@
+package ascend
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// Device is an Ascend NPU: a tensor.Device whose tensors live in NPU memory
+// and whose primitives run as aclnn operators on one stream, so the eager
+// backend runs on it unchanged. It is safe for concurrent use; operations
+// on one device run one at a time.
+//
+// Device memory is freed by Tensor.Release, or, for tensors that become
+// unreachable without it, when the garbage collector finds them. The
+// collector does not see NPU memory, so code that makes many large tensors
+// should release them.
+type Device struct {
+	rt     *Runtime
+	id     int
+	ctx    uintptr // the context aclrtSetDevice made, made current on each OS thread that calls in
+	stream uintptr
+
+	mu     sync.Mutex // serializes all work on the device
+	closed bool
+}
+
+var _ tensor.Device = (*Device)(nil)
+
+// Type returns "npu".
+func (d *Device) Type() string { return DeviceType }
+
+// String names the device, e.g. "npu:0".
+func (d *Device) String() string { return fmt.Sprintf("%s:%d", DeviceType, d.id) }
+
+// memory is the storage of a device tensor. Tensors that share it (those
+// made by Reshape) share one allocation, freed once.
+type memory struct {
+	dev     *Device
+	addr    uintptr // 0 for an empty tensor
+	size    int
+	freed   bool // guarded by dev.mu
+	cleanup runtime.Cleanup
+}
+
+// watch arranges for the garbage collector to free m's allocation if m
+// becomes unreachable without being released.
+func (m *memory) watch() {
+	if m.addr != 0 {
+		m.cleanup = runtime.AddCleanup(m, m.dev.freeLost, m.addr)
+	}
+}
+
+// freeLost frees an allocation whose tensors the garbage collector found
+// unreachable.
+func (d *Device) freeLost(addr uintptr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if d.rt.api.aclrtSetCurrentContext(d.ctx) == 0 {
+		d.rt.api.aclrtFree(addr)
+	}
+}
+
+// mem returns the storage of t, which must be a live tensor of this device.
+func (d *Device) mem(t *tensor.Tensor) (*memory, error) {
+	if t == nil {
+		return nil, fmt.Errorf("ascend: nil tensor")
+	}
+	m, ok := t.Storage().(*memory)
+	if !ok || t.Device() != tensor.Device(d) || m.dev != d {
+		return nil, fmt.Errorf("ascend: %v is not on %v", t, d)
+	}
+	if m.freed {
+		return nil, fmt.Errorf("ascend: %v was released", t)
+	}
+	return m, nil
+}
+
+// Alloc returns a tensor in NPU memory with unspecified contents.
+func (d *Device) Alloc(dt dtype.DType, shape []int) (*tensor.Tensor, error) {
+	if !dt.Valid() {
+		return nil, fmt.Errorf("ascend: alloc of invalid dtype %v", dt)
+	}
+	for _, n := range shape {
+		if n < 0 {
+			return nil, fmt.Errorf("ascend: alloc of shape %v: %w", shape, tensor.ErrShape)
+		}
+	}
+	return do(d, func(s *session) (*tensor.Tensor, error) {
+		t, _, err := s.result(dt, shape)
+		return t, err
+	})
+}
+
+// Release frees a tensor's NPU memory, and that of every tensor sharing it.
+// Releasing twice does nothing.
+func (d *Device) Release(t *tensor.Tensor) {
+	m, ok := t.Storage().(*memory)
+	if !ok || m.dev != d {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m.freed {
+		return
+	}
+	m.freed = true
+	if m.addr == 0 {
+		return
+	}
+	m.cleanup.Stop()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if d.rt.api.aclrtSetCurrentContext(d.ctx) == 0 {
+		d.rt.api.aclrtFree(m.addr)
+	}
+}
+
+// CopyFromHost copies little-endian host bytes of dst's exact size into
+// dst (aclrtMemcpy, host to device).
+func (d *Device) CopyFromHost(dst *tensor.Tensor, src []byte) error {
+	_, err := do(d, func(s *session) (struct{}, error) {
+		m, err := d.mem(dst)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if len(src) != m.size || len(src) != dst.Nbytes() {
+			return struct{}{}, fmt.Errorf("ascend: copy of %d bytes into %v: %w", len(src), dst, tensor.ErrShape)
+		}
+		if len(src) == 0 {
+			return struct{}{}, nil
+		}
+		st := d.rt.api.aclrtMemcpyToDevice(m.addr, uintptr(m.size), unsafe.Pointer(&src[0]), uintptr(len(src)), aclMemcpyHostToDevice)
+		return struct{}{}, s.check("aclrtMemcpy", st)
+	})
+	return err
+}
+
+// CopyToHost copies src into host bytes of its exact size (aclrtMemcpy,
+// device to host).
+func (d *Device) CopyToHost(dst []byte, src *tensor.Tensor) error {
+	_, err := do(d, func(s *session) (struct{}, error) {
+		m, err := d.mem(src)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if len(dst) != m.size || len(dst) != src.Nbytes() {
+			return struct{}{}, fmt.Errorf("ascend: copy of %v into %d bytes: %w", src, len(dst), tensor.ErrShape)
+		}
+		if len(dst) == 0 {
+			return struct{}{}, nil
+		}
+		return struct{}{}, s.read(dst, m.addr)
+	})
+	return err
+}
+
+// do runs f in a session on d: the device to itself, the calling goroutine
+// on one OS thread with d's context current, and everything f creates
+// released when it returns (its results too, if it fails).
+func do[T any](d *Device, f func(s *session) (T, error)) (T, error) {
+	var zero T
+	s, err := d.begin()
+	if err != nil {
+		return zero, err
+	}
+	v, err := f(s)
+	if err = s.end(err); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// session tracks what one operation creates on the device, so that all of
+// it is released on every path: aclTensor, aclScalar and aclIntArray
+// handles, workspaces and intermediate buffers, and, if the operation
+// fails, its results.
+type session struct {
+	d        *Device
+	api      *api
+	tensors  []uintptr
+	scalars  []uintptr
+	arrays   []uintptr
+	temps    []uintptr
+	results  []*memory
+	launched bool // operators queued since the last synchronization
+}
+
+func (d *Device) begin() (*session, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	runtime.LockOSThread()
+	s := &session{d: d, api: &d.rt.api}
+	if st := s.api.aclrtSetCurrentContext(d.ctx); st != 0 {
+		err := d.rt.fail("aclrtSetCurrentContext", st)
+		runtime.UnlockOSThread()
+		d.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// end waits for the queued operators, destroys the handles, frees the
+// buffers and, if err is set or any of that fails, the results; it returns
+// the first error.
+func (s *session) end(err error) error {
+	keep := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	if s.launched {
+		keep(s.sync())
+	}
+	for _, t := range s.tensors {
+		keep(s.check("aclDestroyTensor", s.api.aclDestroyTensor(t)))
+	}
+	for _, v := range s.scalars {
+		keep(s.check("aclDestroyScalar", s.api.aclDestroyScalar(v)))
+	}
+	for _, a := range s.arrays {
+		keep(s.check("aclDestroyIntArray", s.api.aclDestroyIntArray(a)))
+	}
+	for _, p := range s.temps {
+		keep(s.check("aclrtFree", s.api.aclrtFree(p)))
+	}
+	for _, m := range s.results {
+		if err != nil {
+			if m.addr != 0 {
+				s.api.aclrtFree(m.addr)
+			}
+			m.freed = true
+		} else {
+			m.watch()
+		}
+	}
+	runtime.UnlockOSThread()
+	s.d.mu.Unlock()
+	return err
+}
+
+// check turns a non-zero status of call into an *Error.
+func (s *session) check(call string, st int32) error {
+	if st == 0 {
+		return nil
+	}
+	return s.d.rt.fail(call, st)
+}
+
+func (s *session) sync() error {
+	s.launched = false
+	return s.check("aclrtSynchronizeStream", s.api.aclrtSynchronizeStream(s.d.stream))
+}
+
+// read waits for queued work and copies len(dst) bytes from device address
+// src to dst.
+func (s *session) read(dst []byte, src uintptr) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
+	st := s.api.aclrtMemcpyToHost(unsafe.Pointer(&dst[0]), uintptr(len(dst)), src, uintptr(len(dst)), aclMemcpyDeviceToHost)
+	return s.check("aclrtMemcpy", st)
+}
+
+// malloc allocates n > 0 bytes of device memory.
+func (s *session) malloc(n int) (uintptr, error) {
+	var p uintptr
+	if st := s.api.aclrtMalloc(&p, uintptr(n), aclMemMallocHugeFirst); st != 0 {
+		return 0, s.check("aclrtMalloc", st)
+	}
+	return p, nil
+}
+
+// result allocates an output tensor of the operation; it is freed if the
+// operation fails.
+func (s *session) result(dt dtype.DType, shape []int) (*tensor.Tensor, arr, error) {
+	n := tensor.Numel(shape)
+	m := &memory{dev: s.d, size: n * dt.Size()}
+	if m.size > 0 {
+		p, err := s.malloc(m.size)
+		if err != nil {
+			return nil, arr{}, err
+		}
+		m.addr = p
+	}
+	s.results = append(s.results, m)
+	return tensor.New(s.d, dt, shape, m), arr{m.addr, aclType(dt), []int64{int64(n)}}, nil
+}
+
+// temp allocates an intermediate array of n elements of CANN type dt,
+// freed when the session ends.
+func (s *session) temp(dt int32, n int) (arr, error) {
+	p, err := s.malloc(n * aclSize(dt))
+	if err != nil {
+		return arr{}, err
+	}
+	s.temps = append(s.temps, p)
+	return arr{p, dt, []int64{int64(n)}}, nil
+}
+
+// arr is a contiguous array in device memory as an operator sees it: an
+// address, a CANN element type and a shape.
+type arr struct {
+	addr  uintptr
+	dt    int32
+	shape []int64
+}
+
+// as returns a with another shape of the same number of elements.
+func (a arr) as(shape ...int) arr {
+	s := make([]int64, len(shape))
+	for i, n := range shape {
+		s[i] = int64(n)
+	}
+	return arr{a.addr, a.dt, s}
+}
+
+// of returns tensor t of this device as an array of the given shape (its
+// own number of elements; t's shape if none is given).
+func (s *session) of(t *tensor.Tensor, shape ...int) (arr, error) {
+	m, err := s.d.mem(t)
+	if err != nil {
+		return arr{}, err
+	}
+	if shape == nil {
+		shape = t.Shape()
+	}
+	if tensor.Numel(shape) != t.Numel() {
+		return arr{}, fmt.Errorf("ascend: view of %v as %v: %w", t, shape, tensor.ErrShape)
+	}
+	if len(shape) == 0 {
+		shape = []int{1} // operators see scalars as one-element vectors
+	}
+	return arr{m.addr, aclType(t.DType()), nil}.as(shape...), nil
+}
+
+// tensor creates the aclTensor describing a (contiguous, format ND).
+func (s *session) tensor(a arr) (uintptr, error) {
+	dims := a.shape
+	if len(dims) == 0 {
+		dims = []int64{1}
+	}
+	strides := make([]int64, len(dims))
+	stride := int64(1)
+	for i := len(dims) - 1; i >= 0; i-- {
+		strides[i] = stride
+		stride *= dims[i]
+	}
+	t := s.api.aclCreateTensor(&dims[0], uint64(len(dims)), a.dt, &strides[0], 0, aclFormatND, &dims[0], uint64(len(dims)), a.addr)
+	if t == 0 {
+		return 0, s.d.rt.fail("aclCreateTensor", 0)
+	}
+	s.tensors = append(s.tensors, t)
+	return t, nil
+}
+
+// tensorsOf creates the aclTensors of several arrays.
+func (s *session) tensorsOf(as ...arr) ([]uintptr, error) {
+	out := make([]uintptr, len(as))
+	for i, a := range as {
+		t, err := s.tensor(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// f32 creates a float32 aclScalar.
+func (s *session) f32(v float32) (uintptr, error) {
+	p := s.api.aclCreateScalar(unsafe.Pointer(&v), aclFloat)
+	if p == 0 {
+		return 0, s.d.rt.fail("aclCreateScalar", 0)
+	}
+	s.scalars = append(s.scalars, p)
+	return p, nil
+}
+
+// i64 creates an int64 aclScalar.
+func (s *session) i64(v int64) (uintptr, error) {
+	p := s.api.aclCreateScalar(unsafe.Pointer(&v), aclInt64)
+	if p == 0 {
+		return 0, s.d.rt.fail("aclCreateScalar", 0)
+	}
+	s.scalars = append(s.scalars, p)
+	return p, nil
+}
+
+// ints creates an aclIntArray.
+func (s *session) ints(v ...int64) (uintptr, error) {
+	p := s.api.aclCreateIntArray(&v[0], uint64(len(v)))
+	if p == 0 {
+		return 0, s.d.rt.fail("aclCreateIntArray", 0)
+	}
+	s.arrays = append(s.arrays, p)
+	return p, nil
+}
+
+// run calls an aclnn operator: the first phase, a workspace if it asks for
+// one, and the second phase, which queues it on the device's stream. An
+// executor whose second phase is never called is destroyed.
+func (s *session) run(name string, first func(ws *uint64, ex *uintptr) int32, second phase2) error {
+	var size uint64
+	var ex uintptr
+	if st := first(&size, &ex); st != 0 {
+		return s.check(name+"GetWorkspaceSize", st)
+	}
+	var ws uintptr
+	if size > 0 {
+		p, err := s.malloc(int(size))
+		if err != nil {
+			s.api.aclDestroyAclOpExecutor(ex)
+			return err
+		}
+		s.temps = append(s.temps, p)
+		ws = p
+	}
+	s.launched = true
+	return s.check(name, second(ws, size, ex, s.d.stream))
+}
+
+// aclType is the CANN data type of a kitchen dtype.
+func aclType(dt dtype.DType) int32 {
+	switch dt {
+	case dtype.Float32:
+		return aclFloat
+	case dtype.Float16:
+		return aclFloat16
+	case dtype.BFloat16:
+		return aclBF16
+	case dtype.Int8:
+		return aclInt8
+	case dtype.Int32:
+		return aclInt32
+	case dtype.Uint8:
+		return aclUint8
+	}
+	panic("ascend: no CANN type for " + dt.String())
+}
+
+// aclSize is the size in bytes of an element of CANN type dt.
+func aclSize(dt int32) int {
+	switch dt {
+	case aclFloat, aclInt32:
+		return 4
+	case aclFloat16, aclBF16:
+		return 2
+	case aclInt64:
+		return 8
+	}
+	return 1
+}

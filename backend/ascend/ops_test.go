@@ -1,0 +1,641 @@
+package ascend_test
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/backend/ascend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/ascendsim"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// call is one operation with its options, run on the host or the NPU.
+type call struct {
+	name string
+	op   backend.Op
+	x    *tensor.Tensor // x, or q for dequantize (on the host)
+	s    *tensor.Tensor // the dequantize scale, or a supplied scale tensor (on the host)
+	out  dtype.DType
+	opts []kitchen.Option
+}
+
+// run runs c through e's registry on the host (npu false) or with its
+// tensors on the NPU, and returns the outputs on the host, the backend that
+// ran it and the error.
+func (e *env) run(c call, npu bool, more ...kitchen.Option) (outs []*tensor.Tensor, ran string, err error) {
+	e.t.Helper()
+	x, s := c.x, c.s
+	if npu {
+		x = e.up(x)
+		if s != nil {
+			s = e.up(s)
+		}
+	}
+	opts := e.opts(append(append(slices.Clone(c.opts), more...), kitchen.ReportBackend(&ran))...)
+	var a, b *tensor.Tensor
+	switch c.op {
+	case backend.QuantizeRowwise:
+		a, b, err = kitchen.QuantizeInt8Rowwise(e.ctx, x, opts...)
+	case backend.QuantizeTensorwise:
+		if s != nil {
+			opts = append(opts, kitchen.WithScaleTensor(s))
+		}
+		a, b, err = kitchen.QuantizeInt8Tensorwise(e.ctx, x, opts...)
+	case backend.Dequantize:
+		a, err = kitchen.DequantizeInt8(e.ctx, x, s, opts...)
+	default:
+		a, err = kitchen.DequantizeInt8To(e.ctx, x, s, c.out, opts...)
+	}
+	if err != nil {
+		if a != nil || b != nil {
+			e.t.Errorf("%s: partial result with error %v", c.name, err)
+		}
+		return nil, ran, err
+	}
+	for _, o := range []*tensor.Tensor{a, b} {
+		if o == nil {
+			continue
+		}
+		if npu {
+			if o.Device() != tensor.Device(e.dev) {
+				e.t.Errorf("%s: output %v is not on the NPU", c.name, o)
+			}
+			o = e.down(o)
+		}
+		outs = append(outs, o)
+	}
+	return outs, ran, nil
+}
+
+func ramp(dt dtype.DType, shape ...int) *tensor.Tensor {
+	v := make([]float32, tensor.Numel(shape))
+	for i := range v {
+		v[i] = float32(i%23)*0.37 - 4
+	}
+	return must(tensor.FromFloat32(dt, v, shape...))
+}
+
+func TestAutomaticSelection(t *testing.T) {
+	e := newEnv(t)
+	q := must(tensor.FromInt8([]int8{1, -2, 3, -4, 5, -6}, 2, 3))
+	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+		x := ramp(dt, 4, 8)
+		for _, c := range []call{
+			{name: "rowwise", op: backend.QuantizeRowwise, x: x},
+			{name: "tensorwise", op: backend.QuantizeTensorwise, x: x},
+			{name: "dequantize", op: backend.Dequantize, x: q, s: ramp(dt, 2, 1)},
+			{name: "dequantize to", op: backend.DequantizeDType, x: q, s: ramp(dtype.Float32, 1), out: dt},
+		} {
+			if _, ran, err := e.run(c, true); err != nil || ran != ascend.Name {
+				t.Errorf("%v %s on npu: ran %q, %v; want ascend", dt, c.name, ran, err)
+			}
+			if _, ran, err := e.run(c, false); err != nil || ran != "cpu" {
+				t.Errorf("%v %s on the host: ran %q, %v; want cpu", dt, c.name, ran, err)
+			}
+		}
+	}
+}
+
+func TestExplicitBackend(t *testing.T) {
+	e := newEnv(t)
+	x := ramp(dtype.BFloat16, 3, 5)
+	c := call{name: "rowwise", op: backend.QuantizeRowwise, x: x}
+	if _, ran, err := e.run(c, true, kitchen.UsingBackend(ascend.Name)); err != nil || ran != ascend.Name {
+		t.Fatalf("ran %q, %v", ran, err)
+	}
+	if _, _, err := e.run(c, true, kitchen.UsingBackend("cpu")); err == nil {
+		t.Error("cpu ran a tensor on the NPU")
+	}
+	_, _, err := e.run(c, false, kitchen.UsingBackend(ascend.Name))
+	var nc *backend.NoCapableBackendError
+	if !errors.As(err, &nc) || nc.Declines[0].Param != "device" {
+		t.Errorf("ascend on a host tensor: %v, want a device decline", err)
+	}
+}
+
+// TestDeclinedRunsEagerOnNPU checks float32 input and stochastic rounding:
+// ascend's constraints decline them, eager runs them on the NPU with no
+// host-to-device copy and, device to host, only Find's 8-byte index, and
+// the result is eager's on the host, bit for bit.
+func TestDeclinedRunsEagerOnNPU(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		call
+		param string
+		d2h   int64 // bytes read back: 8 per Find
+	}{
+		{call{name: "float32 rowwise", op: backend.QuantizeRowwise, x: ramp(dtype.Float32, 5, 7)}, "x", 8},
+		{call{name: "float32 tensorwise", op: backend.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7)}, "x", 8},
+		{call{name: "float32 tensorwise, scale tensor", op: backend.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7),
+			s: must(tensor.FromFloat32(dtype.BFloat16, []float32{0.03125}))}, "x", 16},
+		{call{name: "stochastic bf16 rowwise", op: backend.QuantizeRowwise, x: ramp(dtype.BFloat16, 4, 33),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(1<<40 + 7)}}, "stochastic_rounding", 8},
+		{call{name: "stochastic f16 tensorwise", op: backend.QuantizeTensorwise, x: ramp(dtype.Float16, 2, 3, 9),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(3), kitchen.WithScale(0.0625)}}, "stochastic_rounding", 8},
+		{call{name: "stochastic f32 1-D", op: backend.QuantizeRowwise, x: ramp(dtype.Float32, 40),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(math.MaxInt64)}}, "x", 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := e.run(c.call, true, kitchen.UsingBackend(ascend.Name))
+			var nc *backend.NoCapableBackendError
+			if !errors.As(err, &nc) || nc.Declines[0].Param != c.param {
+				t.Fatalf("ascend: %v, want a decline on %s", err, c.param)
+			}
+			want, _, err := e.run(c.call, false, kitchen.UsingBackend("eager"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := e.up(c.x)
+			var s *tensor.Tensor
+			if c.s != nil {
+				s = e.up(c.s)
+			}
+			var before ascendsim.Stats
+			if e.sim != "" {
+				before = e.stats()
+			}
+			var ran string
+			opts := e.opts(append(slices.Clone(c.opts), kitchen.ReportBackend(&ran))...)
+			var q, scale *tensor.Tensor
+			if c.op == backend.QuantizeRowwise {
+				q, scale, err = kitchen.QuantizeInt8Rowwise(e.ctx, x, opts...)
+			} else {
+				if s != nil {
+					opts = append(opts, kitchen.WithScaleTensor(s))
+				}
+				q, scale, err = kitchen.QuantizeInt8Tensorwise(e.ctx, x, opts...)
+			}
+			if err != nil || ran != "eager" {
+				t.Fatalf("ran %q: %v; want eager", ran, err)
+			}
+			if e.sim != "" {
+				d := e.stats().Sub(before)
+				if d.H2DCopies != 0 || d.D2HBytes != c.d2h || d.D2HCopies != c.d2h/8 {
+					t.Errorf("during the operation: %d host-to-device copies, %d device-to-host copies of %d bytes; want 0, %d, %d",
+						d.H2DCopies, d.D2HCopies, d.D2HBytes, c.d2h/8, c.d2h)
+				}
+			}
+			got := []*tensor.Tensor{e.down(q), e.down(scale)}
+			for i := range got {
+				if !bytes.Equal(must(got[i].Bytes()), must(want[i].Bytes())) {
+					t.Errorf("output %d on the NPU differs from eager on the host:\n got %v\nwant %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestFusedTransfers counts the copies of the fused kernels: none host to
+// device; device to host, one copy per quantize of the NaN check (8 bytes:
+// the index of the first bad row; 16 for row-wise, which reads the
+// smallest scale with it) and, for a supplied scale tensor, the registry's
+// check of it (8 more).
+func TestFusedTransfers(t *testing.T) {
+	e := newEnv(t)
+	e.needSim()
+	x := e.up(ramp(dtype.BFloat16, 6, 64))
+	st := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.04})))
+	q := e.up(must(tensor.FromInt8(make([]int8, 6*64), 6, 64)))
+	rowScale := e.up(ramp(dtype.Float32, 6, 1))
+	for _, c := range []struct {
+		name string
+		d2h  int64
+		op   string
+		f    func() ([]*tensor.Tensor, error)
+	}{
+		{"rowwise", 16, "aclnnDynamicQuantV2", func() ([]*tensor.Tensor, error) {
+			a, b, err := kitchen.QuantizeInt8Rowwise(e.ctx, x, e.opts()...)
+			return []*tensor.Tensor{a, b}, err
+		}},
+		{"tensorwise", 8, "aclnnQuantize", func() ([]*tensor.Tensor, error) {
+			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts()...)
+			return []*tensor.Tensor{a, b}, err
+		}},
+		{"tensorwise, scale tensor", 16, "aclnnQuantize", func() ([]*tensor.Tensor, error) {
+			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(kitchen.WithScaleTensor(st))...)
+			return []*tensor.Tensor{a, b}, err
+		}},
+		{"dequantize", 0, "aclnnMul", func() ([]*tensor.Tensor, error) {
+			a, err := kitchen.DequantizeInt8To(e.ctx, q, rowScale, dtype.BFloat16, e.opts()...)
+			return []*tensor.Tensor{a}, err
+		}},
+	} {
+		before, ops := e.stats(), ascendsim.OpCount(t, e.sim, c.op)
+		outs, err := c.f()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		d := e.stats().Sub(before)
+		if d.H2DCopies != 0 || d.D2HBytes != c.d2h || d.D2DCopies != 0 {
+			t.Errorf("%s: copies host to device %d, device to host %d bytes, device to device %d; want 0, %d, 0",
+				c.name, d.H2DCopies, d.D2HBytes, d.D2DCopies, c.d2h)
+		}
+		if n := ascendsim.OpCount(t, e.sim, c.op) - ops; n != 1 {
+			t.Errorf("%s: %s ran %d times, want once", c.name, c.op, n)
+		}
+		t.Logf("%s: %d operators, %d synchronizations, %d bytes to the host", c.name, d.Launches, d.Syncs, d.D2HBytes)
+		for _, o := range outs {
+			o.Release()
+		}
+	}
+}
+
+func TestZeroRows(t *testing.T) {
+	e := newEnv(t)
+	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+		x := must(tensor.FromFloat32(dt, []float32{0, 0, 0, 0, 1, -2, 3, -127, 0, 0, 0, 0}, 3, 4))
+		outs, ran, err := e.run(call{name: "rowwise", op: backend.QuantizeRowwise, x: x}, true)
+		if err != nil || ran != ascend.Name {
+			t.Fatalf("%v: ran %q, %v", dt, ran, err)
+		}
+		q, s := must(outs[0].Int8s()), must(outs[1].Float32s())
+		if !slices.Equal(s, []float32{1e-30, 1, 1e-30}) || !slices.Equal(q, []int8{0, 0, 0, 0, 1, -2, 3, -127, 0, 0, 0, 0}) {
+			t.Errorf("%v: q %v, scales %v", dt, q, s)
+		}
+		outs, _, err = e.run(call{name: "tensorwise", op: backend.QuantizeTensorwise, x: must(tensor.Zeros(dt, 2, 5))}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, s := must(outs[0].Int8s()), must(outs[1].Float32s()); s[0] != 1e-30 || slices.ContainsFunc(q, func(v int8) bool { return v != 0 }) {
+			t.Errorf("%v tensorwise of zeros: q %v, scale %v", dt, q, s)
+		}
+	}
+}
+
+// TestSuppliedAndRecalculatedScales runs tensor-wise quantization with
+// every kind of scale, against eager on the host.
+func TestSuppliedAndRecalculatedScales(t *testing.T) {
+	e := newEnv(t)
+	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+		x := ramp(dt, 3, 2, 11)
+		cases := []call{{name: "recalculated", op: backend.QuantizeTensorwise, x: x}}
+		// Scales whose float16 rounding is exact, inexact, subnormal, zero
+		// (the contract then divides by 2^-14) and infinite.
+		for _, v := range []float32{0.03125, 0.0371, 1e-3, 3e-6, 1e-9, 7e4, 1e30} {
+			cases = append(cases, call{name: "value", op: backend.QuantizeTensorwise, x: x,
+				opts: []kitchen.Option{kitchen.WithScale(v)}})
+		}
+		for _, sdt := range dtype.Floats {
+			cases = append(cases, call{name: "tensor " + sdt.String(), op: backend.QuantizeTensorwise, x: x,
+				s: must(tensor.FromFloat32(sdt, []float32{0.0371}, 1, 1))})
+		}
+		for _, c := range cases {
+			want, _, err := e.run(c, false, kitchen.UsingBackend("eager"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ran, err := e.run(c, true)
+			if err != nil || ran != ascend.Name {
+				t.Fatalf("%v %s: ran %q, %v", dt, c.name, ran, err)
+			}
+			checkFused(t, dt.String()+" "+c.name, backend.QuantizeTensorwise, x, got, want)
+		}
+	}
+}
+
+// TestDequantize checks every output dtype, scale dtype and scale shape
+// against eager on the host, bit for bit.
+func TestDequantize(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	qv := make([]int8, 4*3*5)
+	for i := range qv {
+		qv[i] = int8(rng.IntN(256) - 128)
+	}
+	q := must(tensor.FromInt8(qv, 4, 3, 5))
+	for _, sdt := range dtype.Floats {
+		for _, shape := range [][]int{{}, {1}, {1, 1, 1}, {4, 3, 1}, {4, 3, 5}} {
+			sv := make([]float32, tensor.Numel(shape))
+			for i := range sv {
+				sv[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(40)-30))
+			}
+			s := must(tensor.FromFloat32(sdt, sv, shape...))
+			for _, out := range dtype.Floats {
+				for _, op := range []backend.Op{backend.Dequantize, backend.DequantizeDType} {
+					if op == backend.Dequantize && out != dtype.Float32 {
+						continue
+					}
+					c := call{name: string(op), op: op, x: q, s: s, out: out}
+					want, _, err := e.run(c, false, kitchen.UsingBackend("eager"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, ran, err := e.run(c, true)
+					if err != nil || ran != ascend.Name {
+						t.Fatalf("ran %q, %v", ran, err)
+					}
+					if got[0].DType() != out || !slices.Equal(got[0].Shape(), q.Shape()) ||
+						!bytes.Equal(must(got[0].Bytes()), must(want[0].Bytes())) {
+						t.Errorf("%s, scale %v%v, out %v: got %v, want eager's %v", op, sdt, shape, out, got[0], want[0])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestNonFiniteNamesRow(t *testing.T) {
+	e := newEnv(t)
+	for _, dt := range dtype.Floats {
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+			v := make([]float32, 2*3*4)
+			v[1*12+2*4+1] = bad // row 5 of 6
+			x := must(tensor.FromFloat32(dt, v, 2, 3, 4))
+			for _, c := range []call{
+				{name: "rowwise", op: backend.QuantizeRowwise, x: x},
+				{name: "tensorwise", op: backend.QuantizeTensorwise, x: x},
+				{name: "tensorwise supplied", op: backend.QuantizeTensorwise, x: x, opts: []kitchen.Option{kitchen.WithScale(1)}},
+				{name: "stochastic", op: backend.QuantizeRowwise, x: x, opts: []kitchen.Option{kitchen.WithStochasticRounding(2)}},
+			} {
+				_, ran, err := e.run(c, true)
+				var ae *backend.ArgError
+				if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNonFinite) || ae.Row != 5 {
+					t.Errorf("%v %v %s on %s: %v, want NaN or infinity in row 5", dt, bad, c.name, ran, err)
+				}
+			}
+		}
+	}
+}
+
+func TestCopies(t *testing.T) {
+	e := newEnv(t)
+	x := ramp(dtype.BFloat16, 7, 3)
+	var before ascendsim.Stats
+	if e.sim != "" {
+		before = e.stats()
+	}
+	y := must(x.To(e.dev))
+	if y.Device() != tensor.Device(e.dev) || y.String() != "bfloat16[7 3] on npu:0" {
+		t.Errorf("uploaded %v", y)
+	}
+	if _, err := y.Bytes(); !errors.Is(err, tensor.ErrNotHost) {
+		t.Errorf("Bytes of an NPU tensor: %v", err)
+	}
+	r := must(y.Reshape(21))
+	z := must(r.To(tensor.CPU))
+	if !bytes.Equal(must(z.Bytes()), must(x.Bytes())) {
+		t.Error("round trip changed the data")
+	}
+	if e.sim != "" {
+		d := e.stats().Sub(before)
+		if d.H2DCopies != 1 || d.H2DBytes != 42 || d.D2HCopies != 1 || d.D2HBytes != 42 || d.LiveAllocs != 1 {
+			t.Errorf("stats %+v: want one copy each way of 42 bytes and one allocation", d)
+		}
+	}
+	y.Release()
+	r.Release() // shares y's memory: released once
+	if _, err := r.To(tensor.CPU); err == nil || !strings.Contains(err.Error(), "released") {
+		t.Errorf("copy of a released tensor: %v", err)
+	}
+	if e.sim != "" && !e.stats().SameLive(before) {
+		t.Errorf("after release: %s", e.stats().Sub(before).Live())
+	}
+	if _, err := e.dev.Alloc(dtype.Float32, []int{-1}); err == nil {
+		t.Error("negative shape allocated")
+	}
+	empty := must(e.dev.Alloc(dtype.Float16, []int{0, 4}))
+	if b := must(empty.To(tensor.CPU)); b.Numel() != 0 {
+		t.Error("empty tensor has elements")
+	}
+	empty.Release()
+}
+
+// TestGarbageCollectedTensorsAreFreed drops NPU tensors without releasing
+// them and waits for the collector to free their memory.
+func TestGarbageCollectedTensorsAreFreed(t *testing.T) {
+	e := newEnv(t)
+	e.needSim()
+	before := e.settle()
+	for range 3 {
+		must(e.dev.Alloc(dtype.Float32, []int{256}))
+	}
+	if n := e.stats().Sub(before).LiveAllocs; n != 3 {
+		t.Fatalf("%d live allocations, want 3", n)
+	}
+	if after := e.settle(); !after.SameLive(before) {
+		t.Fatalf("still live after GC: %s", after.Sub(before).Live())
+	}
+}
+
+// TestNoLeaks runs every operation, fused and eager, and checks that once
+// the results are released nothing is left on the device.
+func TestNoLeaks(t *testing.T) {
+	e := newEnv(t)
+	e.needSim()
+	before := e.settle()
+	func() {
+		x := e.up(ramp(dtype.BFloat16, 5, 9))
+		x32 := e.up(ramp(dtype.Float32, 5, 9))
+		st := e.up(must(tensor.FromFloat32(dtype.Float16, []float32{0.05})))
+		var outs []*tensor.Tensor
+		keep := func(ts ...*tensor.Tensor) { outs = append(outs, ts...) }
+		for _, xx := range []*tensor.Tensor{x, x32} {
+			q, s, err := kitchen.QuantizeInt8Rowwise(e.ctx, xx, e.opts()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep(q, s)
+			w, err := kitchen.DequantizeInt8To(e.ctx, q, s, dtype.BFloat16, e.opts()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep(w)
+			for _, o := range [][]kitchen.Option{nil, {kitchen.WithScale(0.1)}, {kitchen.WithScaleTensor(st)}, {kitchen.WithStochasticRounding(5)}} {
+				q, s, err := kitchen.QuantizeInt8Tensorwise(e.ctx, xx, e.opts(o...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				keep(q, s)
+			}
+		}
+		for _, o := range outs {
+			o.Release()
+		}
+		x.Release()
+		x32.Release()
+		st.Release()
+	}()
+	// The eager backend's calls leave their intermediate tensors to the
+	// garbage collector (see eagerLeavesTemporaries), so settle first.
+	if after := e.settle(); !after.SameLive(before) {
+		t.Errorf("left on the device: %s", after.Sub(before).Live())
+	}
+}
+
+// TestErrorPropagation makes one CANN call at a time fail and checks that
+// the operation returns an *ascend.Error with the call, the code and the
+// runtime's message, and leaves nothing on the device.
+func TestErrorPropagation(t *testing.T) {
+	e := newEnv(t)
+	e.needSim()
+	x := e.up(ramp(dtype.BFloat16, 4, 6))
+	x32 := e.up(ramp(dtype.Float32, 4, 6))
+	q := e.up(must(tensor.FromInt8(make([]int8, 24), 4, 6)))
+	s := e.up(ramp(dtype.Float16, 4, 1))
+	release := func(ts ...*tensor.Tensor) {
+		for _, o := range ts {
+			o.Release()
+		}
+	}
+	type op struct {
+		eager bool // runs on eager, which leaves its temporaries to the collector
+		run   func() error
+	}
+	ops := map[string]op{
+		"rowwise": {false, func() error {
+			q, s, err := kitchen.QuantizeInt8Rowwise(e.ctx, x, e.opts()...)
+			release(q, s)
+			return err
+		}},
+		"tensorwise": {false, func() error {
+			q, s, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts()...)
+			release(q, s)
+			return err
+		}},
+		"eager stochastic": {true, func() error {
+			q, s, err := kitchen.QuantizeInt8Rowwise(e.ctx, x32, e.opts(kitchen.WithStochasticRounding(9))...)
+			release(q, s)
+			return err
+		}},
+		"dequantize": {false, func() error {
+			w, err := kitchen.DequantizeInt8To(e.ctx, q, s, dtype.BFloat16, e.opts()...)
+			release(w)
+			return err
+		}},
+	}
+	// baseline and check bracket one operation; eager's leftovers are
+	// collected first.
+	baseline := func(o op) ascendsim.Stats {
+		if o.eager {
+			return e.settle()
+		}
+		return e.stats()
+	}
+	check := func(o op, before ascendsim.Stats, what string) {
+		t.Helper()
+		after := e.stats()
+		if o.eager {
+			after = e.settle()
+		}
+		if !after.SameLive(before) {
+			t.Errorf("%s: left on the device: %s", what, after.Sub(before).Live())
+		}
+	}
+	for _, c := range []struct {
+		op, call string
+		code     int32
+	}{
+		{"rowwise", "aclnnDynamicQuantV2GetWorkspaceSize", 161002},
+		{"rowwise", "aclnnDynamicQuantV2", 561103},
+		{"rowwise", "aclnnAminmaxDimGetWorkspaceSize", 161002},
+		{"rowwise", "aclnnAmin", 361001},
+		{"rowwise", "aclrtMemcpy", 507899},
+		{"rowwise", "aclrtSynchronizeStream", 507035},
+		{"rowwise", "aclrtMalloc", 207001},
+		{"rowwise", "aclCreateTensor", 0},
+		{"rowwise", "aclCreateScalar", 0},
+		{"rowwise", "aclCreateIntArray", 0},
+		{"tensorwise", "aclnnQuantizeGetWorkspaceSize", 161002},
+		{"tensorwise", "aclnnQuantize", 561103},
+		{"tensorwise", "aclnnInplaceMaskedFillScalar", 361001},
+		{"eager stochastic", "aclnnPowScalarTensorGetWorkspaceSize", 161002},
+		{"eager stochastic", "aclnnInplaceBitwiseXorTensor", 361001},
+		{"eager stochastic", "aclnnFloor", 361001},
+		{"dequantize", "aclnnMulGetWorkspaceSize", 161002},
+		{"dequantize", "aclnnCast", 561103},
+		{"dequantize", "aclrtSynchronizeStream", 507035},
+	} {
+		msg := "sim: " + c.call + " broke for the test"
+		t.Run(c.op+"/"+c.call, func(t *testing.T) {
+			o := ops[c.op]
+			before := baseline(o)
+			t.Setenv(ascendsim.EnvFail, c.call+":"+itoa(c.code)+":"+msg)
+			err := o.run()
+			t.Setenv(ascendsim.EnvFail, "")
+			var ae *ascend.Error
+			if !errors.As(err, &ae) || ae.Call != c.call || ae.Code != c.code || ae.Message != msg {
+				t.Fatalf("got %v, want %s failing with %d: %q", err, c.call, c.code, msg)
+			}
+			contains(t, "error", err.Error(), c.call, msg)
+			check(o, before, c.call+" failing")
+		})
+	}
+	// Every allocation of each operation in turn fails: the operation
+	// reports aclrtMalloc and releases what it had made (executors whose
+	// workspace could not be allocated included).
+	for name, o := range ops {
+		for n := 1; ; n++ {
+			before := baseline(o)
+			t.Setenv(ascendsim.EnvFailAlloc, itoa(int32(n)))
+			err := o.run()
+			t.Setenv(ascendsim.EnvFailAlloc, "")
+			check(o, before, name+", allocation "+itoa(int32(n))+" failing")
+			var ae *ascend.Error
+			if err == nil {
+				t.Logf("%s: %d allocations", name, n-1)
+				break
+			}
+			if !errors.As(err, &ae) || ae.Call != "aclrtMalloc" || ae.Code != 207001 || !strings.Contains(ae.Message, "out of device memory") {
+				t.Fatalf("%s, allocation %d failing: %v", name, n, err)
+			}
+		}
+	}
+}
+
+// TestConcurrentCalls runs operations from several goroutines (and so OS
+// threads, each of which must make the device's context current).
+func TestConcurrentCalls(t *testing.T) {
+	e := newEnv(t)
+	x := ramp(dtype.BFloat16, 8, 16)
+	want, _, err := e.run(call{name: "rowwise", op: backend.QuantizeRowwise, x: x}, false, kitchen.UsingBackend("eager"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	xd := e.up(x)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 5 {
+				q, s, err := kitchen.QuantizeInt8Rowwise(e.ctx, xd, e.opts()...)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if sb := must(must(s.To(tensor.CPU)).Bytes()); !bytes.Equal(sb, must(want[1].Bytes())) {
+					t.Error("scales differ")
+				}
+				q.Release()
+				s.Release()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestClosedRuntime(t *testing.T) {
+	opts, _ := options(t)
+	rt, err := ascend.Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := must(ramp(dtype.BFloat16, 2, 2).To(rt.Device()))
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Device().AbsMaxRows(x, 2); !errors.Is(err, ascend.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	x.Release() // still allowed
+	if err := rt.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

@@ -1,0 +1,496 @@
+package ascend
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// The tensor.Primitives of the NPU, each a short sequence of aclnn
+// operators queued on the device's stream and waited for once. Element-wise
+// ones widen their inputs to float32 with aclnnCast (exact), compute in
+// float32 and round once to the output type with aclnnCast, as the
+// interface requires; nothing but Find's index leaves the device.
+
+// AbsMaxRows returns float32 [Numel/rowLen]: the largest |x| of each row,
+// NaN for a row holding NaN (aclnnAminmaxDim over each row, which reads x
+// once, then aclnnAbs, aclnnMaximum and aclnnCast on one value per row).
+func (d *Device) AbsMaxRows(x *tensor.Tensor, rowLen int) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.absMaxRows(x, rowLen) })
+}
+
+func (s *session) absMaxRows(x *tensor.Tensor, k int) (*tensor.Tensor, error) {
+	n := x.Numel()
+	if k <= 0 || n%k != 0 {
+		return nil, fmt.Errorf("ascend: abs-max rows of %d over %v: %w", k, x, tensor.ErrShape)
+	}
+	rows := n / k
+	out, o, err := s.result(dtype.Float32, []int{rows})
+	if err != nil || n == 0 {
+		return out, err
+	}
+	xa, err := s.of(x, rows, k)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.absMax(xa, o)
+}
+
+// absMax writes the largest |x| of each row of the 2-D x into the float32
+// array out (one element per row).
+func (s *session) absMax(x, out arr) error {
+	rows := int(x.shape[0])
+	var mx, mn, absMn, m arr
+	bufs := []*arr{&mx, &mn, &absMn, &m}
+	if x.dt == aclFloat {
+		m = out.as(rows, 1) // the maximum is the result itself
+		bufs = bufs[:3]
+	}
+	for _, b := range bufs {
+		a, err := s.temp(x.dt, rows)
+		if err != nil {
+			return err
+		}
+		*b = a.as(rows, 1)
+	}
+	// max |x| = max(max x, |min x|); NaN anywhere in the row makes both
+	// reductions, and so the maximum, NaN.
+	err := first(
+		func() error { return s.aminmax(x, 1, mn, mx) },
+		func() error { return s.abs(mn, absMn) },
+		func() error { return s.maximum(mx, absMn, m) },
+	)
+	if err == nil && x.dt != aclFloat {
+		err = s.cast(m, out.as(rows, 1))
+	}
+	return err
+}
+
+// first runs the steps in order and returns the first error.
+func first(steps ...func() error) error {
+	for _, f := range steps {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Find returns the flat index of the first element of x that meets cond,
+// or -1. The index is computed on the device (aclnnIsFinite, aclnnGtScalar
+// and aclnnLogicalAnd mark the elements that do not meet cond; an aclnnArange
+// of indices has those replaced by Numel with aclnnInplaceMaskedFillScalar;
+// aclnnAmin takes the smallest) and only that int64, 8 bytes, is copied to
+// the host.
+func (d *Device) Find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
+	return do(d, func(s *session) (int, error) { return s.find(x, cond) })
+}
+
+func (s *session) find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
+	n := x.Numel()
+	if n == 0 {
+		return -1, nil
+	}
+	xa, err := s.of(x, n)
+	if err != nil {
+		return 0, err
+	}
+	return s.findIn(xa, cond)
+}
+
+// findIn is Find on the 1-D float array x.
+func (s *session) findIn(x arr, cond tensor.Condition) (int, error) {
+	least, err := s.temp(aclInt64, 1)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.firstFailing(x, cond, least); err != nil {
+		return 0, err
+	}
+	var b [8]byte
+	if err := s.read(b[:], least.addr); err != nil {
+		return 0, err
+	}
+	i := int64(binary.LittleEndian.Uint64(b[:]))
+	if i >= count(x) {
+		return -1, nil
+	}
+	return int(i), nil
+}
+
+// firstFailing writes into the one-element int64 array out the index of
+// the first element of the 1-D float array x that meets cond, or x's
+// length if none does.
+func (s *session) firstFailing(x arr, cond tensor.Condition, out arr) error {
+	n := int(count(x))
+	good, err := s.temp(aclBool, n)
+	if err != nil {
+		return err
+	}
+	if err := s.isFinite(x, good); err != nil {
+		return err
+	}
+	if cond == tensor.NotFinitePositive {
+		pos, err := s.temp(aclBool, n)
+		if err != nil {
+			return err
+		}
+		both, err := s.temp(aclBool, n)
+		if err != nil {
+			return err
+		}
+		if err := first(
+			func() error { return s.gtScalar(x, 0, pos) },
+			func() error { return s.logicalAnd(good, pos, both) },
+		); err != nil {
+			return err
+		}
+		good = both
+	}
+	idx, err := s.temp(aclInt64, n)
+	if err != nil {
+		return err
+	}
+	none, err := s.i64(int64(n))
+	if err != nil {
+		return err
+	}
+	return first(
+		func() error { return s.arange(idx) },
+		func() error { return s.maskedFill(idx, good, none) },
+		func() error { return s.amin(idx, 0, out) },
+	)
+}
+
+// widen returns a as float32: a itself if it is float32, else a cast of it.
+func (s *session) widen(a arr) (arr, error) {
+	if a.dt == aclFloat {
+		return a, nil
+	}
+	w, err := s.temp(aclFloat, int(count(a)))
+	if err != nil {
+		return arr{}, err
+	}
+	w.shape = a.shape
+	return w, s.cast(a, w)
+}
+
+func count(a arr) int64 {
+	n := int64(1)
+	for _, d := range a.shape {
+		n *= d
+	}
+	return n
+}
+
+// narrow computes f (which writes a float32 array of out's shape) and
+// rounds its result into out, or lets f write out directly if out is
+// float32.
+func (s *session) narrow(out arr, f func(dst arr) error) error {
+	if out.dt == aclFloat {
+		return f(out)
+	}
+	tmp, err := s.temp(aclFloat, int(count(out)))
+	if err != nil {
+		return err
+	}
+	tmp.shape = out.shape
+	if err := f(tmp); err != nil {
+		return err
+	}
+	return s.cast(tmp, out)
+}
+
+// Binary computes op(a, b) in float32, rounded to out, with the shape of a.
+// b has a's number of elements, one element, or one per row of a.
+func (d *Device) Binary(op tensor.BinaryOp, a, b *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.binaryOp(op, a, b, out) })
+}
+
+func (s *session) binaryOp(op tensor.BinaryOp, a, b *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+	n, m := a.Numel(), b.Numel()
+	rows, k := 1, n
+	if a.Rank() > 0 {
+		k = a.Dim(-1)
+		if k > 0 {
+			rows = n / k
+		}
+	}
+	var bShape []int
+	switch {
+	case m == n:
+		bShape = []int{rows, k}
+	case m == 1:
+		bShape = []int{1, 1}
+	case a.Rank() > 0 && k > 0 && m*k == n:
+		bShape = []int{rows, 1}
+	default:
+		return nil, fmt.Errorf("ascend: %v of %v and %v: %w: cannot broadcast", op, a, b, tensor.ErrShape)
+	}
+	out, o, err := s.result(outDT, a.Shape())
+	if err != nil || n == 0 {
+		return out, err
+	}
+	aa, err := s.of(a, rows, k)
+	if err != nil {
+		return nil, err
+	}
+	ba, err := s.of(b, bShape...)
+	if err != nil {
+		return nil, err
+	}
+	if aa, err = s.widen(aa); err != nil {
+		return nil, err
+	}
+	if ba, err = s.widen(ba); err != nil {
+		return nil, err
+	}
+	return out, s.narrow(o.as(rows, k), func(dst arr) error {
+		switch op {
+		case tensor.Add:
+			return s.add(aa, ba, dst)
+		case tensor.Mul:
+			return s.mul(aa, ba, dst)
+		case tensor.Div:
+			return s.div(aa, ba, dst)
+		case tensor.Max:
+			return s.maximum(aa, ba, dst)
+		}
+		return fmt.Errorf("ascend: unknown operation %v", op)
+	})
+}
+
+// BinaryScalar computes op(a, c) in float32, rounded to out (aclnnAdds,
+// aclnnMuls, aclnnDivs, or aclnnClampMin for max).
+func (d *Device) BinaryScalar(op tensor.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.binaryScalar(op, a, c, outDT) })
+}
+
+func (s *session) binaryScalar(op tensor.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
+	n := a.Numel()
+	out, o, err := s.result(outDT, a.Shape())
+	if err != nil || n == 0 {
+		return out, err
+	}
+	aa, err := s.of(a, n)
+	if err != nil {
+		return nil, err
+	}
+	if aa, err = s.widen(aa); err != nil {
+		return nil, err
+	}
+	return out, s.narrow(o, func(dst arr) error {
+		switch op {
+		case tensor.Add:
+			return s.adds(aa, c, dst)
+		case tensor.Mul:
+			return s.muls(aa, c, dst)
+		case tensor.Div:
+			return s.divs(aa, c, dst)
+		case tensor.Max:
+			return s.clampMin(aa, c, dst) // max(a, c); a is never NaN where eager uses it
+		}
+		return fmt.Errorf("ascend: unknown operation %v", op)
+	})
+}
+
+// Cast rounds each element of x to out (aclnnCast).
+func (d *Device) Cast(x *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.castTo(x, outDT) })
+}
+
+func (s *session) castTo(x *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+	n := x.Numel()
+	out, o, err := s.result(outDT, x.Shape())
+	if err != nil || n == 0 {
+		return out, err
+	}
+	xa, err := s.of(x, n)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.cast(xa, o)
+}
+
+// ReplaceZero returns x with every zero, of either sign, replaced by v
+// rounded to x's type (aclnnInplaceCopy, aclnnEqScalar,
+// aclnnInplaceMaskedFillScalar).
+func (d *Device) ReplaceZero(x *tensor.Tensor, v float32) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.replaceZero(x, v) })
+}
+
+func (s *session) replaceZero(x *tensor.Tensor, v float32) (*tensor.Tensor, error) {
+	n := x.Numel()
+	out, o, err := s.result(x.DType(), x.Shape())
+	if err != nil || n == 0 {
+		return out, err
+	}
+	xa, err := s.of(x, n)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.replaceZeroInto(xa, o, x.DType().Round(v))
+}
+
+// replaceZeroInto copies x into out with zeros replaced by v (exact in
+// out's type).
+func (s *session) replaceZeroInto(x, out arr, v float32) error {
+	zero, err := s.temp(aclBool, int(count(x)))
+	if err != nil {
+		return err
+	}
+	c, err := s.f32(v)
+	if err != nil {
+		return err
+	}
+	return first(
+		func() error { return s.copyTo(out, x) },
+		func() error { return s.eqScalar(x, 0, zero) },
+		func() error { return s.maskedFill(out, zero, c) },
+	)
+}
+
+// Noise returns the stochastic-rounding noise of each element of a tensor
+// of the given shape, rounded to out: quant.Noise of its flat index,
+// computed on the device in exact int64 arithmetic (the PCG hash's uint32
+// products fit in 62 bits; masking with 2^32-1 takes them modulo 2^32,
+// floor division by powers of two shifts), then converted to float32.
+func (d *Device) Noise(seed int64, shape []int, outDT dtype.DType) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.noise(seed, shape, outDT) })
+}
+
+func (s *session) noise(seed int64, shape []int, outDT dtype.DType) (*tensor.Tensor, error) {
+	n := tensor.Numel(shape)
+	out, o, err := s.result(outDT, shape)
+	if err != nil || n == 0 {
+		return out, err
+	}
+	const m32 = 1<<32 - 1
+	var t [3]arr
+	for i := range t {
+		if t[i], err = s.temp(aclInt64, n); err != nil {
+			return nil, err
+		}
+	}
+	a, b, c := t[0], t[1], t[2]
+	// k = uint64(i) + uint64(seed), as two 32-bit halves with a carry.
+	seedLo, seedHi := int64(uint64(seed)&m32), int64(uint64(seed)>>32)
+	err = first(
+		func() error { return s.arange(a) },                 // a = i
+		func() error { return s.copyTo(b, a) },              // b = i
+		func() error { return s.andI(b, m32) },              //
+		func() error { return s.addI(b, seedLo) },           // b = lo(i) + lo(seed)
+		func() error { return s.floorDivI(a, 1<<32) },       // a = hi(i)
+		func() error { return s.floorDivides(b, 1<<32, c) }, // c = carry
+		func() error { return s.addT(a, c) },                //
+		func() error { return s.addI(a, seedHi) },           //
+		func() error { return s.andI(a, m32) },              // a = uint32(k >> 32)
+		func() error { return s.andI(b, m32) },              // b = uint32(k)
+		func() error { return s.xorT(b, a) },                // b = x
+		func() error { return s.mulI(b, 747796405) },        //
+		func() error { return s.addI(b, 2891336453) },       //
+		func() error { return s.andI(b, m32) },              // b = state
+		func() error { return s.floorDivides(b, 1<<28, c) }, //
+		func() error { return s.addI(c, 4) },                // c = (state >> 28) + 4
+		func() error { return s.pow2(c, a) },                // a = 2^c
+		func() error { return s.floorDivide(b, a, c) },      // c = state >> ((state >> 28) + 4)
+		func() error { return s.xorT(c, b) },                //
+		func() error { return s.mulI(c, 277803737) },        //
+		func() error { return s.andI(c, m32) },              // c = word
+		func() error { return s.floorDivides(c, 1<<22, a) }, //
+		func() error { return s.xorT(a, c) },                // a = h
+		func() error { return s.floorDivI(a, 1<<8) },        // a = h >> 8
+	)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.temp(aclFloat, n)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.narrow(o, func(dst arr) error {
+		return first(
+			func() error { return s.cast(a, u) },            // exact: h >> 8 < 2^24
+			func() error { return s.muls(u, 0x1p-24, dst) }, // exact: a power of two
+		)
+	})
+}
+
+// RoundToInt8 rounds each element to an integer in float32 and saturates
+// it to int8 (aclnnClamp, then aclnnCast, exact). Floor is aclnnFloor.
+// Half to even is float32 addition: adding and then subtracting 1.5 * 2^23
+// leaves a value of magnitude at most 2^22 rounded to an integer, ties to
+// even, by IEEE addition itself (the input is first clamped to ±256, which
+// saturates the same way). aclnnRound is not used: its documentation does
+// not say how it breaks ties.
+func (d *Device) RoundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.roundToInt8(y, mode) })
+}
+
+// roundingBias is 1.5 * 2^23: float32 values from 2^23 to 2^24 are the
+// integers, so x + roundingBias - roundingBias rounds x half to even.
+const roundingBias = 0x1.8p23
+
+func (s *session) roundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.Tensor, error) {
+	n := y.Numel()
+	out, o, err := s.result(dtype.Int8, y.Shape())
+	if err != nil || n == 0 {
+		return out, err
+	}
+	ya, err := s.of(y, n)
+	if err != nil {
+		return nil, err
+	}
+	if ya, err = s.widen(ya); err != nil {
+		return nil, err
+	}
+	var t [3]arr
+	for i := range t {
+		if t[i], err = s.temp(aclFloat, n); err != nil {
+			return nil, err
+		}
+	}
+	steps := []func() error{
+		func() error { return s.clamp(ya, -256, 256, t[0]) },
+		func() error { return s.adds(t[0], roundingBias, t[1]) },
+		func() error { return s.adds(t[1], -roundingBias, t[2]) },
+	}
+	if mode == tensor.Floor {
+		steps = []func() error{func() error { return s.floor(ya, t[2]) }}
+	}
+	return out, first(append(steps,
+		func() error { return s.clamp(t[2], -128, 127, t[0]) },
+		func() error { return s.cast(t[0], o) },
+	)...)
+}
+
+// Fill returns a tensor of the given shape with every element v rounded to
+// dt (aclnnInplaceFillScalar with the rounded value, so the operator does
+// no rounding of its own).
+func (d *Device) Fill(dt dtype.DType, shape []int, v float32) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.fillNew(dt, shape, v) })
+}
+
+func (s *session) fillNew(dt dtype.DType, shape []int, v float32) (*tensor.Tensor, error) {
+	out, o, err := s.result(dt, shape)
+	if err != nil || tensor.Numel(shape) == 0 {
+		return out, err
+	}
+	return out, s.fill(o, dt.Round(v))
+}
+
+// scaleFromMax writes max(m / 127, 1e-30) into out, in float32.
+func (s *session) scaleFromMax(m, out arr) error {
+	d, err := s.temp(aclFloat, int(count(m)))
+	if err != nil {
+		return err
+	}
+	d.shape = m.shape
+	return first(
+		func() error { return s.divs(m, quant.QMax, d) },
+		func() error { return s.clampMin(d, quant.MinScale, out) },
+	)
+}

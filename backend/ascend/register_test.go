@@ -1,0 +1,220 @@
+package ascend_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/backend/ascend"
+	"github.com/gokitchen/kitchen/internal/ascendsim"
+)
+
+func info(t *testing.T, reg *backend.Registry, name string) backend.Info {
+	t.Helper()
+	for _, b := range reg.ListBackends() {
+		if b.Name == name {
+			return b
+		}
+	}
+	t.Fatalf("%s not in %+v", name, reg.ListBackends())
+	return backend.Info{}
+}
+
+// unavailable registers from opts into a fresh registry, expects failure
+// and returns the error and the reason ListBackends gives.
+func unavailable(t *testing.T, opts ascend.Options) (error, string) {
+	t.Helper()
+	reg := backend.NewRegistry(nil)
+	rt, err := ascend.Register(reg, opts)
+	if err == nil {
+		rt.Close()
+		t.Fatal("Register succeeded")
+	}
+	b := info(t, reg, ascend.Name)
+	if b.Available || b.Kind != "accelerator" || len(b.Capabilities) != 0 {
+		t.Errorf("info %+v: want an unavailable accelerator without capabilities", b)
+	}
+	if _, _, serr := reg.Select(t.Context(), &backend.Call{}, ascend.Name); serr == nil {
+		t.Error("an unavailable backend was selected")
+	}
+	t.Logf("reason: %s", b.Reason)
+	return err, b.Reason
+}
+
+func contains(t *testing.T, what, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%s %q does not mention %q", what, s, sub)
+		}
+	}
+}
+
+func TestRegisterWithoutLibrary(t *testing.T) {
+	dir := t.TempDir()
+	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	var le *ascend.LibraryError
+	if !errors.As(err, &le) || le.Library != "libascendcl.so" {
+		t.Fatalf("got %v, want a LibraryError for libascendcl.so", err)
+	}
+	contains(t, "reason", reason, "libascendcl.so", filepath.Join(dir, "libascendcl.so"), "no such file", ascend.EnvLibDir)
+}
+
+// TestRegisterWithoutOneLibrary offers libascendcl.so and libnnopbase.so
+// but not libopapi.so.
+func TestRegisterWithoutOneLibrary(t *testing.T) {
+	if onHardware() {
+		t.Skip("uses the simulator's libraries")
+	}
+	sim := ascendsim.Build(t)
+	dir := t.TempDir()
+	for _, lib := range []string{"libascendcl.so", "libnnopbase.so"} {
+		// Links, so the loader sees the simulator's own files.
+		if err := os.Symlink(filepath.Join(sim, lib), filepath.Join(dir, lib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	var le *ascend.LibraryError
+	if !errors.As(err, &le) || le.Library != "libopapi.so" {
+		t.Fatalf("got %v, want a LibraryError for libopapi.so", err)
+	}
+	contains(t, "reason", reason, filepath.Join(dir, "libopapi.so"), "no such file")
+}
+
+func TestRegisterWithoutDevice(t *testing.T) {
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to hide the devices")
+	}
+	t.Setenv(ascendsim.EnvDevices, "0")
+	err, reason := unavailable(t, opts)
+	if !errors.Is(err, ascend.ErrNoDevice) {
+		t.Fatalf("got %v, want ErrNoDevice", err)
+	}
+	contains(t, "reason", reason, "aclrtGetDeviceCount", "0 devices", filepath.Join(dir, "libascendcl.so"))
+}
+
+func TestRegisterCallFails(t *testing.T) {
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to inject failures")
+	}
+	for _, c := range []struct {
+		call string
+		code int32
+		msg  string
+	}{
+		{"aclInit", 100003, "sim: the configuration file is invalid"},
+		{"aclrtGetDeviceCount", 507033, "sim: the driver is not loaded"},
+		{"aclrtSetDevice", 107001, "sim: device 0 is held by another process"},
+		{"aclrtCreateStream", 207001, "sim: no memory for a stream"},
+	} {
+		t.Run(c.call, func(t *testing.T) {
+			t.Setenv(ascendsim.EnvFail, c.call+":"+itoa(c.code)+":"+c.msg)
+			err, reason := unavailable(t, opts)
+			var ae *ascend.Error
+			if !errors.As(err, &ae) || ae.Call != c.call || ae.Code != c.code || ae.Message != c.msg {
+				t.Fatalf("got %#v, want call %s, code %d, message %q", err, c.call, c.code, c.msg)
+			}
+			contains(t, "reason", reason, c.call, itoa(c.code), c.msg)
+		})
+	}
+}
+
+func TestRegisterDevicePresent(t *testing.T) {
+	e := newEnv(t)
+	b := info(t, e.reg, ascend.Name)
+	if !b.Available || b.Disabled || b.Kind != "accelerator" {
+		t.Fatalf("info %+v: want an available accelerator", b)
+	}
+	if first := e.reg.ListBackends()[0].Name; first != ascend.Name {
+		t.Errorf("priority order starts with %s, want ascend before cpu and eager", first)
+	}
+	for _, op := range backend.Ops {
+		lines := strings.Join(b.Capabilities[op], "; ")
+		contains(t, string(op), lines, "devices: npu")
+	}
+	contains(t, "quantize constraints", strings.Join(b.Capabilities[backend.QuantizeRowwise], "; "),
+		"x: [float16, bfloat16]", "stochastic_rounding: off")
+	if got := e.dev.String(); got != "npu:0" || e.dev.Type() != "npu" {
+		t.Errorf("device %q of type %q", got, e.dev.Type())
+	}
+	if e.sim != "" {
+		if libs := e.rt.Libraries(); libs[0] != filepath.Join(e.sim, "libascendcl.so") {
+			t.Errorf("libraries %v, want the simulator's", libs)
+		}
+	}
+}
+
+// TestDefaultRegistration checks what importing the package did to
+// backend.Default on this machine.
+func TestDefaultRegistration(t *testing.T) {
+	var b *backend.Info
+	for _, i := range backend.Default.ListBackends() {
+		if i.Name == ascend.Name {
+			b = &i
+		}
+	}
+	if b == nil {
+		t.Fatal("ascend is neither registered nor marked unavailable in backend.Default")
+	}
+	dev, err := ascend.DefaultDevice()
+	if b.Available {
+		if err != nil || dev == nil {
+			t.Fatalf("ascend available, but DefaultDevice: %v", err)
+		}
+		t.Skipf("CANN with an NPU is installed here (%v)", dev)
+	}
+	if err == nil {
+		t.Fatal("DefaultDevice succeeded while ascend is unavailable")
+	}
+	t.Logf("reason: %s", b.Reason)
+	if b.Reason != strings.TrimPrefix(err.Error(), "ascend: ") {
+		t.Errorf("reason %q differs from DefaultDevice's error %q", b.Reason, err)
+	}
+	if os.Getenv(ascend.EnvLibDir) == "" && os.Getenv("ASCEND_HOME_PATH") == "" {
+		contains(t, "reason", b.Reason, "libascendcl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
+			"through the dynamic loader")
+	}
+}
+
+func TestDefaultDirs(t *testing.T) {
+	t.Setenv(ascend.EnvLibDir, "")
+	t.Setenv("ASCEND_HOME_PATH", "/opt/cann")
+	t.Setenv("ASCEND_TOOLKIT_HOME", "/opt/cann")
+	t.Setenv("LD_LIBRARY_PATH", "/a:/opt/cann/lib64:/b")
+	want := []string{"/opt/cann/lib64", "/usr/local/Ascend/ascend-toolkit/latest/lib64", "/a", "/b"}
+	if got := ascend.DefaultDirs(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("DefaultDirs() = %v, want %v", got, want)
+	}
+	t.Setenv(ascend.EnvLibDir, "/override")
+	if got := ascend.DefaultDirs(); len(got) != 1 || got[0] != "/override" {
+		t.Errorf("with %s set, DefaultDirs() = %v", ascend.EnvLibDir, got)
+	}
+}
+
+// TestEnvLibDir loads through the same path that init uses, pointed at
+// the simulator by KITCHEN_ASCEND_LIB_DIR.
+func TestEnvLibDir(t *testing.T) {
+	if onHardware() {
+		t.Skip("uses the simulator")
+	}
+	dir := ascendsim.Build(t)
+	t.Setenv(ascend.EnvLibDir, dir)
+	reg := backend.NewRegistry(nil)
+	rt, err := ascend.Register(reg, ascend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if !info(t, reg, ascend.Name).Available {
+		t.Error("not available")
+	}
+}
+
+func itoa(v int32) string { return strconv.Itoa(int(v)) }

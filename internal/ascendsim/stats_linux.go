@@ -1,0 +1,57 @@
+//go:build linux && (amd64 || arm64)
+
+package ascendsim
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+func unsupported() string { return "" }
+
+var probe struct {
+	mu       sync.Mutex
+	dir      string
+	getStats func(out unsafe.Pointer)
+	opCount  func(op string) int64
+}
+
+// bind loads libascendcl.so from dir (the very object the backend loaded,
+// since the dynamic loader keeps one copy per path) and binds the
+// simulator's test-only functions.
+func bind(tb testing.TB, dir string) {
+	tb.Helper()
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if probe.dir == dir {
+		return
+	}
+	h, err := purego.Dlopen(filepath.Join(dir, "libascendcl.so"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		tb.Fatalf("CANN simulator: %v", err)
+	}
+	purego.RegisterLibFunc(&probe.getStats, h, "kitchenSimGetStats")
+	purego.RegisterLibFunc(&probe.opCount, h, "kitchenSimOpCount")
+	probe.dir = dir
+}
+
+// ReadStats returns the counters of the simulator built in dir.
+func ReadStats(tb testing.TB, dir string) Stats {
+	tb.Helper()
+	bind(tb, dir)
+	var s Stats
+	probe.getStats(unsafe.Pointer(&s))
+	return s
+}
+
+// OpCount returns how many times the simulator built in dir has queued the
+// named aclnn operator (for example "aclnnDynamicQuantV2").
+func OpCount(tb testing.TB, dir, op string) int64 {
+	tb.Helper()
+	bind(tb, dir)
+	return probe.opCount(op)
+}
