@@ -86,7 +86,7 @@ func buildCase(raw []byte, sel uint8, rows uint8, k uint16, seed int64) agreeCas
 	if len(raw) == 0 {
 		raw = []byte{0}
 	}
-	dt := dtype.Floats[int(sel)%3]
+	dt := dtype.Floats()[int(sel)%3]
 	c := agreeCase{dt: dt, shape: []int{1 + int(rows)%9, 1 + int(k)%300}, seed: max(seed, 0) % (1 << 45)}
 	if sel&0x80 != 0 { // some 1-D and 3-D shapes
 		c.shape = []int{c.shape[1]}
@@ -106,7 +106,7 @@ func buildCase(raw []byte, sel uint8, rows uint8, k uint16, seed int64) agreeCas
 	default:
 		c.op = backend.DequantizeDType
 		c.seed = 0
-		c.out = dtype.Floats[int(k/3)%3]
+		c.out = dtype.Floats()[int(k/3)%3]
 		c.data = make([]byte, n)
 		for i := range c.data {
 			c.data[i] = raw[i%len(raw)] + byte(i*37)

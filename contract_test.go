@@ -132,7 +132,7 @@ func TestNonFiniteNamesRow(t *testing.T) {
 			return kitchen.QuantizeInt8Rowwise(ctx, x, append(o, kitchen.WithStochasticRounding(9))...)
 		}},
 	}
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		for _, s := range shapes {
 			for _, b := range bad {
 				v := ramp(tensor.Numel(s.shape))
@@ -162,7 +162,7 @@ func TestNonFiniteNamesRow(t *testing.T) {
 // TestInputsUnchanged checks that no operation writes to its inputs.
 func TestInputsUnchanged(t *testing.T) {
 	ctx := context.Background()
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		x := f32s(dt, ramp(64), 4, 16)
 		before := bytes.Clone(must(x.Bytes()))
 		for _, name := range backendsFor(backend.QuantizeRowwise) {
@@ -193,7 +193,7 @@ func TestInputsUnchanged(t *testing.T) {
 // is 1e-30 and q is zero; and a row after a zero row is unaffected.
 func TestZeroRowsUseTinyNormal(t *testing.T) {
 	ctx := context.Background()
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		x := f32s(dt, []float32{0, 0, 0, 0, 1, -2, 3, -127}, 2, 4)
 		for _, name := range backendsFor(backend.QuantizeRowwise) {
 			q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend(name))
@@ -222,7 +222,7 @@ func int8Bytes(v []int8) []byte {
 // TestScalarInput quantizes a rank-0 tensor tensor-wise (row-wise needs a
 // last dimension) on every backend.
 func TestScalarInput(t *testing.T) {
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		x := f32s(dt, []float32{-2.5}, []int{}...)
 		for _, name := range backendsFor(backend.QuantizeTensorwise) {
 			q, s, err := kitchen.QuantizeInt8Tensorwise(context.Background(), x, kitchen.UsingBackend(name))

@@ -28,8 +28,8 @@ const (
 	DequantizeDType    Op = "dequantize_int8_simple_dtype"
 )
 
-// Ops lists every operation.
-var Ops = []Op{QuantizeRowwise, QuantizeTensorwise, Dequantize, DequantizeDType}
+// Ops returns every operation, in the contract's order.
+func Ops() []Op { return []Op{QuantizeRowwise, QuantizeTensorwise, Dequantize, DequantizeDType} }
 
 // Parameter names used in constraints and errors.
 const (

@@ -39,8 +39,9 @@ var names = [...]string{
 
 var sizes = [...]int{Float32: 4, Float16: 2, BFloat16: 2, Int8: 1, Int32: 4, Uint8: 1}
 
-// Floats lists the floating-point types in the order they are usually shown.
-var Floats = []DType{Float32, Float16, BFloat16}
+// Floats returns the floating-point types in the order they are usually
+// shown.
+func Floats() []DType { return []DType{Float32, Float16, BFloat16} }
 
 // String returns the PyTorch-style name: "float32", "bfloat16", "int8" and so on.
 func (d DType) String() string {

@@ -142,7 +142,7 @@ func TestSpecialValues(t *testing.T) {
 		}
 	}
 	nan := float32(math.NaN())
-	for _, d := range Floats {
+	for _, d := range Floats() {
 		if r := d.Round(nan); !math.IsNaN(float64(r)) {
 			t.Errorf("%v.Round(NaN) = %v", d, r)
 		}

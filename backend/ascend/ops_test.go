@@ -284,7 +284,7 @@ func TestSuppliedAndRecalculatedScales(t *testing.T) {
 			cases = append(cases, call{name: "value", op: backend.QuantizeTensorwise, x: x,
 				opts: []kitchen.Option{kitchen.WithScale(v)}})
 		}
-		for _, sdt := range dtype.Floats {
+		for _, sdt := range dtype.Floats() {
 			cases = append(cases, call{name: "tensor " + sdt.String(), op: backend.QuantizeTensorwise, x: x,
 				s: must(tensor.FromFloat32(sdt, []float32{0.0371}, 1, 1))})
 		}
@@ -312,14 +312,14 @@ func TestDequantize(t *testing.T) {
 		qv[i] = int8(rng.IntN(256) - 128)
 	}
 	q := must(tensor.FromInt8(qv, 4, 3, 5))
-	for _, sdt := range dtype.Floats {
+	for _, sdt := range dtype.Floats() {
 		for _, shape := range [][]int{{}, {1}, {1, 1, 1}, {4, 3, 1}, {4, 3, 5}} {
 			sv := make([]float32, tensor.Numel(shape))
 			for i := range sv {
 				sv[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(40)-30))
 			}
 			s := must(tensor.FromFloat32(sdt, sv, shape...))
-			for _, out := range dtype.Floats {
+			for _, out := range dtype.Floats() {
 				for _, op := range []backend.Op{backend.Dequantize, backend.DequantizeDType} {
 					if op == backend.Dequantize && out != dtype.Float32 {
 						continue
@@ -345,7 +345,7 @@ func TestDequantize(t *testing.T) {
 
 func TestNonFiniteNamesRow(t *testing.T) {
 	e := newEnv(t)
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 			v := make([]float32, 2*3*4)
 			v[1*12+2*4+1] = bad // row 5 of 6

@@ -61,7 +61,7 @@ func TestRoundToInt8(t *testing.T) {
 		v = append(v, f, math.Nextafter32(f, 1000), math.Nextafter32(f, -1000))
 	}
 	v = append(v, 1e30, -1e30, float32(math.Inf(1)), float32(math.Inf(-1)), 0x1p22+0.5, -0x1p23, 1e-40)
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		x := e.up(must(tensor.FromFloat32(dt, v)))
 		vals := must(must(tensor.FromFloat32(dt, v)).Float32s())
 		for _, mode := range []tensor.RoundMode{tensor.HalfEven, tensor.Floor} {
@@ -85,7 +85,7 @@ func TestRoundToInt8(t *testing.T) {
 func TestNoiseMatchesQuant(t *testing.T) {
 	e := newEnv(t)
 	for _, seed := range []int64{1, 1<<32 - 5, 1<<40 + 3, math.MaxInt64} {
-		for _, dt := range dtype.Floats {
+		for _, dt := range dtype.Floats() {
 			got := must(e.down(must(e.dev.Noise(seed, []int{3, 7}, dt))).Float32s())
 			for i, g := range got {
 				if w := dt.Round(quant.Noise(seed, uint64(i))); g != w {

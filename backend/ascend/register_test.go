@@ -135,7 +135,7 @@ func TestRegisterDevicePresent(t *testing.T) {
 	if first := e.reg.ListBackends()[0].Name; first != ascend.Name {
 		t.Errorf("priority order starts with %s, want ascend before cpu and eager", first)
 	}
-	for _, op := range backend.Ops {
+	for _, op := range backend.Ops() {
 		lines := strings.Join(b.Capabilities[op], "; ")
 		contains(t, string(op), lines, "devices: npu")
 	}

@@ -66,7 +66,7 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 
 func testKernelsMatchGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, dt := range dtype.Floats {
+	for _, dt := range dtype.Floats() {
 		for _, n := range []int{1, 31, 32, 33, 63, 64, 65, 100, 127, 128, 1000, 4099} {
 			src := randomBits(rng, dt, n, false)
 			if got, want := absMaxBits(dt, src), absMaxBitsGeneric(dt, src); got != want {
@@ -161,7 +161,7 @@ func testDequantizeExhaustive(t *testing.T) {
 		scales = append(scales, math.Float32frombits(rng.Uint32()))
 	}
 	for _, s := range scales {
-		for _, dt := range dtype.Floats {
+		for _, dt := range dtype.Floats() {
 			got, want := make([]byte, len(q)*dt.Size()), make([]byte, len(q)*dt.Size())
 			dequantize(dt, q, s, got)
 			dequantizeGeneric(dt, q, s, want)

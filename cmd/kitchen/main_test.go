@@ -34,7 +34,7 @@ func TestBackendsJSON(t *testing.T) {
 	found := false
 	for _, b := range infos {
 		if b.Name == "eager" {
-			found = b.Available && len(b.Capabilities) == len(backend.Ops)
+			found = b.Available && len(b.Capabilities) == len(backend.Ops())
 		}
 	}
 	if !found {
@@ -91,7 +91,7 @@ func TestBenchJSON(t *testing.T) {
 	for _, o := range res.Ops {
 		seen[o.Op+"/"+o.Backend] = true
 	}
-	for _, op := range backend.Ops {
+	for _, op := range backend.Ops() {
 		for _, b := range []string{"eager", "cpu"} {
 			if !seen[string(op)+"/"+b] {
 				t.Errorf("no entry for %s on %s in %s", op, b, out)

@@ -74,7 +74,7 @@ func printBackends(w io.Writer, infos []backend.Info) error {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s:\n", b.Name)
-		for _, op := range backend.Ops {
+		for _, op := range backend.Ops() {
 			if cs, ok := b.Capabilities[op]; ok {
 				fmt.Fprintf(w, "  %-30s %s\n", op, strings.Join(cs, "; "))
 			}

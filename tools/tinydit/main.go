@@ -18,6 +18,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
@@ -91,10 +92,13 @@ func write(path string) error {
 	for i, t := range s {
 		infos[i] = safetensors.TensorInfo{Name: t.name, DType: t.dtype, Shape: t.shape}
 	}
-	f, err := os.Create(path)
+	// Write beside the target and rename, so a failed run never leaves the
+	// committed file truncated.
+	f, err := os.CreateTemp(filepath.Dir(path), ".tinydit-*")
 	if err != nil {
 		return err
 	}
+	defer os.Remove(f.Name())
 	defer f.Close()
 	bw := bufio.NewWriter(f)
 	meta := map[string]string{"format": "pt", "model": "tiny-dit", "generator": "github.com/gokitchen/kitchen/tools/tinydit"}
@@ -127,5 +131,11 @@ func write(path string) error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	return f.Close()
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
