@@ -3,10 +3,7 @@ package kitchen_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,53 +11,22 @@ import (
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/golden"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
-// goldenCase is one vector computed by PyTorch (tools/golden/gen_golden.py),
-// an implementation of the contract independent of this one.
-type goldenCase struct {
-	Name       string      `json:"name"`
-	Op         backend.Op  `json:"op"`
-	DType      dtype.DType `json:"dtype"`
-	Shape      []int       `json:"shape"`
-	X          hexBytes    `json:"x"`
-	Seed       int64       `json:"seed"`
-	ScaleMode  string      `json:"scale_mode"`
-	ScaleValue float32     `json:"scale_value"`
-	Q          hexBytes    `json:"q"`
-	QShape     []int       `json:"q_shape"`
-	Scale      hexBytes    `json:"scale"`
-	ScaleDType dtype.DType `json:"scale_dtype"`
-	ScaleShape []int       `json:"scale_shape"`
-	OutDType   dtype.DType `json:"out_dtype"`
-	Out        hexBytes    `json:"out"`
-}
-
-type hexBytes []byte
-
-func (h *hexBytes) UnmarshalText(b []byte) error {
-	v, err := hex.DecodeString(string(b))
-	*h = v
-	return err
-}
+type goldenCase = golden.Case
 
 func loadGolden(t *testing.T) []goldenCase {
 	t.Helper()
-	data, err := os.ReadFile("testdata/golden/int8.json")
+	cases, err := golden.Load("testdata/golden/int8.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Cases []goldenCase `json:"cases"`
+	if len(cases) < 500 {
+		t.Fatalf("only %d golden cases", len(cases))
 	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Cases) < 500 {
-		t.Fatalf("only %d golden cases", len(file.Cases))
-	}
-	return file.Cases
+	return cases
 }
 
 // backendsFor lists the available backends of the default registry that
@@ -83,7 +49,7 @@ func backendsFor(op backend.Op) []string {
 
 // run calls the case's operation on one backend. declined reports that the
 // backend's constraints refused the call.
-func (c *goldenCase) run(t *testing.T, name string) (got [][]byte, declined bool) {
+func runGolden(t *testing.T, c *goldenCase, name string) (got [][]byte, declined bool) {
 	t.Helper()
 	ctx := context.Background()
 	opts := []kitchen.Option{kitchen.UsingBackend(name), kitchen.WithStochasticRounding(c.Seed)}
@@ -149,7 +115,7 @@ func TestGolden(t *testing.T) {
 			want = [][]byte{c.Out}
 		}
 		for _, name := range backendsFor(c.Op) {
-			got, declined := c.run(t, name)
+			got, declined := runGolden(t, c, name)
 			if declined {
 				continue
 			}

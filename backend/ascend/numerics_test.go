@@ -2,18 +2,16 @@ package ascend_test
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/golden"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -173,51 +171,17 @@ func TestFusedQuantizeAgainstContract(t *testing.T) {
 	}
 }
 
-// goldenCase is one vector of testdata/golden/int8.json, computed by
-// PyTorch from the contract.
-type goldenCase struct {
-	Name       string      `json:"name"`
-	Op         backend.Op  `json:"op"`
-	DType      dtype.DType `json:"dtype"`
-	Shape      []int       `json:"shape"`
-	X          hexBytes    `json:"x"`
-	Seed       int64       `json:"seed"`
-	ScaleMode  string      `json:"scale_mode"`
-	ScaleValue float32     `json:"scale_value"`
-	Q          hexBytes    `json:"q"`
-	QShape     []int       `json:"q_shape"`
-	Scale      hexBytes    `json:"scale"`
-	ScaleDType dtype.DType `json:"scale_dtype"`
-	ScaleShape []int       `json:"scale_shape"`
-	OutDType   dtype.DType `json:"out_dtype"`
-	Out        hexBytes    `json:"out"`
-}
-
-type hexBytes []byte
-
-func (h *hexBytes) UnmarshalText(b []byte) error {
-	v, err := hex.DecodeString(string(b))
-	*h = v
-	return err
-}
-
 // TestGolden runs the project's golden vectors with their tensors on the
 // NPU: eager must reproduce every byte; the fused kernels, where they take
 // the call, must meet checkFused's rules against the vectors.
 func TestGolden(t *testing.T) {
 	e := newEnv(t)
-	data, err := os.ReadFile("../../testdata/golden/int8.json")
+	cases, err := golden.Load("../../testdata/golden/int8.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Cases []goldenCase `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
 	ran := map[string]int{}
-	for _, g := range file.Cases {
+	for _, g := range cases {
 		c := call{name: g.Name, op: g.Op, out: g.OutDType, opts: []kitchen.Option{kitchen.WithStochasticRounding(g.Seed)}}
 		want := []*tensor.Tensor{must(tensor.FromBytes(dtype.Int8, g.Q, g.QShape...)), nil}
 		switch g.Op {
@@ -263,8 +227,8 @@ func TestGolden(t *testing.T) {
 		}
 		checkFused(t, g.Name, g.Op, c.x, got, want)
 	}
-	t.Logf("golden cases run with their tensors on the NPU: %v of %d", ran, len(file.Cases))
-	if ran["eager"] != len(file.Cases) || ran["ascend"] == 0 {
-		t.Errorf("ran %v of %d cases", ran, len(file.Cases))
+	t.Logf("golden cases run with their tensors on the NPU: %v of %d", ran, len(cases))
+	if ran["eager"] != len(cases) || ran["ascend"] == 0 {
+		t.Errorf("ran %v of %d cases", ran, len(cases))
 	}
 }

@@ -80,6 +80,15 @@ func (s *session) add(a, b, out arr) error {
 }
 
 // withScalar runs an operator of the form op(self, scalar, out).
+// withF32 runs an operator of a tensor and a float32 scalar.
+func (s *session) withF32(name string, first func(self, other, out uintptr, ws *uint64, ex *uintptr) int32, second phase2, a arr, c float32, out arr) error {
+	v, err := s.f32(c)
+	if err != nil {
+		return err
+	}
+	return s.withScalar(name, first, second, a, v, out)
+}
+
 func (s *session) withScalar(name string, first func(self, other, out uintptr, ws *uint64, ex *uintptr) int32, second phase2, a arr, c uintptr, out arr) error {
 	t, err := s.tensorsOf(a, out)
 	if err != nil {
@@ -89,43 +98,23 @@ func (s *session) withScalar(name string, first func(self, other, out uintptr, w
 }
 
 func (s *session) muls(a arr, c float32, out arr) error {
-	v, err := s.f32(c)
-	if err != nil {
-		return err
-	}
-	return s.withScalar("aclnnMuls", s.api.aclnnMulsGetWorkspaceSize, s.api.aclnnMuls, a, v, out)
+	return s.withF32("aclnnMuls", s.api.aclnnMulsGetWorkspaceSize, s.api.aclnnMuls, a, c, out)
 }
 
 func (s *session) divs(a arr, c float32, out arr) error {
-	v, err := s.f32(c)
-	if err != nil {
-		return err
-	}
-	return s.withScalar("aclnnDivs", s.api.aclnnDivsGetWorkspaceSize, s.api.aclnnDivs, a, v, out)
+	return s.withF32("aclnnDivs", s.api.aclnnDivsGetWorkspaceSize, s.api.aclnnDivs, a, c, out)
 }
 
 func (s *session) clampMin(a arr, c float32, out arr) error {
-	v, err := s.f32(c)
-	if err != nil {
-		return err
-	}
-	return s.withScalar("aclnnClampMin", s.api.aclnnClampMinGetWorkspaceSize, s.api.aclnnClampMin, a, v, out)
+	return s.withF32("aclnnClampMin", s.api.aclnnClampMinGetWorkspaceSize, s.api.aclnnClampMin, a, c, out)
 }
 
 func (s *session) eqScalar(a arr, c float32, out arr) error {
-	v, err := s.f32(c)
-	if err != nil {
-		return err
-	}
-	return s.withScalar("aclnnEqScalar", s.api.aclnnEqScalarGetWorkspaceSize, s.api.aclnnEqScalar, a, v, out)
+	return s.withF32("aclnnEqScalar", s.api.aclnnEqScalarGetWorkspaceSize, s.api.aclnnEqScalar, a, c, out)
 }
 
 func (s *session) gtScalar(a arr, c float32, out arr) error {
-	v, err := s.f32(c)
-	if err != nil {
-		return err
-	}
-	return s.withScalar("aclnnGtScalar", s.api.aclnnGtScalarGetWorkspaceSize, s.api.aclnnGtScalar, a, v, out)
+	return s.withF32("aclnnGtScalar", s.api.aclnnGtScalarGetWorkspaceSize, s.api.aclnnGtScalar, a, c, out)
 }
 
 func (s *session) floorDivides(a arr, c int64, out arr) error {
