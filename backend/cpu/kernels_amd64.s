@@ -32,8 +32,8 @@ absMaxBits16AVX2_loop:
 	VPMAXUW Y3, Y1, Y1
 	VPAND   32(AX), Y0, Y3
 	VPMAXUW Y3, Y2, Y2
-	ADDQ    $0x40, AX
-	SUBQ    $0x40, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000040, CX
 	JMP     absMaxBits16AVX2_loop
 
 absMaxBits16AVX2_done:
@@ -69,8 +69,8 @@ absMaxBits32AVX2_loop:
 	VPMAXUD Y3, Y1, Y1
 	VPAND   32(AX), Y0, Y3
 	VPMAXUD Y3, Y2, Y2
-	ADDQ    $0x40, AX
-	SUBQ    $0x40, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000040, CX
 	JMP     absMaxBits32AVX2_loop
 
 absMaxBits32AVX2_done:
@@ -416,8 +416,8 @@ absMaxBits16AVX512_loop:
 	VPMAXUW Z3, Z1, Z1
 	VPANDD  64(AX), Z0, Z3
 	VPMAXUW Z3, Z2, Z2
-	ADDQ    $0x80, AX
-	SUBQ    $0x80, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000080, CX
 	JMP     absMaxBits16AVX512_loop
 
 absMaxBits16AVX512_done:
@@ -454,8 +454,8 @@ absMaxBits32AVX512_loop:
 	VPMAXUD Z3, Z1, Z1
 	VPANDD  64(AX), Z0, Z3
 	VPMAXUD Z3, Z2, Z2
-	ADDQ    $0x80, AX
-	SUBQ    $0x80, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000080, CX
 	JMP     absMaxBits32AVX512_loop
 
 absMaxBits32AVX512_done:

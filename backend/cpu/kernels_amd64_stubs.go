@@ -36,11 +36,11 @@ func dequantizeF16AVX2(q []byte, s float32, dst []byte)
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
 func dequantizeF32AVX2(q []byte, s float32, dst []byte)
 
-// absMaxBits16AVX512 is the AVX-512 form of absMaxBits16AVX2.
+// absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.
 func absMaxBits16AVX512(src []byte) uint32
 
-// absMaxBits32AVX512 is the AVX-512 form of absMaxBits32AVX2.
+// absMaxBits32AVX512 returns the unsigned maximum of the sign-cleared 32-bit elements of src.
 // len(src) must be a multiple of 128.
 func absMaxBits32AVX512(src []byte) uint32
 

@@ -23,6 +23,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -47,18 +49,35 @@ func broadcastParam(name string) VecVirtual {
 	return y
 }
 
-func absMax(name string, width int) {
+// vec is one vector width's registers and the instructions whose names
+// differ between AVX2 and AVX-512.
+type vec struct {
+	bytes     int // register width
+	reg       func() VecVirtual
+	and, xor  func(a, b, dst Op)
+	broadcast func(c uint32) VecVirtual
+}
+
+var (
+	avx2   = vec{32, YMM, VPAND, VPXOR, broadcast32}
+	avx512 = vec{64, ZMM, func(a, b, dst Op) { VPANDD(a, b, dst) }, func(a, b, dst Op) { VPXORD(a, b, dst) }, broadcast32z}
+)
+
+// absMax returns the unsigned maximum of the sign-cleared width-bit
+// elements of src, two registers at a time, then folds the lanes.
+func absMax(name string, width int, v vec) {
+	step := 2 * v.bytes
 	TEXT(name, NOSPLIT, "func(src []byte) uint32")
 	Doc(name+" returns the unsigned maximum of the sign-cleared "+map[int]string{16: "16", 32: "32"}[width]+"-bit elements of src.",
-		"len(src) must be a multiple of 64.")
+		fmt.Sprintf("len(src) must be a multiple of %d.", step))
 	ptr := Load(Param("src").Base(), GP64())
 	n := Load(Param("src").Len(), GP64())
-	mask := broadcast32(map[int]uint32{16: 0x7fff7fff, 32: 0x7fffffff}[width])
-	acc := []VecVirtual{YMM(), YMM()}
+	mask := v.broadcast(map[int]uint32{16: 0x7fff7fff, 32: 0x7fffffff}[width])
+	acc := []VecVirtual{v.reg(), v.reg()}
 	for _, a := range acc {
-		VPXOR(a, a, a)
+		v.xor(a, a, a)
 	}
-	vmax := VPMAXUW
+	vmax := VPMAXUW // AVX512BW for the 512-bit form
 	if width == 32 {
 		vmax = VPMAXUD
 	}
@@ -66,18 +85,23 @@ func absMax(name string, width int) {
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
 	for i, a := range acc {
-		t := YMM()
-		VPAND(Mem{Base: ptr, Disp: 32 * i}, mask, t)
+		t := v.reg()
+		v.and(Mem{Base: ptr, Disp: v.bytes * i}, mask, t)
 		vmax(t, a, a)
 	}
-	ADDQ(Imm(64), ptr)
-	SUBQ(Imm(64), n)
+	ADDQ(U32(step), ptr)
+	SUBQ(U32(step), n)
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
 	vmax(acc[1], acc[0], acc[0])
+	if v.bytes == 64 {
+		hi := YMM()
+		VEXTRACTI64X4(Imm(1), acc[0], hi)
+		vmax(hi, acc[0].AsY(), acc[0].AsY())
+	}
 	hi := XMM()
-	VEXTRACTI128(Imm(1), acc[0], hi)
+	VEXTRACTI128(Imm(1), acc[0].AsY(), hi)
 	lo := acc[0].AsX()
 	vmax(hi, lo, lo)
 	shifts := []uint64{8, 4, 2}
@@ -242,63 +266,6 @@ func broadcast32z(c uint32) VecVirtual {
 // (no pack-and-permute) and mask registers for the NaN blend; the 16-bit
 // maximum needs AVX512BW.
 
-func absMax512(name string, width int) {
-	TEXT(name, NOSPLIT, "func(src []byte) uint32")
-	Doc(name+" is the AVX-512 form of "+map[int]string{16: "absMaxBits16AVX2", 32: "absMaxBits32AVX2"}[width]+".",
-		"len(src) must be a multiple of 128.")
-	ptr := Load(Param("src").Base(), GP64())
-	n := Load(Param("src").Len(), GP64())
-	mask := broadcast32z(map[int]uint32{16: 0x7fff7fff, 32: 0x7fffffff}[width])
-	acc := []VecVirtual{ZMM(), ZMM()}
-	for _, a := range acc {
-		VPXORD(a, a, a)
-	}
-	vmax := VPMAXUW
-	if width == 32 {
-		vmax = VPMAXUD
-	}
-	Label(name + "_loop")
-	CMPQ(n, Imm(0))
-	JE(LabelRef(name + "_done"))
-	for i, a := range acc {
-		t := ZMM()
-		VPANDD(Mem{Base: ptr, Disp: 64 * i}, mask, t)
-		vmax(t, a, a)
-	}
-	ADDQ(Imm(128), ptr)
-	SUBQ(Imm(128), n)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	vmax(acc[1], acc[0], acc[0])
-	hi := YMM()
-	VEXTRACTI64X4(Imm(1), acc[0], hi)
-	y := acc[0].AsY()
-	vmax(hi, y, y)
-	hx := XMM()
-	VEXTRACTI128(Imm(1), y, hx)
-	lo := acc[0].AsX()
-	vmax(hx, lo, lo)
-	shifts := []uint64{8, 4, 2}
-	if width == 32 {
-		shifts = shifts[:2]
-	}
-	for _, s := range shifts {
-		t := XMM()
-		VPSRLDQ(Imm(s), lo, t)
-		vmax(t, lo, lo)
-	}
-	r := GP32()
-	if width == 16 {
-		VPEXTRW(Imm(0), lo, r)
-	} else {
-		VMOVD(lo, r)
-	}
-	VZEROUPPER()
-	Store(r, ReturnIndex(0))
-	RET()
-}
-
 func quantize512(name string, dt string) {
 	TEXT(name, NOSPLIT, "func(src []byte, dst []byte, t float32)")
 	Doc(name+" is the AVX-512 form of the "+dt+" quantize kernel.",
@@ -424,8 +391,8 @@ func main() {
 		DATA(4*i, U32(d))
 	}
 
-	absMax("absMaxBits16AVX2", 16)
-	absMax("absMaxBits32AVX2", 32)
+	absMax("absMaxBits16AVX2", 16, avx2)
+	absMax("absMaxBits32AVX2", 32, avx2)
 	quantize("quantizeBF16AVX2", "bfloat16")
 	quantize("quantizeF16AVX2", "float16")
 	quantize("quantizeF32AVX2", "float32")
@@ -433,8 +400,8 @@ func main() {
 	dequantize("dequantizeF16AVX2", "float16")
 	dequantize("dequantizeF32AVX2", "float32")
 
-	absMax512("absMaxBits16AVX512", 16)
-	absMax512("absMaxBits32AVX512", 32)
+	absMax("absMaxBits16AVX512", 16, avx512)
+	absMax("absMaxBits32AVX512", 32, avx512)
 	quantize512("quantizeBF16AVX512", "bfloat16")
 	quantize512("quantizeF16AVX512", "float16")
 	quantize512("quantizeF32AVX512", "float32")
