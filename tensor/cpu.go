@@ -9,10 +9,10 @@ import (
 	"github.com/gokitchen/kitchen/quant"
 )
 
-// CPU is the host device. Its tensors are Go byte slices, and its
+// CPU returns the host device. Its tensors are Go byte slices, and its
 // primitives are plain loops written for clarity; the cpu backend has the
-// fast kernels.
-var CPU Device = cpuDevice{}
+// fast kernels. Every call returns the same (comparable) value.
+func CPU() Device { return cpuDevice{} }
 
 type cpuDevice struct{}
 

@@ -37,7 +37,7 @@ type Tensor struct {
 // mem is whatever the device uses to find the data (for CPU, a []byte of
 // exactly Numel*Size bytes).
 func New(dev Device, dt dtype.DType, shape []int, mem any) *Tensor {
-	if b, ok := mem.([]byte); ok && dev == CPU {
+	if b, ok := mem.([]byte); ok && dev == CPU() {
 		return newHost(dt, shape, b)
 	}
 	t := &Tensor{dtype: dt, dev: dev, mem: mem}
@@ -46,7 +46,7 @@ func New(dev Device, dt dtype.DType, shape []int, mem any) *Tensor {
 }
 
 func newHost(dt dtype.DType, shape []int, b []byte) *Tensor {
-	t := &Tensor{dtype: dt, dev: CPU, host: b}
+	t := &Tensor{dtype: dt, dev: CPU(), host: b}
 	t.setShape(shape)
 	return t
 }
@@ -93,7 +93,7 @@ func (t *Tensor) Device() Device { return t.dev }
 // Storage returns the device's handle to the data, for Device
 // implementations: for a host tensor, its []byte.
 func (t *Tensor) Storage() any {
-	if t.dev == CPU {
+	if t.dev == CPU() {
 		return t.host
 	}
 	return t.mem
@@ -137,7 +137,7 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 	}
 	host, err := t.Bytes()
 	if err != nil {
-		h, aerr := CPU.Alloc(t.dtype, t.shape)
+		h, aerr := CPU().Alloc(t.dtype, t.shape)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -146,7 +146,7 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 			return nil, err
 		}
 	}
-	if dev == CPU {
+	if dev == CPU() {
 		return newHost(t.dtype, t.shape, append([]byte(nil), host...)), nil
 	}
 	out, err := dev.Alloc(t.dtype, t.shape)
@@ -163,7 +163,7 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 // Bytes returns the little-endian bytes of a host tensor without copying.
 // Callers must not modify them while the tensor is in use.
 func (t *Tensor) Bytes() ([]byte, error) {
-	if t.dev == CPU {
+	if t.dev == CPU() {
 		return t.host, nil
 	}
 	return nil, fmt.Errorf("%v: %w", t, ErrNotHost)

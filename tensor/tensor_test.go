@@ -50,7 +50,7 @@ func TestConstructorsAndAccessors(t *testing.T) {
 	if _, err := x.Int8s(); err == nil {
 		t.Error("Int8s of a bfloat16 tensor")
 	}
-	c, err := x.To(tensor.CPU)
+	c, err := x.To(tensor.CPU())
 	if err != nil || c != x {
 		t.Errorf("To(same device) = %v, %v", c, err)
 	}
@@ -85,7 +85,7 @@ func TestConstructorErrors(t *testing.T) {
 
 // TestPrimitives checks the host primitives on small hand-worked inputs.
 func TestPrimitives(t *testing.T) {
-	dev := tensor.CPU
+	dev := tensor.CPU()
 	x, _ := tensor.FromFloat32(dtype.Float16, []float32{1, -3, 2, 0, 0, 0}, 2, 3)
 	m, err := dev.AbsMaxRows(x, 3)
 	if v, _ := m.Float32s(); err != nil || !slices.Equal(v, []float32{3, 0}) {

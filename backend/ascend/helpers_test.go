@@ -127,7 +127,7 @@ func (e *env) down(x *tensor.Tensor) *tensor.Tensor {
 	if x.Device() != e.dev {
 		e.t.Fatalf("%v is not on %v", x, e.dev)
 	}
-	y, err := x.To(tensor.CPU)
+	y, err := x.To(tensor.CPU())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -381,7 +381,7 @@ func TestCopies(t *testing.T) {
 		t.Errorf("Bytes of an NPU tensor: %v", err)
 	}
 	r := must(y.Reshape(21))
-	z := must(r.To(tensor.CPU))
+	z := must(r.To(tensor.CPU()))
 	if !bytes.Equal(must(z.Bytes()), must(x.Bytes())) {
 		t.Error("round trip changed the data")
 	}
@@ -393,7 +393,7 @@ func TestCopies(t *testing.T) {
 	}
 	y.Release()
 	r.Release() // shares y's memory: released once
-	if _, err := r.To(tensor.CPU); err == nil || !strings.Contains(err.Error(), "released") {
+	if _, err := r.To(tensor.CPU()); err == nil || !strings.Contains(err.Error(), "released") {
 		t.Errorf("copy of a released tensor: %v", err)
 	}
 	if e.sim != "" && !e.stats().SameLive(before) {
@@ -403,7 +403,7 @@ func TestCopies(t *testing.T) {
 		t.Error("negative shape allocated")
 	}
 	empty := must(e.dev.Alloc(dtype.Float16, []int{0, 4}))
-	if b := must(empty.To(tensor.CPU)); b.Numel() != 0 {
+	if b := must(empty.To(tensor.CPU())); b.Numel() != 0 {
 		t.Error("empty tensor has elements")
 	}
 	empty.Release()
@@ -610,7 +610,7 @@ func TestConcurrentCalls(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if sb := must(must(s.To(tensor.CPU)).Bytes()); !bytes.Equal(sb, must(want[1].Bytes())) {
+				if sb := must(must(s.To(tensor.CPU())).Bytes()); !bytes.Equal(sb, must(want[1].Bytes())) {
 					t.Error("scales differ")
 				}
 				q.Release()

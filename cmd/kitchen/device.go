@@ -13,7 +13,7 @@ import (
 func benchDevice(name string) (tensor.Device, error) {
 	switch name {
 	case "cpu":
-		return tensor.CPU, nil
+		return tensor.CPU(), nil
 	case ascend.DeviceType:
 		dev, err := ascend.DefaultDevice()
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 // has no accelerator backends.
 func benchDevice(name string) (tensor.Device, error) {
 	if name == "cpu" {
-		return tensor.CPU, nil
+		return tensor.CPU(), nil
 	}
 	return nil, fmt.Errorf("bench: device %q: this kitchen was built with -tags noascend", name)
 }

@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// The copy floor is a host-memory figure: it means nothing for tensors
 	// on an accelerator, so there it is left out.
-	host := x.Device() == tensor.CPU
+	host := x.Device() == tensor.CPU()
 
 	type series struct {
 		op    op
