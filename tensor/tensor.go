@@ -16,7 +16,7 @@ import (
 )
 
 // ErrNotHost is returned when host bytes are asked of a tensor that lives
-// on an accelerator; copy it with To(tensor.CPU) first.
+// on an accelerator; copy it with To(tensor.CPU()) first.
 var ErrNotHost = errors.New("tensor is not in host memory")
 
 // ErrShape reports a shape that does not fit the data or the request.
