@@ -58,8 +58,9 @@ type task struct {
 }
 
 // start launches GOMAXPROCS-1 workers on first use (getJob calls it); the
-// calling goroutine always takes a part too. They live as long as the process, idle on a
-// channel between calls, like the runtime's own worker threads.
+// calling goroutine always takes a part too. The workers live as long as
+// the process, idle on a channel between calls, like the runtime's own
+// worker threads; concurrent calls share them.
 func (b *cpuBackend) start() {
 	b.once.Do(func() {
 		b.workers = runtime.GOMAXPROCS(0) - 1
@@ -76,8 +77,9 @@ func (b *cpuBackend) start() {
 	})
 }
 
-// grain is the smallest number of bytes of input worth handing to a worker;
-// below it the call runs on one goroutine.
+// grainBytes is the smallest number of bytes of input worth handing to a
+// worker; below it the call runs on one goroutine. BenchmarkGrain measures
+// the choice (see BENCHMARKS.md); tests may change it.
 var grainBytes = 64 << 10
 
 // job is one operation split into parts that run on separate goroutines.
