@@ -1,8 +1,10 @@
 // Package kitchen provides fast INT8 quantization kernels behind a backend
 // registry with constraint-based dispatch: the Go counterpart of
-// comfy-kitchen's INT8 Q/DQ operations, bit-exact to the same contract.
+// comfy-kitchen's INT8 Q/DQ operations, to the same contract (the host
+// backends bit-exact; accelerators state their bounds).
 //
-// Importing this package registers the built-in backends. Each operation
+// Importing this package registers the built-in backends: cpu, eager and,
+// where CANN and an NPU are present, ascend. Each operation
 // goes to the first backend, in priority order, whose declared constraints
 // accept the call; the choice is checked before calling, and a refusal
 // lists every backend's reason. Choose a backend for one call with
