@@ -36,7 +36,9 @@ type Device interface {
 // round-to-nearest-even, and round the result once to the output dtype.
 type Primitives interface {
 	// AbsMaxRows returns float32 [Numel/rowLen]: the largest |x| of each run
-	// of rowLen consecutive elements. A row holding NaN gives NaN.
+	// of rowLen consecutive elements. A row holding NaN gives NaN (a device
+	// whose maximum skips NaN may give +Inf for a row holding both NaN and
+	// an infinity; either way the value is not finite).
 	AbsMaxRows(x *Tensor, rowLen int) (*Tensor, error)
 	// Find returns the flat index of the first element of a float tensor
 	// that meets cond, or -1 if none does.

@@ -3,7 +3,9 @@ package ascend
 import "unsafe"
 
 // The C functions kitchen calls, with the signatures of the CANN 8.1.RC1
-// headers (internal/ascendsim/README.md lists each with its header). Go
+// headers (internal/ascendsim/README.md lists each with its header;
+// TestAPIMatchesCANNHeader checks these types against the prototypes in
+// internal/ascendsim/csrc/cann.h, which the simulator compiles against). Go
 // types map to C as purego passes them: uintptr for handles and device
 // addresses, unsafe.Pointer and *T for host memory, int32 for int, enums and
 // aclError/aclnnStatus, uint64/int64 for the fixed-width integers.
@@ -20,8 +22,11 @@ type api struct {
 	aclGetRecentErrMsg     func() string
 	aclrtGetDeviceCount    func(count *uint32) int32
 	aclrtSetDevice         func(deviceID int32) int32
+	aclrtResetDevice       func(deviceID int32) int32
 	aclrtGetCurrentContext func(ctx *uintptr) int32
 	aclrtSetCurrentContext func(ctx uintptr) int32
+	aclrtGetDeviceSatMode  func(mode *int32) int32
+	aclrtSetDeviceSatMode  func(mode int32) int32
 	aclrtCreateStream      func(stream *uintptr) int32
 	aclrtDestroyStream     func(stream uintptr) int32
 	aclrtSynchronizeStream func(stream uintptr) int32
@@ -32,13 +37,14 @@ type api struct {
 	aclrtMemcpyToHost   func(dst unsafe.Pointer, destMax uintptr, src uintptr, count uintptr, kind int32) int32
 
 	// libnnopbase.so: aclnn/acl_meta.h
-	aclCreateTensor         func(viewDims *int64, viewDimsNum uint64, dataType int32, stride *int64, offset int64, format int32, storageDims *int64, storageDimsNum uint64, tensorData uintptr) uintptr
-	aclDestroyTensor        func(tensor uintptr) int32
-	aclCreateScalar         func(value unsafe.Pointer, dataType int32) uintptr
-	aclDestroyScalar        func(scalar uintptr) int32
-	aclCreateIntArray       func(value *int64, size uint64) uintptr
-	aclDestroyIntArray      func(array uintptr) int32
-	aclDestroyAclOpExecutor func(executor uintptr) int32
+	aclCreateTensor               func(viewDims *int64, viewDimsNum uint64, dataType int32, stride *int64, offset int64, format int32, storageDims *int64, storageDimsNum uint64, tensorData uintptr) uintptr
+	aclDestroyTensor              func(tensor uintptr) int32
+	aclCreateScalar               func(value unsafe.Pointer, dataType int32) uintptr
+	aclDestroyScalar              func(scalar uintptr) int32
+	aclCreateIntArray             func(value *int64, size uint64) uintptr
+	aclDestroyIntArray            func(array uintptr) int32
+	aclSetAclOpExecutorRepeatable func(executor uintptr) int32
+	aclDestroyAclOpExecutor       func(executor uintptr) int32
 
 	// libopapi.so: aclnnop/aclnn_*.h. ws and ex are the workspace size and
 	// executor outputs of every first phase.
@@ -50,6 +56,8 @@ type api struct {
 	aclnnAminmaxDim                              phase2
 	aclnnAminGetWorkspaceSize                    func(self, dim uintptr, keepDim bool, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnAmin                                    phase2
+	aclnnAllGetWorkspaceSize                     func(self, dim uintptr, keepDim bool, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnAll                                     phase2
 	aclnnMaximumGetWorkspaceSize                 func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnMaximum                                 phase2
 	aclnnMulGetWorkspaceSize                     func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
@@ -78,6 +86,8 @@ type api struct {
 	aclnnGtScalar                                phase2
 	aclnnLogicalAndGetWorkspaceSize              func(self, other, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnLogicalAnd                              phase2
+	aclnnLogicalNotGetWorkspaceSize              func(self, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnLogicalNot                              phase2
 	aclnnInplaceFillScalarGetWorkspaceSize       func(selfRef, value uintptr, ws *uint64, ex *uintptr) int32
 	aclnnInplaceFillScalar                       phase2
 	aclnnInplaceMaskedFillScalarGetWorkspaceSize func(selfRef, mask, value uintptr, ws *uint64, ex *uintptr) int32
@@ -135,8 +145,11 @@ func (a *api) symbols() []symbol {
 		{&a.aclGetRecentErrMsg, "aclGetRecentErrMsg", libACL},
 		{&a.aclrtGetDeviceCount, "aclrtGetDeviceCount", libACL},
 		{&a.aclrtSetDevice, "aclrtSetDevice", libACL},
+		{&a.aclrtResetDevice, "aclrtResetDevice", libACL},
 		{&a.aclrtGetCurrentContext, "aclrtGetCurrentContext", libACL},
 		{&a.aclrtSetCurrentContext, "aclrtSetCurrentContext", libACL},
+		{&a.aclrtGetDeviceSatMode, "aclrtGetDeviceSatMode", libACL},
+		{&a.aclrtSetDeviceSatMode, "aclrtSetDeviceSatMode", libACL},
 		{&a.aclrtCreateStream, "aclrtCreateStream", libACL},
 		{&a.aclrtDestroyStream, "aclrtDestroyStream", libACL},
 		{&a.aclrtSynchronizeStream, "aclrtSynchronizeStream", libACL},
@@ -151,6 +164,7 @@ func (a *api) symbols() []symbol {
 		{&a.aclDestroyScalar, "aclDestroyScalar", libNNOpBase},
 		{&a.aclCreateIntArray, "aclCreateIntArray", libNNOpBase},
 		{&a.aclDestroyIntArray, "aclDestroyIntArray", libNNOpBase},
+		{&a.aclSetAclOpExecutorRepeatable, "aclSetAclOpExecutorRepeatable", libNNOpBase},
 		{&a.aclDestroyAclOpExecutor, "aclDestroyAclOpExecutor", libNNOpBase},
 	}
 	ops := []struct {
@@ -161,6 +175,7 @@ func (a *api) symbols() []symbol {
 		{"aclnnAbs", &a.aclnnAbsGetWorkspaceSize, &a.aclnnAbs},
 		{"aclnnAminmaxDim", &a.aclnnAminmaxDimGetWorkspaceSize, &a.aclnnAminmaxDim},
 		{"aclnnAmin", &a.aclnnAminGetWorkspaceSize, &a.aclnnAmin},
+		{"aclnnAll", &a.aclnnAllGetWorkspaceSize, &a.aclnnAll},
 		{"aclnnMaximum", &a.aclnnMaximumGetWorkspaceSize, &a.aclnnMaximum},
 		{"aclnnMul", &a.aclnnMulGetWorkspaceSize, &a.aclnnMul},
 		{"aclnnDiv", &a.aclnnDivGetWorkspaceSize, &a.aclnnDiv},
@@ -175,6 +190,7 @@ func (a *api) symbols() []symbol {
 		{"aclnnEqScalar", &a.aclnnEqScalarGetWorkspaceSize, &a.aclnnEqScalar},
 		{"aclnnGtScalar", &a.aclnnGtScalarGetWorkspaceSize, &a.aclnnGtScalar},
 		{"aclnnLogicalAnd", &a.aclnnLogicalAndGetWorkspaceSize, &a.aclnnLogicalAnd},
+		{"aclnnLogicalNot", &a.aclnnLogicalNotGetWorkspaceSize, &a.aclnnLogicalNot},
 		{"aclnnInplaceFillScalar", &a.aclnnInplaceFillScalarGetWorkspaceSize, &a.aclnnInplaceFillScalar},
 		{"aclnnInplaceMaskedFillScalar", &a.aclnnInplaceMaskedFillScalarGetWorkspaceSize, &a.aclnnInplaceMaskedFillScalar},
 		{"aclnnInplaceCopy", &a.aclnnInplaceCopyGetWorkspaceSize, &a.aclnnInplaceCopy},
@@ -214,5 +230,6 @@ const (
 	aclMemMallocHugeFirst int32 = 0      // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
 	aclMemcpyHostToDevice int32 = 1      // aclrtMemcpyKind ACL_MEMCPY_HOST_TO_DEVICE
 	aclMemcpyDeviceToHost int32 = 2      // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
+	aclOverflowModeInfNaN int32 = 1      // aclrtFloatOverflowMode ACL_RT_OVERFLOW_MODE_INFNAN
 	aclErrorRepeatInit    int32 = 100002 // ACL_ERROR_REPEAT_INITIALIZE
 )

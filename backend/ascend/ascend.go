@@ -18,7 +18,10 @@
 // libraries load, aclInit succeeds and an NPU exists; otherwise it marks
 // "ascend" unavailable with the reason (which library failed to load from
 // where, or which call failed with which code and message). Load and
-// Register do the same for other registries and directories.
+// Register do the same for other registries and directories. Nothing else
+// happens before main: the NPU is opened (aclrtSetDevice, its floating-point
+// mode checked, a stream created) by DefaultDevice or the first operation
+// on it, which return the error if that fails.
 //
 // The fused kernels take float16 and bfloat16 input with deterministic
 // rounding: quantize_int8_rowwise runs aclnnDynamicQuantV2,
@@ -27,9 +30,14 @@
 // rounding are declined, and the registry sends them to the eager backend,
 // which runs on the NPU through the device's primitives. Tensors move
 // between host and NPU only through tensor.Tensor.To; during an operation
-// the only device-to-host transfer is the small result of the NaN check
-// (8 bytes: the index of the first row holding NaN or infinity; 16 for
-// row-wise quantization, which reads the smallest scale with it).
+// the only device-to-host transfer is the small result of the NaN check,
+// which aclnnIsFinite and aclnnAll make on the device (not the NPU's
+// maximum, whose NaN handling CANN does not document): 4 bytes for
+// row-wise quantization (the smallest scale, negative when a row is not
+// finite), 1 byte for tensor-wise (whether x is finite) and, only when x
+// holds NaN or an infinity, 8 more (the index of the first such row). The
+// eager backend on the NPU reads 8 bytes (Find's index) per check, as does
+// the registry's check of a supplied scale tensor.
 //
 // The fused quantize kernels return the contract's scales exactly. Their q
 // is within one step of the contract's, and equal to it wherever the
@@ -40,6 +48,7 @@
 package ascend
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -96,17 +105,20 @@ func DefaultDirs() []string {
 	return dirs
 }
 
-// Runtime is CANN loaded into this process and bound to one NPU.
+// Runtime is CANN loaded into this process, with one NPU chosen.
 type Runtime struct {
 	api   api
 	paths [numLibs]string
 	dev   *Device
 }
 
-// Load loads the CANN libraries, initializes AscendCL, selects the NPU and
-// creates the stream that every operation on it uses. It fails with a
-// *LibraryError when a library cannot be loaded, an *Error when a call
-// fails, or an error wrapping ErrNoDevice when there is no NPU.
+// Load loads the CANN libraries, initializes AscendCL and checks that the
+// NPU exists. It fails with a *LibraryError when a library cannot be
+// loaded, an *Error when a call fails, or an error wrapping ErrNoDevice
+// when there is no such NPU. The NPU itself is opened by the first
+// operation on its Device (aclrtSetDevice, its floating-point mode set to
+// INF/NaN, the stream that every operation on it uses), which returns the
+// error if that fails, and tries again next time.
 //
 // AscendCL can be initialized once per process, so a second Load shares
 // the first one's initialization; Runtime.Close never finalizes it.
@@ -140,27 +152,26 @@ func Load(opts Options) (*Runtime, error) {
 	if opts.DeviceID < 0 || opts.DeviceID >= int(count) {
 		return nil, fmt.Errorf("ascend: device %d requested, aclrtGetDeviceCount reports %d: %w", opts.DeviceID, count, ErrNoDevice)
 	}
-	d := &Device{rt: r, id: opts.DeviceID}
-	if st := a.aclrtSetDevice(int32(d.id)); st != 0 {
-		return nil, r.fail("aclrtSetDevice", st)
-	}
-	if st := a.aclrtGetCurrentContext(&d.ctx); st != 0 {
-		return nil, r.fail("aclrtGetCurrentContext", st)
-	}
-	if st := a.aclrtCreateStream(&d.stream); st != 0 {
-		return nil, r.fail("aclrtCreateStream", st)
-	}
-	r.dev = d
+	r.dev = &Device{rt: r, id: opts.DeviceID}
 	return r, nil
 }
 
 // fail makes the Error for a call that returned st, with the message the
-// runtime recorded for it on this thread.
+// runtime recorded for it on this thread (reading it clears it).
 func (r *Runtime) fail(call string, st int32) error {
 	return &Error{Call: call, Code: st, Message: r.api.aclGetRecentErrMsg()}
 }
 
-// Device returns the NPU this runtime is bound to.
+// ignore clears the message of a failed call whose status st the caller
+// does not report, so that no later error carries it.
+func (r *Runtime) ignore(st int32) {
+	if st != 0 {
+		r.api.aclGetRecentErrMsg()
+	}
+}
+
+// Device returns the NPU this runtime uses. It is opened by its first
+// operation.
 func (r *Runtime) Device() *Device { return r.dev }
 
 // Libraries returns the paths the three libraries were loaded from (a bare
@@ -169,25 +180,32 @@ func (r *Runtime) Libraries() []string { return r.paths[:] }
 
 // Close waits for the device's work to finish and destroys its stream.
 // Tensors on the device can still be released; nothing else runs on it.
+// If waiting or destroying fails, the device stays open and Close can be
+// called again.
 func (r *Runtime) Close() error {
 	d := r.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if d.closed {
 		return nil
 	}
-	d.closed = true
+	if !d.opened {
+		d.closed = true
+		return nil
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if st := r.api.aclrtSetCurrentContext(d.ctx); st != 0 {
 		return r.fail("aclrtSetCurrentContext", st)
 	}
+	d.freeLostLocked()
 	if st := r.api.aclrtSynchronizeStream(d.stream); st != 0 {
 		return r.fail("aclrtSynchronizeStream", st)
 	}
 	if st := r.api.aclrtDestroyStream(d.stream); st != 0 {
 		return r.fail("aclrtDestroyStream", st)
 	}
+	d.closed = true
 	return nil
 }
 
@@ -201,8 +219,7 @@ func Register(reg *backend.Registry, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	if err := reg.Register(New()); err != nil {
-		r.Close()
-		return nil, err
+		return nil, errors.Join(err, r.Close())
 	}
 	return r, nil
 }
@@ -217,10 +234,15 @@ var loaded struct {
 func init() { loaded.rt, loaded.err = Register(backend.Default, Options{}) }
 
 // DefaultDevice returns the NPU of the runtime that this package registered
-// with backend.Default, or the reason there is none.
+// with backend.Default, opened, or the reason there is none or it cannot be
+// opened (then the next call tries again).
 func DefaultDevice() (*Device, error) {
 	if loaded.err != nil {
 		return nil, loaded.err
 	}
-	return loaded.rt.Device(), nil
+	d := loaded.rt.Device()
+	if err := d.Open(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }

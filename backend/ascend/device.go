@@ -1,6 +1,7 @@
 package ascend
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -15,18 +16,28 @@ import (
 // backend runs on it unchanged. It is safe for concurrent use; operations
 // on one device run one at a time.
 //
+// The NPU is opened by the first operation (or Open): aclrtSetDevice, its
+// floating-point overflow mode checked and set to INF/NaN if needed, and
+// the stream every operation uses.
+//
 // Device memory is freed by Tensor.Release, or, for tensors that become
 // unreachable without it, when the garbage collector finds them. The
 // collector does not see NPU memory, so code that makes many large tensors
 // should release them.
 type Device struct {
-	rt     *Runtime
-	id     int
+	rt *Runtime
+	id int
+
+	mu     sync.Mutex // serializes all work on the device; guards the fields below
+	opened bool
 	ctx    uintptr // the context aclrtSetDevice made, made current on each OS thread that calls in
 	stream uintptr
-
-	mu     sync.Mutex // serializes all work on the device
 	closed bool
+
+	// Allocations whose tensors the garbage collector found unreachable,
+	// freed by whoever next holds mu (the collector never waits for it).
+	lostMu sync.Mutex
+	lost   []uintptr
 }
 
 var _ tensor.Device = (*Device)(nil)
@@ -55,16 +66,125 @@ func (m *memory) watch() {
 	}
 }
 
-// freeLost frees an allocation whose tensors the garbage collector found
-// unreachable.
+// freeLost is the garbage collector's cleanup of an allocation whose
+// tensors became unreachable: it queues the address, to be freed at once
+// if the device is idle, or else by the operation under way when it ends.
 func (d *Device) freeLost(addr uintptr) {
+	d.lostMu.Lock()
+	d.lost = append(d.lost, addr)
+	d.lostMu.Unlock()
+	d.reap()
+}
+
+// takeLost empties the queue of lost allocations and returns it.
+func (d *Device) takeLost() []uintptr {
+	d.lostMu.Lock()
+	defer d.lostMu.Unlock()
+	lost := d.lost
+	d.lost = nil
+	return lost
+}
+
+func (d *Device) hasLost() bool {
+	d.lostMu.Lock()
+	defer d.lostMu.Unlock()
+	return len(d.lost) > 0
+}
+
+// freeLostLocked frees the queued lost allocations. The caller holds mu, on
+// a locked OS thread with d's context current.
+func (d *Device) freeLostLocked() {
+	for _, p := range d.takeLost() {
+		d.rt.ignore(d.rt.api.aclrtFree(p))
+	}
+}
+
+// unlock releases mu, then frees lost allocations that were queued while it
+// was held, if no other call has taken mu meanwhile (that call does it when
+// it unlocks). Every holder of mu unlocks it with this.
+func (d *Device) unlock() {
+	d.mu.Unlock()
+	d.reap()
+}
+
+// reap frees the queued lost allocations if mu is free, without waiting.
+func (d *Device) reap() {
+	for d.hasLost() && d.mu.TryLock() {
+		runtime.LockOSThread()
+		ok := d.opened
+		if ok {
+			st := d.rt.api.aclrtSetCurrentContext(d.ctx)
+			d.rt.ignore(st)
+			ok = st == 0
+		}
+		if ok {
+			d.freeLostLocked()
+		}
+		runtime.UnlockOSThread()
+		d.mu.Unlock()
+		if !ok {
+			return // tried; the next operation retries
+		}
+	}
+}
+
+// Open opens the NPU if it is not open yet: aclrtSetDevice, the device's
+// floating-point overflow mode set to INF/NaN (the mode in which infinities
+// and NaN are kept, which the NaN check relies on) if it is in saturation
+// mode, and the stream. The first operation on the device does the same;
+// Open reports its errors early. If it fails, the device is reset and the
+// next call tries again.
+func (d *Device) Open() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.opened {
+		return nil
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if d.rt.api.aclrtSetCurrentContext(d.ctx) == 0 {
-		d.rt.api.aclrtFree(addr)
+	return d.open()
+}
+
+// open does Open's work. The caller holds mu on a locked OS thread; on
+// success d's context is current.
+func (d *Device) open() error {
+	a := &d.rt.api
+	if st := a.aclrtSetDevice(int32(d.id)); st != 0 {
+		return d.rt.fail("aclrtSetDevice", st)
 	}
+	var ctx, stream uintptr
+	err := func() error {
+		if st := a.aclrtGetCurrentContext(&ctx); st != 0 {
+			return d.rt.fail("aclrtGetCurrentContext", st)
+		}
+		// The mode applies to streams created after it is set.
+		var mode int32
+		if st := a.aclrtGetDeviceSatMode(&mode); st != 0 {
+			return d.rt.fail("aclrtGetDeviceSatMode", st)
+		}
+		if mode != aclOverflowModeInfNaN {
+			if st := a.aclrtSetDeviceSatMode(aclOverflowModeInfNaN); st != 0 {
+				return fmt.Errorf("ascend: %v computes in saturation mode (aclrtFloatOverflowMode %d), which "+
+					"turns infinities and NaN into finite numbers and so hides them from kitchen's NaN check, "+
+					"and it cannot be switched to INF/NaN mode: %w", d, mode, d.rt.fail("aclrtSetDeviceSatMode", st))
+			}
+		}
+		if st := a.aclrtCreateStream(&stream); st != 0 {
+			return d.rt.fail("aclrtCreateStream", st)
+		}
+		return nil
+	}()
+	if err != nil {
+		if st := a.aclrtResetDevice(int32(d.id)); st != 0 {
+			err = errors.Join(err, d.rt.fail("aclrtResetDevice", st))
+		}
+		return err
+	}
+	d.ctx, d.stream, d.opened = ctx, stream, true
+	return nil
 }
 
 // mem returns the storage of t, which must be a live tensor of this device.
@@ -106,7 +226,7 @@ func (d *Device) Release(t *tensor.Tensor) {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if m.freed {
 		return
 	}
@@ -117,9 +237,12 @@ func (d *Device) Release(t *tensor.Tensor) {
 	m.cleanup.Stop()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if d.rt.api.aclrtSetCurrentContext(d.ctx) == 0 {
-		d.rt.api.aclrtFree(m.addr)
+	if st := d.rt.api.aclrtSetCurrentContext(d.ctx); st != 0 {
+		d.rt.ignore(st)
+		return
 	}
+	d.rt.ignore(d.rt.api.aclrtFree(m.addr))
+	d.freeLostLocked()
 }
 
 // CopyFromHost copies little-endian host bytes of dst's exact size into
@@ -161,20 +284,26 @@ func (d *Device) CopyToHost(dst []byte, src *tensor.Tensor) error {
 	return err
 }
 
-// do runs f in a session on d: the device to itself, the calling goroutine
-// on one OS thread with d's context current, and everything f creates
-// released when it returns (its results too, if it fails).
-func do[T any](d *Device, f func(s *session) (T, error)) (T, error) {
-	var zero T
+// do runs f in a session on d: the device to itself (opened first if need
+// be), the calling goroutine on one OS thread with d's context current,
+// and everything f creates released when it returns (its results too, if
+// it fails). A panic in f ends the session like an error and is returned
+// as one.
+func do[T any](d *Device, f func(s *session) (T, error)) (v T, err error) {
 	s, err := d.begin()
 	if err != nil {
-		return zero, err
+		return v, err
 	}
-	v, err := f(s)
-	if err = s.end(err); err != nil {
-		return zero, err
-	}
-	return v, nil
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ascend: operation on %v panicked: %v", d, p)
+		}
+		if err = s.end(err); err != nil {
+			var zero T
+			v = zero
+		}
+	}()
+	return f(s)
 }
 
 // session tracks what one operation creates on the device, so that all of
@@ -195,18 +324,23 @@ type session struct {
 func (d *Device) begin() (*session, error) {
 	d.mu.Lock()
 	if d.closed {
-		d.mu.Unlock()
+		d.unlock()
 		return nil, ErrClosed
 	}
 	runtime.LockOSThread()
-	s := &session{d: d, api: &d.rt.api}
-	if st := s.api.aclrtSetCurrentContext(d.ctx); st != 0 {
-		err := d.rt.fail("aclrtSetCurrentContext", st)
+	var err error
+	if !d.opened {
+		err = d.open()
+	} else if st := d.rt.api.aclrtSetCurrentContext(d.ctx); st != 0 {
+		err = d.rt.fail("aclrtSetCurrentContext", st)
+	}
+	if err != nil {
 		runtime.UnlockOSThread()
-		d.mu.Unlock()
+		d.unlock()
 		return nil, err
 	}
-	return s, nil
+	d.freeLostLocked()
+	return &session{d: d, api: &d.rt.api}, nil
 }
 
 // end waits for the queued operators, destroys the handles, frees the
@@ -236,15 +370,16 @@ func (s *session) end(err error) error {
 	for _, m := range s.results {
 		if err != nil {
 			if m.addr != 0 {
-				s.api.aclrtFree(m.addr)
+				s.d.rt.ignore(s.api.aclrtFree(m.addr)) // err says what went wrong
 			}
 			m.freed = true
 		} else {
 			m.watch()
 		}
 	}
+	s.d.freeLostLocked()
 	runtime.UnlockOSThread()
-	s.d.mu.Unlock()
+	s.d.unlock()
 	return err
 }
 
@@ -305,6 +440,19 @@ func (s *session) temp(dt int32, n int) (arr, error) {
 	}
 	s.temps = append(s.temps, p)
 	return arr{p, dt, []int64{int64(n)}}, nil
+}
+
+// temporaries allocates an intermediate array of n elements of CANN type dt for
+// each of ps.
+func (s *session) temporaries(dt int32, n int, ps ...*arr) error {
+	for _, p := range ps {
+		a, err := s.temp(dt, n)
+		if err != nil {
+			return err
+		}
+		*p = a
+	}
+	return nil
 }
 
 // arr is a contiguous array in device memory as an operator sees it: an
@@ -407,8 +555,9 @@ func (s *session) ints(v ...int64) (uintptr, error) {
 }
 
 // run calls an aclnn operator: the first phase, a workspace if it asks for
-// one, and the second phase, which queues it on the device's stream. An
-// executor whose second phase is never called is destroyed.
+// one, and the second phase, which queues it on the device's stream (and
+// frees the executor, whether it succeeds or not). An executor whose
+// second phase is never called is destroyed.
 func (s *session) run(name string, first func(ws *uint64, ex *uintptr) int32, second phase2) error {
 	var size uint64
 	var ex uintptr
@@ -419,7 +568,9 @@ func (s *session) run(name string, first func(ws *uint64, ex *uintptr) int32, se
 	if size > 0 {
 		p, err := s.malloc(int(size))
 		if err != nil {
-			s.api.aclDestroyAclOpExecutor(ex)
+			if derr := s.discard(ex); derr != nil {
+				return errors.Join(err, derr)
+			}
 			return err
 		}
 		s.temps = append(s.temps, p)
@@ -427,6 +578,17 @@ func (s *session) run(name string, first func(ws *uint64, ex *uintptr) int32, se
 	}
 	s.launched = true
 	return s.check(name, second(ws, size, ex, s.d.stream))
+}
+
+// discard destroys an executor that will not run. CANN documents
+// aclDestroyAclOpExecutor for repeatable executors (aclnn/acl_meta.h pairs
+// it with aclSetAclOpExecutorRepeatable), so the executor is made
+// repeatable first.
+func (s *session) discard(ex uintptr) error {
+	if err := s.check("aclSetAclOpExecutorRepeatable", s.api.aclSetAclOpExecutorRepeatable(ex)); err != nil {
+		return err
+	}
+	return s.check("aclDestroyAclOpExecutor", s.api.aclDestroyAclOpExecutor(ex))
 }
 
 // aclType is the CANN data type of a kitchen dtype.

@@ -51,19 +51,23 @@ func deviceOf(t *tensor.Tensor) (*Device, error) {
 type pair struct{ q, scale *tensor.Tensor }
 
 // quantizeRowwise quantizes with aclnnDynamicQuantV2 (symmetric, int8 out),
-// which reads x once and quantizes each row against its own abs-max, in
-// float32. Before it, one pass over x on the device (aclnnAminmaxDim) gives
+// which quantizes each row against its own abs-max, in float32. Before it,
+// on the device: aclnnIsFinite and aclnnAll mark the rows that hold NaN or
+// an infinity; aclnnAminmaxDim (a minimum and a maximum of each row) gives
 // each row's abs-max a, from which come the contract's scales, exactly
 // (max(a / 127, 1e-30) in float32; the fused op's own scale output is
-// computed differently by its different tilings and is not used), and two
-// facts read back in one 16-byte copy: the first row holding NaN or an
-// infinity, and the smallest a / 127 of the rows that are not all zero.
-// When that is below 1e-30 (the contract clamps the scale, and the fused
-// op, which does not, would return q for another scale) or rounds to a
-// subnormal of x's type (the contract then divides by a divisor the fused
-// op never sees), the rows are quantized instead with aclnnQuantize by the
-// contract's divisors rT(scale), which keeps q within one step of the
-// contract everywhere.
+// computed differently by its different tilings and is not used); and
+// aclnnAmin gives the smallest a / 127 of the rows that are not all zero,
+// or -1 if a row is not finite. Those 4 bytes are all that is read back
+// (8 more, the index of the first such row, when a row is not finite).
+// When the smallest a / 127 is below 1e-30 (the contract clamps the scale,
+// and the fused op, which does not, would return q for another scale) or
+// rounds to a subnormal of x's type (the contract then divides by a divisor
+// the fused op never sees), the rows are quantized instead with
+// aclnnQuantize by the contract's divisors rT(scale), which keeps q within
+// one step of the contract everywhere. All-zero rows get q = 0 from
+// aclnnInplaceMaskedFillScalar after the fused op, whose result for them
+// (0 * 127 / 0) CANN does not define.
 func quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {
@@ -77,59 +81,71 @@ func quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error)
 		if err != nil {
 			return pair{}, err
 		}
-		rowMax, err := s.temp(aclFloat, rows)
-		if err != nil {
-			return pair{}, err
-		}
 		scale, sa, err := s.result(dtype.Float32, append(x.Shape()[:x.Rank()-1], 1))
 		if err != nil {
 			return pair{}, err
 		}
-		quot, err := s.temp(aclFloat, rows)
-		if err != nil {
-			return pair{}, err
-		}
-		facts, err := s.temp(aclInt64, 2) // [first bad row, smallest a/127 as float32 bits]
-		if err != nil {
-			return pair{}, err
-		}
-		zero, err := s.temp(aclBool, rows)
-		if err != nil {
+		var rowMax, quot, least, ok, bad, zero arr
+		if err := first(
+			func() error { return s.temporaries(aclFloat, rows, &rowMax, &quot) },
+			func() error { return s.temporaries(aclFloat, 1, &least) },
+			func() error { return s.temporaries(aclBool, rows, &ok, &bad, &zero) },
+		); err != nil {
 			return pair{}, err
 		}
 		one, err := s.f32(1)
 		if err != nil {
 			return pair{}, err
 		}
+		minusOne, err := s.f32(-1)
+		if err != nil {
+			return pair{}, err
+		}
 		if err := first(
+			func() error { return s.rowsFinite(xa, ok) },
+			func() error { return s.logicalNot(ok, bad) },
 			func() error { return s.absMax(xa, rowMax) },
 			func() error { return s.divs(rowMax, quant.QMax, quot) },
 			func() error { return s.clampMin(quot, quant.MinScale, sa) },
-			func() error { return s.firstFailing(rowMax, tensor.NotFinite, facts.as(1)) },
 			func() error { return s.eqScalar(rowMax, 0, zero) },
 			func() error { return s.maskedFill(quot, zero, one) },
-			func() error { return s.amin(quot, 0, arr{facts.addr + 8, aclFloat, []int64{1}}) },
+			func() error { return s.maskedFill(quot, bad, minusOne) },
+			func() error { return s.amin(quot, 0, least) },
 		); err != nil {
 			return pair{}, err
 		}
-		var b [16]byte
-		if err := s.read(b[:], facts.addr); err != nil {
+		var b [4]byte
+		if err := s.read(b[:], least.addr); err != nil {
 			return pair{}, err
 		}
-		if row := int64(binary.LittleEndian.Uint64(b[:8])); row < int64(rows) {
-			return pair{}, backend.NonFinite(c.Op, int(row))
+		smallest := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
+		if !(smallest >= 0) {
+			row, err := s.firstFalse(ok)
+			if err == nil && row < 0 {
+				err = fmt.Errorf("ascend: the smallest row scale is %g, but every row of %v is finite", smallest, x)
+			}
+			if err == nil {
+				err = backend.NonFinite(c.Op, row)
+			}
+			return pair{}, err
 		}
-		least := math.Float32frombits(binary.LittleEndian.Uint32(b[8:12]))
 		q, qa, err := s.result(dtype.Int8, x.Shape())
 		if err != nil {
 			return pair{}, err
 		}
-		if least >= quant.MinScale && T.Round(least) >= T.TinyNormal() {
+		if smallest >= quant.MinScale && T.Round(smallest) >= T.TinyNormal() {
 			kernelScale, err := s.temp(aclFloat, rows)
 			if err != nil {
 				return pair{}, err
 			}
-			return pair{q, scale}, s.dynamicQuant(xa, qa.as(rows, k), kernelScale)
+			zeroQ, err := s.i64(0)
+			if err != nil {
+				return pair{}, err
+			}
+			return pair{q, scale}, first(
+				func() error { return s.dynamicQuant(xa, qa.as(rows, k), kernelScale) },
+				func() error { return s.maskedFill(qa.as(rows, k), zero.as(rows, 1), zeroQ) },
+			)
 		}
 		t, err := s.divisors(sa, T)
 		if err != nil {
@@ -158,12 +174,13 @@ func (s *session) divisors(scales arr, T dtype.DType) (arr, error) {
 	)
 }
 
-// quantizeTensorwise: an abs-max of each row on the device for the NaN
-// check (Find's 8-byte index is the one read back), the scale as the
-// contract recalculates it (the abs-max of the rows' abs-maxes) or as
-// supplied, the contract's divisor t = rT(s) (zero replaced by the type's
-// smallest normal), and aclnnQuantize, which divides by t in float32 and
-// rounds half to even.
+// quantizeTensorwise: the NaN check on the device (aclnnIsFinite and
+// aclnnAll over x, one byte read back; the index of the first bad row, 8
+// more bytes, only when there is one), the scale as the contract
+// recalculates it (the abs-max of the rows' abs-maxes) or as supplied, the
+// contract's divisor t = rT(s) (zero replaced by the type's smallest
+// normal), and aclnnQuantize, which divides by t in float32 and rounds half
+// to even.
 func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {
@@ -179,14 +196,7 @@ func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, err
 		if err != nil {
 			return pair{}, err
 		}
-		rowMax, err := s.temp(aclFloat, n/k)
-		if err != nil {
-			return pair{}, err
-		}
-		if err := s.absMax(xa, rowMax); err != nil {
-			return pair{}, err
-		}
-		if row, err := s.findIn(rowMax, tensor.NotFinite); err != nil || row >= 0 {
+		if row, err := s.firstBadRow(xa); err != nil || row >= 0 {
 			if err == nil {
 				err = backend.NonFinite(c.Op, row)
 			}
@@ -205,9 +215,13 @@ func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, err
 				err = s.cast(in, sa)
 			}
 		default:
-			var m arr
+			var rowMax, m arr
+			if rowMax, err = s.temp(aclFloat, n/k); err != nil {
+				break
+			}
 			if m, err = s.temp(aclFloat, 1); err == nil {
 				err = first(
+					func() error { return s.absMax(xa, rowMax) },
 					func() error { return s.absMax(rowMax.as(1, n/k), m) },
 					func() error { return s.scaleFromMax(m, sa) },
 				)

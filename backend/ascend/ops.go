@@ -35,6 +35,10 @@ func (s *session) isFinite(x, out arr) error {
 	return s.unary("aclnnIsFinite", s.api.aclnnIsFiniteGetWorkspaceSize, s.api.aclnnIsFinite, x, out)
 }
 
+func (s *session) logicalNot(x, out arr) error {
+	return s.unary("aclnnLogicalNot", s.api.aclnnLogicalNotGetWorkspaceSize, s.api.aclnnLogicalNot, x, out)
+}
+
 // binary runs an operator of the form op(self, other, out).
 func (s *session) binary(name string, first func(self, other, out uintptr, ws *uint64, ex *uintptr) int32, second phase2, a, b, out arr) error {
 	t, err := s.tensorsOf(a, b, out)
@@ -79,7 +83,6 @@ func (s *session) add(a, b, out arr) error {
 	}, s.api.aclnnAdd)
 }
 
-// withScalar runs an operator of the form op(self, scalar, out).
 // withF32 runs an operator of a tensor and a float32 scalar.
 func (s *session) withF32(name string, first func(self, other, out uintptr, ws *uint64, ex *uintptr) int32, second phase2, a arr, c float32, out arr) error {
 	v, err := s.f32(c)
@@ -89,6 +92,7 @@ func (s *session) withF32(name string, first func(self, other, out uintptr, ws *
 	return s.withScalar(name, first, second, a, v, out)
 }
 
+// withScalar runs an operator of the form op(self, scalar, out).
 func (s *session) withScalar(name string, first func(self, other, out uintptr, ws *uint64, ex *uintptr) int32, second phase2, a arr, c uintptr, out arr) error {
 	t, err := s.tensorsOf(a, out)
 	if err != nil {
@@ -177,8 +181,24 @@ func (s *session) amin(x arr, dim int64, out arr) error {
 	}, s.api.aclnnAmin)
 }
 
+// all writes into the bool array out whether every element of the bool
+// array x is true, over the given dimensions, kept.
+func (s *session) all(x, out arr, dims ...int64) error {
+	t, err := s.tensorsOf(x, out)
+	if err != nil {
+		return err
+	}
+	d, err := s.ints(dims...)
+	if err != nil {
+		return err
+	}
+	return s.run("aclnnAll", func(ws *uint64, ex *uintptr) int32 {
+		return s.api.aclnnAllGetWorkspaceSize(t[0], d, true, t[1], ws, ex)
+	}, s.api.aclnnAll)
+}
+
 // aminmax writes the minimum and the maximum of x over dimension dim, kept,
-// into mn and mx, reading x once.
+// into mn and mx (one operator; the NPU makes two reductions of x).
 func (s *session) aminmax(x arr, dim int64, mn, mx arr) error {
 	t, err := s.tensorsOf(x, mn, mx)
 	if err != nil {

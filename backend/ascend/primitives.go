@@ -3,6 +3,7 @@ package ascend
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/quant"
@@ -14,10 +15,20 @@ import (
 // ones widen their inputs to float32 with aclnnCast (exact), compute in
 // float32 and round once to the output type with aclnnCast, as the
 // interface requires; nothing but Find's index leaves the device.
+//
+// Every array an operator sees starts at an address that aclrtMalloc
+// returned (CANN's kernels expect 32-byte aligned data), so each temporary
+// is an allocation of its own.
 
-// AbsMaxRows returns float32 [Numel/rowLen]: the largest |x| of each row,
-// NaN for a row holding NaN (aclnnAminmaxDim over each row, which reads x
-// once, then aclnnAbs, aclnnMaximum and aclnnCast on one value per row).
+// AbsMaxRows returns float32 [Numel/rowLen]: the largest |x| of each row
+// (aclnnAminmaxDim over each row, then aclnnAbs, aclnnMaximum and aclnnCast
+// on one value per row), NaN for a row holding NaN. CANN does not say how
+// its maximum treats NaN, so NaN rows are marked without it: aclnnIsFinite
+// and aclnnAll find the rows holding NaN or an infinity, and those whose
+// abs-max is nevertheless finite (so the maximum skipped a NaN) are set to
+// NaN. A row holding both NaN and an infinity gives NaN where the maximum
+// propagates NaN and +Inf where it skips it: not finite either way, which is
+// what the eager backend checks.
 func (d *Device) AbsMaxRows(x *tensor.Tensor, rowLen int) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) { return s.absMaxRows(x, rowLen) })
 }
@@ -36,11 +47,90 @@ func (s *session) absMaxRows(x *tensor.Tensor, k int) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, s.absMax(xa, o)
+	if err := s.absMax(xa, o); err != nil {
+		return nil, err
+	}
+	return out, s.markNaNRows(xa, o)
+}
+
+// markNaNRows sets m[r], the abs-max of row r of the 2-D x, to NaN where the
+// row holds a value that is not finite but m[r] is finite: the row holds a
+// NaN that the maximum skipped (an infinity would have made m[r] infinite).
+func (s *session) markNaNRows(x, m arr) error {
+	rows := int(x.shape[0])
+	var ok, bad, finite, mark arr
+	if err := s.temporaries(aclBool, rows, &ok, &bad, &finite, &mark); err != nil {
+		return err
+	}
+	nan, err := s.f32(float32(math.NaN()))
+	if err != nil {
+		return err
+	}
+	return first(
+		func() error { return s.rowsFinite(x, ok) },
+		func() error { return s.logicalNot(ok, bad) },
+		func() error { return s.isFinite(m, finite) },
+		func() error { return s.logicalAnd(bad, finite, mark) },
+		func() error { return s.maskedFill(m, mark, nan) },
+	)
+}
+
+// rowsFinite writes into the bool array ok (one element per row) whether
+// each row of the 2-D float array x holds only finite values: aclnnIsFinite
+// of every element, then aclnnAll along each row. Unlike a maximum, whose
+// NaN handling CANN does not document, both are defined for NaN.
+func (s *session) rowsFinite(x, ok arr) error {
+	rows, k := int(x.shape[0]), int(x.shape[1])
+	fin, err := s.temp(aclBool, rows*k)
+	if err != nil {
+		return err
+	}
+	return first(
+		func() error { return s.isFinite(x, fin.as(rows, k)) },
+		func() error { return s.all(fin.as(rows, k), ok.as(rows, 1), 1) },
+	)
+}
+
+// firstBadRow returns the index of the first row of the 2-D float array x
+// that holds NaN or an infinity, or -1: aclnnIsFinite of every element and
+// aclnnAll over all of them, of which one byte is read back; only if it is
+// false, aclnnAll along each row and the first row that fails (8 more
+// bytes, see firstFalse).
+func (s *session) firstBadRow(x arr) (int, error) {
+	rows, k := int(x.shape[0]), int(x.shape[1])
+	fin, err := s.temp(aclBool, rows*k)
+	if err != nil {
+		return 0, err
+	}
+	all, err := s.temp(aclBool, 1)
+	if err != nil {
+		return 0, err
+	}
+	if err := first(
+		func() error { return s.isFinite(x, fin.as(rows, k)) },
+		func() error { return s.all(fin, all, 0) },
+	); err != nil {
+		return 0, err
+	}
+	var b [1]byte
+	if err := s.read(b[:], all.addr); err != nil || b[0] != 0 {
+		return -1, err
+	}
+	ok, err := s.temp(aclBool, rows)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.all(fin.as(rows, k), ok.as(rows, 1), 1); err != nil {
+		return 0, err
+	}
+	return s.firstFalse(ok)
 }
 
 // absMax writes the largest |x| of each row of the 2-D x into the float32
-// array out (one element per row).
+// array out (one element per row). For a row holding NaN the result depends
+// on how the NPU's minimum and maximum treat NaN, which CANN does not
+// document: callers find such rows otherwise (rowsFinite) and use absMax
+// only for the scales of finite rows.
 func (s *session) absMax(x, out arr) error {
 	rows := int(x.shape[0])
 	var mx, mn, absMn, m arr
@@ -56,8 +146,7 @@ func (s *session) absMax(x, out arr) error {
 		}
 		*b = a.as(rows, 1)
 	}
-	// max |x| = max(max x, |min x|); NaN anywhere in the row makes both
-	// reductions, and so the maximum, NaN.
+	// max |x| = max(max x, |min x|).
 	err := first(
 		func() error { return s.aminmax(x, 1, mn, mx) },
 		func() error { return s.abs(mn, absMn) },
@@ -83,8 +172,8 @@ func first(steps ...func() error) error {
 // or -1. The index is computed on the device (aclnnIsFinite, aclnnGtScalar
 // and aclnnLogicalAnd mark the elements that do not meet cond; an aclnnArange
 // of indices has those replaced by Numel with aclnnInplaceMaskedFillScalar;
-// aclnnAmin takes the smallest) and only that int64, 8 bytes, is copied to
-// the host.
+// aclnnAmin of these integers takes the smallest) and only that int64, 8
+// bytes, is copied to the host.
 func (d *Device) Find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
 	return do(d, func(s *session) (int, error) { return s.find(x, cond) })
 }
@@ -103,66 +192,67 @@ func (s *session) find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
 
 // findIn is Find on the 1-D float array x.
 func (s *session) findIn(x arr, cond tensor.Condition) (int, error) {
+	n := int(count(x))
+	good, err := s.temp(aclBool, n)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.isFinite(x, good); err != nil {
+		return 0, err
+	}
+	if cond == tensor.NotFinitePositive {
+		pos, err := s.temp(aclBool, n)
+		if err != nil {
+			return 0, err
+		}
+		both, err := s.temp(aclBool, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := first(
+			func() error { return s.gtScalar(x, 0, pos) },
+			func() error { return s.logicalAnd(good, pos, both) },
+		); err != nil {
+			return 0, err
+		}
+		good = both
+	}
+	return s.firstFalse(good)
+}
+
+// firstFalse returns the index of the first false element of the 1-D bool
+// array good, or -1: an aclnnArange of indices has the true ones replaced
+// by the length with aclnnInplaceMaskedFillScalar, aclnnAmin takes the
+// smallest, and that int64, 8 bytes, is read back.
+func (s *session) firstFalse(good arr) (int, error) {
+	n := int(count(good))
+	idx, err := s.temp(aclInt64, n)
+	if err != nil {
+		return 0, err
+	}
 	least, err := s.temp(aclInt64, 1)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.firstFailing(x, cond, least); err != nil {
+	none, err := s.i64(int64(n))
+	if err != nil {
+		return 0, err
+	}
+	if err := first(
+		func() error { return s.arange(idx) },
+		func() error { return s.maskedFill(idx, good.as(n), none) },
+		func() error { return s.amin(idx, 0, least) },
+	); err != nil {
 		return 0, err
 	}
 	var b [8]byte
 	if err := s.read(b[:], least.addr); err != nil {
 		return 0, err
 	}
-	i := int64(binary.LittleEndian.Uint64(b[:]))
-	if i >= count(x) {
-		return -1, nil
+	if i := int64(binary.LittleEndian.Uint64(b[:])); i < int64(n) {
+		return int(i), nil
 	}
-	return int(i), nil
-}
-
-// firstFailing writes into the one-element int64 array out the index of
-// the first element of the 1-D float array x that meets cond, or x's
-// length if none does.
-func (s *session) firstFailing(x arr, cond tensor.Condition, out arr) error {
-	n := int(count(x))
-	good, err := s.temp(aclBool, n)
-	if err != nil {
-		return err
-	}
-	if err := s.isFinite(x, good); err != nil {
-		return err
-	}
-	if cond == tensor.NotFinitePositive {
-		pos, err := s.temp(aclBool, n)
-		if err != nil {
-			return err
-		}
-		both, err := s.temp(aclBool, n)
-		if err != nil {
-			return err
-		}
-		if err := first(
-			func() error { return s.gtScalar(x, 0, pos) },
-			func() error { return s.logicalAnd(good, pos, both) },
-		); err != nil {
-			return err
-		}
-		good = both
-	}
-	idx, err := s.temp(aclInt64, n)
-	if err != nil {
-		return err
-	}
-	none, err := s.i64(int64(n))
-	if err != nil {
-		return err
-	}
-	return first(
-		func() error { return s.arange(idx) },
-		func() error { return s.maskedFill(idx, good, none) },
-		func() error { return s.amin(idx, 0, out) },
-	)
+	return -1, nil
 }
 
 // widen returns a as float32: a itself if it is float32, else a cast of it.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/backend/ascend"
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/ascendsim"
 )
 
@@ -111,8 +112,6 @@ func TestRegisterCallFails(t *testing.T) {
 	}{
 		{"aclInit", 100003, "sim: the configuration file is invalid"},
 		{"aclrtGetDeviceCount", 507033, "sim: the driver is not loaded"},
-		{"aclrtSetDevice", 107001, "sim: device 0 is held by another process"},
-		{"aclrtCreateStream", 207001, "sim: no memory for a stream"},
 	} {
 		t.Run(c.call, func(t *testing.T) {
 			t.Setenv(ascendsim.EnvFail, c.call+":"+itoa(c.code)+":"+c.msg)
@@ -123,6 +122,116 @@ func TestRegisterCallFails(t *testing.T) {
 			}
 			contains(t, "reason", reason, c.call, itoa(c.code), c.msg)
 		})
+	}
+}
+
+// TestOpenFails makes each call that opens the NPU fail in turn: Register
+// does not open it (nothing but aclInit and aclrtGetDeviceCount runs
+// before main), so it succeeds; the first operation returns the error,
+// resets the device if aclrtSetDevice succeeded, leaves nothing behind,
+// and the next operation opens the NPU.
+func TestOpenFails(t *testing.T) {
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to inject failures")
+	}
+	for _, c := range []struct {
+		call    string
+		code    int32
+		msg     string
+		satMode string // KITCHEN_SIM_SAT_MODE
+	}{
+		{"aclrtSetDevice", 107001, "sim: device 0 is held by another process", ""},
+		{"aclrtGetCurrentContext", 107002, "sim: no context", ""},
+		{"aclrtGetDeviceSatMode", 107000, "sim: no overflow mode", ""},
+		{"aclrtSetDeviceSatMode", 107000, "sim: the mode is locked", "0"},
+		{"aclrtCreateStream", 207001, "sim: no memory for a stream", ""},
+	} {
+		t.Run(c.call, func(t *testing.T) {
+			t.Setenv(ascendsim.EnvSatMode, c.satMode)
+			reg := backend.NewRegistry(nil)
+			rt, err := ascend.Register(reg, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			before := ascendsim.ReadStats(t, dir)
+			t.Setenv(ascendsim.EnvFail, c.call+":"+itoa(c.code)+":"+c.msg)
+			_, err = rt.Device().Alloc(dtype.Float32, []int{4})
+			var ae *ascend.Error
+			if !errors.As(err, &ae) || ae.Call != c.call || ae.Code != c.code || ae.Message != c.msg {
+				t.Fatalf("got %#v, want call %s, code %d, message %q", err, c.call, c.code, c.msg)
+			}
+			if c.satMode == "0" {
+				contains(t, "error", err.Error(), "saturation mode", "INF/NaN")
+			}
+			if d := ascendsim.ReadStats(t, dir).Sub(before); d.DeviceRefs != 0 || !d.SameLive(ascendsim.Stats{}) {
+				t.Errorf("after the failure: %d more aclrtSetDevice than aclrtResetDevice; %s", d.DeviceRefs, d.Live())
+			}
+			if err := rt.Device().Open(); !errors.As(err, &ae) || ae.Call != c.call {
+				t.Errorf("Open: %v, want %s failing again", err, c.call)
+			}
+			t.Setenv(ascendsim.EnvFail, "")
+			x, err := rt.Device().Alloc(dtype.Float32, []int{4})
+			if err != nil {
+				t.Fatalf("once %s works: %v", c.call, err)
+			}
+			x.Release()
+			if got := ascendsim.SatMode(t, dir, 0); got != 1 {
+				t.Errorf("device overflow mode %d after opening, want 1 (INF/NaN)", got)
+			}
+			if err := rt.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestOpenResetFails makes the stream and then the device reset fail while
+// the NPU opens: both failures are reported.
+func TestOpenResetFails(t *testing.T) {
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to inject failures")
+	}
+	rt, err := ascend.Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	t.Setenv(ascendsim.EnvFail, "aclrtCreateStream:207001:sim: no stream;aclrtResetDevice:507899:sim: no reset")
+	err = rt.Device().Open()
+	var ae *ascend.Error
+	if !errors.As(err, &ae) || ae.Call != "aclrtCreateStream" {
+		t.Fatalf("got %v, want aclrtCreateStream's error first", err)
+	}
+	contains(t, "error", err.Error(), "sim: no stream", "aclrtResetDevice", "sim: no reset")
+}
+
+// TestSaturationMode opens the NPU while the device computes in saturation
+// mode: the backend switches it to INF/NaN mode before creating its stream.
+func TestSaturationMode(t *testing.T) {
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to set the mode")
+	}
+	t.Setenv(ascendsim.EnvSatMode, "0")
+	if got := ascendsim.SatMode(t, dir, 0); got != 0 {
+		t.Fatalf("simulated mode %d, want 0", got)
+	}
+	rt, err := ascend.Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if got := ascendsim.SatMode(t, dir, 0); got != 0 {
+		t.Errorf("Load changed the overflow mode to %d; only the first operation should open the NPU", got)
+	}
+	if err := rt.Device().Open(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ascendsim.SatMode(t, dir, 0); got != 1 {
+		t.Errorf("overflow mode %d after opening, want 1 (INF/NaN)", got)
 	}
 }
 

@@ -7,7 +7,8 @@
 // Tests call Build to compile the C sources (embedded in this package) with
 // the system C compiler, point backend/ascend at the returned directory, and
 // read the simulator's counters with ReadStats. Environment variables, read
-// by the simulator at every call, inject faults:
+// by the simulator at every call, inject faults and choose between
+// behaviours that CANN leaves undocumented:
 //
 //	KITCHEN_SIM_DEVICES=N                 report N devices (default 1; 0 for none)
 //	KITCHEN_SIM_FAIL=name:code:message    make the named C function fail with code
@@ -15,6 +16,13 @@
 //	                                      aclGetRecentErrMsg then returns message
 //	KITCHEN_SIM_FAIL_ALLOC=N              make the Nth aclrtMalloc, and every later
 //	                                      one, fail (counted from when the value was set)
+//	KITCHEN_SIM_MINMAX_NAN=ignore         min/max reductions and aclnnMaximum skip NaN
+//	                                      (as fmaxf does) instead of returning it
+//	KITCHEN_SIM_NAN_TO_INT=N              NaN converted to an integer type gives N,
+//	                                      saturated (default 0)
+//	KITCHEN_SIM_SAT_MODE=N                every device's aclrtFloatOverflowMode becomes N
+//	                                      when the variable takes a new value (default 1,
+//	                                      INF/NaN; 0 is saturation)
 //
 // README.md beside this file lists every simulated signature with the CANN
 // header it comes from, and what each operator computes.
@@ -38,12 +46,19 @@ var sources embed.FS
 // them, in the order they must be loaded.
 var Libraries = []string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
 
-// The fault-injection variables.
+// The fault-injection and behaviour variables.
 const (
 	EnvDevices   = "KITCHEN_SIM_DEVICES"
 	EnvFail      = "KITCHEN_SIM_FAIL"
 	EnvFailAlloc = "KITCHEN_SIM_FAIL_ALLOC"
+	EnvMinMaxNaN = "KITCHEN_SIM_MINMAX_NAN" // "ignore": min and max skip NaN
+	EnvNaNToInt  = "KITCHEN_SIM_NAN_TO_INT" // the integer NaN converts to
+	EnvSatMode   = "KITCHEN_SIM_SAT_MODE"   // the devices' overflow mode
 )
+
+// Source returns one of the simulator's C sources, by file name (for
+// example "cann.h", the CANN prototypes it implements).
+func Source(name string) ([]byte, error) { return sources.ReadFile("csrc/" + name) }
 
 var built struct {
 	once sync.Once
@@ -150,6 +165,8 @@ type Stats struct {
 	Launches     int64 // second phases queued
 	Syncs        int64 // aclrtSynchronizeStream calls
 	PendingTasks int64 // queued operators not yet run
+
+	DeviceRefs int64 // aclrtSetDevice calls not yet undone by aclrtResetDevice
 }
 
 // Sub returns s - base, field by field.
@@ -162,6 +179,7 @@ func (s Stats) Sub(base Stats) Stats {
 		s.LiveTensors - base.LiveTensors, s.LiveScalars - base.LiveScalars,
 		s.LiveIntArrays - base.LiveIntArrays, s.LiveExecutors - base.LiveExecutors,
 		s.Launches - base.Launches, s.Syncs - base.Syncs, s.PendingTasks - base.PendingTasks,
+		s.DeviceRefs - base.DeviceRefs,
 	}
 }
 

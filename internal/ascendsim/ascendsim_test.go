@@ -51,9 +51,9 @@ func exported(t *testing.T, path string) []string {
 func TestLibrariesExportCANNNames(t *testing.T) {
 	dir := ascendsim.Build(t)
 	ops := []string{
-		"aclnnCast", "aclnnAbs", "aclnnAmin", "aclnnAminmaxDim", "aclnnMaximum", "aclnnMul", "aclnnDiv", "aclnnAdd",
+		"aclnnCast", "aclnnAbs", "aclnnAmin", "aclnnAminmaxDim", "aclnnAll", "aclnnMaximum", "aclnnMul", "aclnnDiv", "aclnnAdd",
 		"aclnnMuls", "aclnnDivs", "aclnnAdds", "aclnnClampMin", "aclnnClamp", "aclnnFloor", "aclnnIsFinite",
-		"aclnnEqScalar", "aclnnGtScalar", "aclnnLogicalAnd", "aclnnInplaceFillScalar", "aclnnInplaceMaskedFillScalar",
+		"aclnnEqScalar", "aclnnGtScalar", "aclnnLogicalAnd", "aclnnLogicalNot", "aclnnInplaceFillScalar", "aclnnInplaceMaskedFillScalar",
 		"aclnnInplaceCopy", "aclnnArange", "aclnnInplaceBitwiseAndScalar", "aclnnInplaceBitwiseXorTensor",
 		"aclnnInplaceAdds", "aclnnInplaceAdd", "aclnnInplaceMuls", "aclnnInplaceFloorDivides", "aclnnFloorDivides",
 		"aclnnFloorDivide", "aclnnPowScalarTensor", "aclnnDynamicQuantV2", "aclnnQuantize",
@@ -64,7 +64,7 @@ func TestLibrariesExportCANNNames(t *testing.T) {
 	}
 	want := map[string][]string{
 		"libnnopbase.so": {"aclCreateIntArray", "aclCreateScalar", "aclCreateTensor", "aclDestroyAclOpExecutor",
-			"aclDestroyIntArray", "aclDestroyScalar", "aclDestroyTensor"},
+			"aclDestroyIntArray", "aclDestroyScalar", "aclDestroyTensor", "aclSetAclOpExecutorRepeatable"},
 		"libopapi.so": opapi,
 	}
 	for lib, names := range want {
@@ -75,8 +75,9 @@ func TestLibrariesExportCANNNames(t *testing.T) {
 	}
 	acl := exported(t, filepath.Join(dir, "libascendcl.so"))
 	for _, name := range []string{"aclInit", "aclFinalize", "aclGetRecentErrMsg", "aclrtGetDeviceCount", "aclrtSetDevice",
-		"aclrtResetDevice", "aclrtGetCurrentContext", "aclrtSetCurrentContext", "aclrtCreateStream", "aclrtDestroyStream",
-		"aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy", "kitchenSimGetStats", "kitchenSimOpCount"} {
+		"aclrtResetDevice", "aclrtGetCurrentContext", "aclrtSetCurrentContext", "aclrtGetDeviceSatMode",
+		"aclrtSetDeviceSatMode", "aclrtCreateStream", "aclrtDestroyStream", "aclrtSynchronizeStream", "aclrtMalloc",
+		"aclrtFree", "aclrtMemcpy", "kitchenSimGetStats", "kitchenSimOpCount", "kitchenSimDeviceSatMode"} {
 		if !slices.Contains(acl, name) {
 			t.Errorf("libascendcl.so does not export %s", name)
 		}
@@ -103,6 +104,8 @@ type rt struct {
 	destroy      func(uintptr) int32
 	castWS       func(uintptr, int32, uintptr, *uint64, *uintptr) int32
 	cast         func(uintptr, uint64, uintptr, uintptr) int32
+	repeatable   func(uintptr) int32
+	destroyExec  func(uintptr) int32
 }
 
 func load(t *testing.T) *rt {
@@ -126,6 +129,7 @@ func load(t *testing.T) *rt {
 		{&r.toDevice, 0, "aclrtMemcpy"}, {&r.toHost, 0, "aclrtMemcpy"}, {&r.errMsg, 0, "aclGetRecentErrMsg"},
 		{&r.createTensor, 1, "aclCreateTensor"}, {&r.destroy, 1, "aclDestroyTensor"},
 		{&r.castWS, 2, "aclnnCastGetWorkspaceSize"}, {&r.cast, 2, "aclnnCast"},
+		{&r.repeatable, 1, "aclSetAclOpExecutorRepeatable"}, {&r.destroyExec, 1, "aclDestroyAclOpExecutor"},
 	} {
 		purego.RegisterLibFunc(b.fn, h[b.lib], b.name)
 	}
@@ -237,5 +241,95 @@ func TestOperatorsRunAtSynchronize(t *testing.T) {
 			t.Errorf("synchronizing after freeing an input: %d", st)
 		}
 		r.free(out)
+	})
+}
+
+// castSetup makes the device current on this thread, a stream and the
+// int8 -> uint8 cast of 4 elements from in to out, and returns the
+// executor, which the caller runs or destroys; done releases the rest.
+func (r *rt) castSetup(t *testing.T, in, out uintptr) (stream, ex uintptr, done func()) {
+	t.Helper()
+	if st := r.setDevice(0); st != 0 {
+		t.Fatalf("aclrtSetDevice: %d", st)
+	}
+	r.createStream(&stream)
+	dims, strides := []int64{4}, []int64{1}
+	a := r.createTensor(&dims[0], 1, 2, &strides[0], 0, 2, &dims[0], 1, in)  // int8
+	b := r.createTensor(&dims[0], 1, 4, &strides[0], 0, 2, &dims[0], 1, out) // uint8
+	var ws uint64
+	if st := r.castWS(a, 4, b, &ws, &ex); st != 0 {
+		t.Fatalf("aclnnCastGetWorkspaceSize: %d %s", st, r.errMsg())
+	}
+	return stream, ex, func() { r.destroy(a); r.destroy(b) }
+}
+
+// TestExecutorDestroy checks aclDestroyAclOpExecutor as CANN documents it:
+// only for an executor made repeatable, which then runs any number of
+// times until destroyed.
+func TestExecutorDestroy(t *testing.T) {
+	r := load(t)
+	dir := ascendsim.Build(t)
+	onThread(func() {
+		before := ascendsim.ReadStats(t, dir)
+		var in, out uintptr
+		r.setDevice(0)
+		r.malloc(&in, 64, 0)
+		r.malloc(&out, 64, 0)
+		defer r.free(in)
+		defer r.free(out)
+		stream, ex, done := r.castSetup(t, in, out)
+		defer done()
+		if st := r.destroyExec(ex); st != 161002 || !strings.Contains(r.errMsg(), "not repeatable") {
+			t.Errorf("destroying a non-repeatable executor: %d, want 161002", st)
+		}
+		if n := ascendsim.ReadStats(t, dir).Sub(before).LiveExecutors; n != 1 {
+			t.Errorf("%d live executors, want the one not destroyed", n)
+		}
+		if st := r.repeatable(ex); st != 0 {
+			t.Fatalf("aclSetAclOpExecutorRepeatable: %d", st)
+		}
+		for range 2 {
+			if st := r.cast(0, 0, ex, stream); st != 0 {
+				t.Fatalf("aclnnCast of a repeatable executor: %d %s", st, r.errMsg())
+			}
+		}
+		if st := r.sync(stream); st != 0 {
+			t.Fatalf("aclrtSynchronizeStream: %d", st)
+		}
+		if st := r.destroyExec(ex); st != 0 {
+			t.Errorf("destroying a repeatable executor: %d %s", st, r.errMsg())
+		}
+		d := ascendsim.ReadStats(t, dir).Sub(before)
+		if d.LiveExecutors != 0 || d.Launches != 2 {
+			t.Errorf("counters %+v: want no live executor, 2 launches", d)
+		}
+	})
+}
+
+// TestUnalignedTensor places a tensor 8 bytes into an allocation: the
+// operator fails when the stream runs it, as a kernel's unaligned access
+// to global memory does.
+func TestUnalignedTensor(t *testing.T) {
+	r := load(t)
+	onThread(func() {
+		var in, out uintptr
+		r.setDevice(0)
+		r.malloc(&in, 64, 0)
+		r.malloc(&out, 64, 0)
+		defer r.free(in)
+		defer r.free(out)
+		stream, ex, done := r.castSetup(t, in, out+8)
+		defer done()
+		if st := r.cast(0, 0, ex, stream); st != 0 {
+			t.Fatalf("aclnnCast: %d %s", st, r.errMsg())
+		}
+		if st := r.sync(stream); st != 507035 || !strings.Contains(r.errMsg(), "32-byte aligned") {
+			t.Errorf("synchronizing an unaligned tensor: %d, want 507035", st)
+		}
+		_, ex, done2 := r.castSetup(t, in, out+32)
+		defer done2()
+		if st := r.cast(0, 0, ex, stream); st != 0 || r.sync(stream) != 0 {
+			t.Errorf("a tensor 32 bytes into an allocation: %d %s", st, r.errMsg())
+		}
 	})
 }

@@ -18,6 +18,7 @@ var probe struct {
 	dir      string
 	getStats func(out unsafe.Pointer)
 	opCount  func(op string) int64
+	satMode  func(device int32) int32
 }
 
 // bind loads libascendcl.so from dir (the very object the backend loaded,
@@ -36,6 +37,7 @@ func bind(tb testing.TB, dir string) {
 	}
 	purego.RegisterLibFunc(&probe.getStats, h, "kitchenSimGetStats")
 	purego.RegisterLibFunc(&probe.opCount, h, "kitchenSimOpCount")
+	purego.RegisterLibFunc(&probe.satMode, h, "kitchenSimDeviceSatMode")
 	probe.dir = dir
 }
 
@@ -54,4 +56,12 @@ func OpCount(tb testing.TB, dir, op string) int64 {
 	tb.Helper()
 	bind(tb, dir)
 	return probe.opCount(op)
+}
+
+// SatMode returns the aclrtFloatOverflowMode of a device of the simulator
+// built in dir (0 saturation, 1 INF/NaN).
+func SatMode(tb testing.TB, dir string, device int) int {
+	tb.Helper()
+	bind(tb, dir)
+	return int(probe.satMode(int32(device)))
 }

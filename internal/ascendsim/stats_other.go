@@ -21,3 +21,11 @@ func OpCount(tb testing.TB, dir, op string) int64 {
 	tb.Skip("CANN simulator: " + unsupported())
 	return 0
 }
+
+// SatMode returns the aclrtFloatOverflowMode of a device of the simulator
+// built in dir. Build skips on this platform, so it is never reached.
+func SatMode(tb testing.TB, dir string, device int) int {
+	tb.Helper()
+	tb.Skip("CANN simulator: " + unsupported())
+	return 0
+}

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksim.h"
+#include "cann.h"
 
 #define MAGIC_TENSOR 0x54454e53u
 #define MAGIC_SCALAR 0x5343414cu
@@ -105,6 +105,7 @@ typedef struct kitchenSimStats {
     int64_t liveAllocs, liveBytes, totalAllocs;
     int64_t liveTensors, liveScalars, liveIntArrays, liveExecutors;
     int64_t launches, syncs, pendingTasks;
+    int64_t deviceRefs; /* aclrtSetDevice calls not yet undone by aclrtResetDevice */
 } kitchenSimStats;
 
 static kitchenSimStats stats;
@@ -187,6 +188,18 @@ static bool set_remove(set *s, const void *p) {
 
 static set tensors, scalars, intarrays, execs, streams;
 
+/* ---- behaviour knobs ---- */
+
+KSIM_API bool ksim_minmax_ignores_nan(void) {
+    const char *v = getenv("KITCHEN_SIM_MINMAX_NAN");
+    return v != NULL && strcmp(v, "ignore") == 0;
+}
+
+KSIM_API int64_t ksim_nan_to_int(void) {
+    const char *v = getenv("KITCHEN_SIM_NAN_TO_INT");
+    return v == NULL ? 0 : strtoll(v, NULL, 10);
+}
+
 /* ---- devices and contexts ---- */
 
 typedef struct {
@@ -197,6 +210,29 @@ typedef struct {
 static context contexts[MAX_DEVICES];
 static int initialized;
 static __thread context *tls_ctx;
+
+/* Each device's floating-point overflow mode (aclrtFloatOverflowMode).
+ * KITCHEN_SIM_SAT_MODE=N sets every device's mode to N whenever the variable
+ * takes a new value (unset: ACL_RT_OVERFLOW_MODE_INFNAN, the Atlas A2
+ * default); aclrtSetDeviceSatMode changes it after that. The caller holds
+ * mu. */
+static aclrtFloatOverflowMode satmode[MAX_DEVICES];
+static char satmode_spec[32] = "\x01"; /* never a value: the first call applies the variable */
+
+static void satmode_refresh(void) {
+    const char *v = getenv("KITCHEN_SIM_SAT_MODE");
+    if (v == NULL) {
+        v = "";
+    }
+    if (strncmp(v, satmode_spec, sizeof satmode_spec) == 0) {
+        return;
+    }
+    snprintf(satmode_spec, sizeof satmode_spec, "%s", v);
+    int mode = *v ? atoi(v) : ACL_RT_OVERFLOW_MODE_INFNAN;
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        satmode[i] = mode;
+    }
+}
 
 static int device_count(void) {
     const char *v = getenv("KITCHEN_SIM_DEVICES");
@@ -283,6 +319,7 @@ KSIM_API aclError aclrtSetDevice(int32_t deviceId) {
     pthread_mutex_lock(&mu);
     contexts[deviceId].magic = MAGIC_CTX;
     contexts[deviceId].device = deviceId;
+    stats.deviceRefs++;
     pthread_mutex_unlock(&mu);
     tls_ctx = &contexts[deviceId];
     return ACL_SUCCESS;
@@ -290,9 +327,68 @@ KSIM_API aclError aclrtSetDevice(int32_t deviceId) {
 
 KSIM_API aclError aclrtResetDevice(int32_t deviceId) {
     FAIL_POINT("aclrtResetDevice");
-    (void)deviceId;
-    tls_ctx = NULL;
+    if (deviceId < 0 || deviceId >= device_count()) {
+        ksim_set_error("aclrtResetDevice: device %d does not exist (%d devices)", deviceId, device_count());
+        return ACL_ERROR_RT_INVALID_DEVICEID;
+    }
+    pthread_mutex_lock(&mu);
+    if (stats.deviceRefs > 0) {
+        stats.deviceRefs--;
+    }
+    pthread_mutex_unlock(&mu);
+    if (tls_ctx == &contexts[deviceId]) {
+        tls_ctx = NULL;
+    }
     return ACL_SUCCESS;
+}
+
+/* aclrtGetDeviceSatMode and aclrtSetDeviceSatMode act on the device of the
+ * calling thread's current context. */
+KSIM_API aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode) {
+    FAIL_POINT("aclrtGetDeviceSatMode");
+    aclError e = need_ctx("aclrtGetDeviceSatMode");
+    if (e != ACL_SUCCESS) {
+        return e;
+    }
+    if (mode == NULL) {
+        ksim_set_error("aclrtGetDeviceSatMode: mode is NULL");
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&mu);
+    satmode_refresh();
+    *mode = satmode[tls_ctx->device];
+    pthread_mutex_unlock(&mu);
+    return ACL_SUCCESS;
+}
+
+KSIM_API aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode) {
+    FAIL_POINT("aclrtSetDeviceSatMode");
+    aclError e = need_ctx("aclrtSetDeviceSatMode");
+    if (e != ACL_SUCCESS) {
+        return e;
+    }
+    if (mode != ACL_RT_OVERFLOW_MODE_SATURATION && mode != ACL_RT_OVERFLOW_MODE_INFNAN) {
+        ksim_set_error("aclrtSetDeviceSatMode: mode %d is not valid", mode);
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&mu);
+    satmode_refresh();
+    satmode[tls_ctx->device] = mode;
+    pthread_mutex_unlock(&mu);
+    return ACL_SUCCESS;
+}
+
+/* kitchenSimDeviceSatMode returns a device's overflow mode. Only tests call
+ * it. */
+KSIM_API int kitchenSimDeviceSatMode(int device) {
+    if (device < 0 || device >= MAX_DEVICES) {
+        return -1;
+    }
+    pthread_mutex_lock(&mu);
+    satmode_refresh();
+    int m = satmode[device];
+    pthread_mutex_unlock(&mu);
+    return m;
 }
 
 KSIM_API aclError aclrtGetCurrentContext(aclrtContext *context) {
@@ -499,6 +595,7 @@ bad_src:
 typedef struct {
     uint32_t magic;
     context *ctx;
+    aclrtFloatOverflowMode satmode; /* the device's mode when the stream was made */
     ksim_exec *head, *tail;
 } stream;
 
@@ -512,6 +609,8 @@ KSIM_API aclError aclrtCreateStream(aclrtStream *out) {
     s->magic = MAGIC_STREAM;
     s->ctx = tls_ctx;
     pthread_mutex_lock(&mu);
+    satmode_refresh();
+    s->satmode = satmode[tls_ctx->device];
     set_add(&streams, s);
     pthread_mutex_unlock(&mu);
     *out = s;
@@ -546,6 +645,16 @@ static aclError run_queue(stream *s, const char *call) {
                 }
                 if (empty) {
                     continue;
+                }
+                if (t->addr % KSIM_ALIGN != 0) {
+                    /* CANN's kernels move data between global memory and the
+                     * cores in 32-byte blocks; an unaligned tensor faults
+                     * when the kernel runs (see README.md). */
+                    ksim_set_error("%s: %s: vector core exception: tensor %d's device address %#lx is not %d-byte "
+                                   "aligned",
+                                   call, e->op, i, (unsigned long)t->addr, KSIM_ALIGN);
+                    first = ACL_ERROR_RT_VECTOR_CORE_EXCEPTION;
+                    break;
                 }
                 uintptr_t start = t->addr + (uintptr_t)(t->offset * (int64_t)es);
                 size_t n = (size_t)(last - t->offset + 1) * es;
@@ -908,18 +1017,44 @@ KSIM_API ksim_exec *ksim_exec_create(const char *op, ksim_kernel kernel, uint64_
     return e;
 }
 
-/* ksim_exec_destroy implements aclDestroyAclOpExecutor: it releases an
- * executor whose second phase was never called. */
-KSIM_API aclnnStatus ksim_exec_destroy(ksim_exec *e) {
-    FAIL_POINT("aclDestroyAclOpExecutor");
+/* ksim_exec_set_repeatable implements aclSetAclOpExecutorRepeatable: the
+ * executor then survives its second phases, until aclDestroyAclOpExecutor. */
+KSIM_API aclnnStatus ksim_exec_set_repeatable(ksim_exec *e) {
+    FAIL_POINT("aclSetAclOpExecutorRepeatable");
     pthread_mutex_lock(&mu);
-    bool ok = set_remove(&execs, e);
+    bool ok = set_has(&execs, e);
     if (ok) {
-        stats.liveExecutors--;
+        e->repeatable = true;
     }
     pthread_mutex_unlock(&mu);
     if (!ok) {
+        ksim_set_error("aclSetAclOpExecutorRepeatable: %p is not a live executor", (void *)e);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACL_SUCCESS;
+}
+
+/* ksim_exec_destroy implements aclDestroyAclOpExecutor, which CANN documents
+ * for executors made repeatable by aclSetAclOpExecutorRepeatable: it refuses
+ * any other executor (which stays live, and is counted as such). */
+KSIM_API aclnnStatus ksim_exec_destroy(ksim_exec *e) {
+    FAIL_POINT("aclDestroyAclOpExecutor");
+    pthread_mutex_lock(&mu);
+    bool live = set_has(&execs, e);
+    bool ok = live && e->repeatable;
+    if (ok) {
+        set_remove(&execs, e);
+        stats.liveExecutors--;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!live) {
         ksim_set_error("aclDestroyAclOpExecutor: %p is not a live executor", (void *)e);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (!ok) {
+        ksim_set_error("aclDestroyAclOpExecutor: executor %p of %s is not repeatable (call "
+                       "aclSetAclOpExecutorRepeatable first)",
+                       (void *)e, e->op);
         return ACLNN_ERR_PARAM_INVALID;
     }
     free_exec(e);
@@ -927,15 +1062,15 @@ KSIM_API aclnnStatus ksim_exec_destroy(ksim_exec *e) {
 }
 
 /* ksim_launch is the second phase of every aclnn operator. Whatever it
- * returns, the executor is consumed: CANN frees a non-repeatable executor
- * when its second phase runs. */
+ * returns, a non-repeatable executor is consumed (CANN frees it when its
+ * second phase runs); a repeatable one stays live and a copy is queued. */
 KSIM_API aclnnStatus ksim_launch(const char *op, void *workspace, uint64_t workspaceSize, ksim_exec *e,
                                  aclrtStream st) {
     int code = 0;
     bool injected = ksim_fail(op, &code);
     aclError err = injected ? ACL_SUCCESS : need_ctx(op);
     pthread_mutex_lock(&mu);
-    if (!set_remove(&execs, e)) {
+    if (!set_has(&execs, e)) {
         pthread_mutex_unlock(&mu);
         if (injected) {
             return code;
@@ -943,7 +1078,14 @@ KSIM_API aclnnStatus ksim_launch(const char *op, void *workspace, uint64_t works
         ksim_set_error("%s: executor %p is not live (already run or destroyed)", op, (void *)e);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    stats.liveExecutors--;
+    if (e->repeatable) {
+        ksim_exec *copy = malloc(sizeof *copy);
+        *copy = *e;
+        e = copy;
+    } else {
+        set_remove(&execs, e);
+        stats.liveExecutors--;
+    }
     if (injected) {
         pthread_mutex_unlock(&mu);
         free_exec(e);

@@ -26,6 +26,13 @@ typedef int aclDataType;     /* enum aclDataType */
 typedef int aclFormat;       /* enum aclFormat */
 typedef int aclrtMemcpyKind; /* enum aclrtMemcpyKind */
 typedef int aclrtMemMallocPolicy;
+typedef int aclrtFloatOverflowMode; /* enum aclrtFloatOverflowMode */
+
+/* aclrtFloatOverflowMode values (acl_rt.h). */
+enum {
+    ACL_RT_OVERFLOW_MODE_SATURATION = 0,
+    ACL_RT_OVERFLOW_MODE_INFNAN = 1,
+};
 
 /* aclDataType values (acl_base.h). */
 enum {
@@ -64,9 +71,11 @@ enum {
     ACL_ERROR_RT_INVALID_DEVICEID = 107001,
     ACL_ERROR_RT_CONTEXT_NULL = 107002,
     ACL_ERROR_RT_STREAM_CONTEXT = 107003,
+    ACL_ERROR_RT_ADDR_UNALIGNED = 107008,
     ACL_ERROR_RT_INVALID_HANDLE = 107017,
     ACL_ERROR_RT_MEMORY_ALLOCATION = 207001,
     ACL_ERROR_RT_NO_DEVICE = 207004,
+    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035,
     ACL_ERROR_RT_INTERNAL_ERROR = 507899,
     ACLNN_ERR_PARAM_NULLPTR = 161001,
     ACLNN_ERR_PARAM_INVALID = 161002,
@@ -125,6 +134,7 @@ struct ksim_exec {
     int64_t iarg[KSIM_MAX_DIMS + 4];
     int niarg;
     uint64_t ws;
+    bool repeatable; /* aclSetAclOpExecutorRepeatable was called */
     ksim_kernel kernel;
     ksim_exec *next; /* stream queue */
 };
@@ -150,11 +160,21 @@ KSIM_API bool ksim_intarray_live(const ksim_intarray *a);
 
 /* Executors: created by a first phase, consumed by the second. */
 KSIM_API ksim_exec *ksim_exec_create(const char *op, ksim_kernel kernel, uint64_t ws);
+KSIM_API aclnnStatus ksim_exec_set_repeatable(ksim_exec *e);
 KSIM_API aclnnStatus ksim_exec_destroy(ksim_exec *e);
 KSIM_API aclnnStatus ksim_launch(const char *op, void *workspace, uint64_t workspaceSize, ksim_exec *e,
                                  aclrtStream stream);
 
 /* Element sizes. */
 KSIM_API size_t ksim_dtype_size(aclDataType dt);
+
+/* The alignment CANN expects of a tensor's device address. */
+#define KSIM_ALIGN 32
+
+/* Behaviour knobs, read from the environment at every call (README.md). */
+/* KITCHEN_SIM_MINMAX_NAN=ignore: min/max reductions and aclnnMaximum skip NaN. */
+KSIM_API bool ksim_minmax_ignores_nan(void);
+/* KITCHEN_SIM_NAN_TO_INT=N: the integer a NaN converts to (default 0). */
+KSIM_API int64_t ksim_nan_to_int(void);
 
 #endif

@@ -2,12 +2,7 @@
  * libnnopbase.so of kitchen's CANN ABI simulator: the aclnn/acl_meta.h
  * handles. Each function forwards to libascendcl.so, which holds the state.
  */
-#include "ksim.h"
-
-typedef struct aclTensor aclTensor;
-typedef struct aclScalar aclScalar;
-typedef struct aclIntArray aclIntArray;
-typedef struct aclOpExecutor aclOpExecutor;
+#include "cann.h"
 
 KSIM_API aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDataType dataType,
                                     const int64_t *stride, int64_t offset, aclFormat format,
@@ -34,6 +29,10 @@ KSIM_API aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size) {
 
 KSIM_API aclnnStatus aclDestroyIntArray(const aclIntArray *array) {
     return ksim_intarray_destroy((const ksim_intarray *)array);
+}
+
+KSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
+    return ksim_exec_set_repeatable((ksim_exec *)executor);
 }
 
 KSIM_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor) {

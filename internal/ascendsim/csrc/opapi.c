@@ -16,12 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksim.h"
-
-typedef struct aclTensor aclTensor;
-typedef struct aclScalar aclScalar;
-typedef struct aclIntArray aclIntArray;
-typedef struct aclOpExecutor aclOpExecutor;
+#include "cann.h"
 
 /* ---- number formats ---- */
 
@@ -232,9 +227,10 @@ static void puti(aclDataType dt, unsigned char *p, int64_t v) {
 }
 
 /* putf stores a float32 value: rounded to nearest even for float16 and
- * bfloat16; truncated toward zero, saturated, NaN as 0 for integers (the
- * simulator's choice: on the NPU out-of-range conversions are not
- * specified, and kitchen never relies on them). */
+ * bfloat16; truncated toward zero and saturated for integers, NaN as 0 or
+ * as KITCHEN_SIM_NAN_TO_INT says (the simulator's choice: on the NPU
+ * out-of-range conversions are not specified, and kitchen never relies on
+ * them). */
 static void putf(aclDataType dt, unsigned char *p, float f) {
     switch (dt) {
     case ACL_FLOAT:
@@ -281,7 +277,7 @@ static void putf(aclDataType dt, unsigned char *p, float f) {
         lo = 0, hi = 4294967295.0;
         break;
     }
-    double t = f != f ? 0 : trunc((double)f);
+    double t = f != f ? (double)ksim_nan_to_int() : trunc((double)f);
     if (t < lo) {
         t = lo;
     }
@@ -484,6 +480,7 @@ static int k_binary(ksim_exec *e, char *msg, size_t msglen) {
     bool fl = is_float(e->t[0].dtype) || (has_b ? is_float(e->t[1].dtype) : e->s[0].isfloat);
     float alpha_f = e->s[1].magic ? scalar_f(&e->s[1]) : 1.0f;
     int64_t alpha_i = e->s[1].magic ? scalar_i(&e->s[1]) : 1;
+    bool ignore_nan = ksim_minmax_ignores_nan();
     int64_t idx[KSIM_MAX_DIMS] = {0}, off[3] = {0};
     if (numel(out) == 0) {
         return 0;
@@ -505,7 +502,11 @@ static int k_binary(ksim_exec *e, char *msg, size_t msglen) {
                 r = a / b;
                 break;
             case OP_MAXIMUM:
-                r = (a != a || b != b) ? NAN : (a > b ? a : b);
+                if (ignore_nan) { /* KITCHEN_SIM_MINMAX_NAN=ignore: NaN loses, as in fmaxf */
+                    r = a != a ? b : b != b ? a : (a > b ? a : b);
+                } else {
+                    r = (a != a || b != b) ? NAN : (a > b ? a : b);
+                }
                 break;
             case OP_CLAMPMIN:
                 r = a < b ? b : a; /* NaN stays NaN */
@@ -762,7 +763,7 @@ SECOND_PHASE(aclnnPowScalarTensor)
 
 /* ---- unary operators ---- */
 
-enum { U_CAST, U_ABS, U_FLOOR, U_ISFINITE, U_CLAMP, U_FILL, U_MASKED_FILL, U_COPY };
+enum { U_CAST, U_ABS, U_FLOOR, U_ISFINITE, U_NOT, U_CLAMP, U_FILL, U_MASKED_FILL, U_COPY };
 
 /* k_unary: t[0] input (absent for fill), t[1] mask (masked fill), t[2] out;
  * s[0], s[1] scalars; iarg[0] the operation. */
@@ -808,6 +809,9 @@ static int k_unary(ksim_exec *e, char *msg, size_t msglen) {
             break;
         case U_ISFINITE:
             puti(ops[2].dt, po, is_float(ops[0].dt) ? isfinite(getf(ops[0].dt, pa)) != 0 : 1);
+            break;
+        case U_NOT:
+            puti(ops[2].dt, po, is_float(ops[0].dt) ? getf(ops[0].dt, pa) == 0 : geti(ops[0].dt, pa) == 0);
             break;
         case U_CLAMP:
             if (is_float(ops[0].dt)) {
@@ -884,6 +888,7 @@ SECOND_PHASE(aclnnCast)
 UNARY(Abs, U_ABS)
 UNARY(Floor, U_FLOOR)
 UNARY(IsFinite, U_ISFINITE)
+UNARY(LogicalNot, U_NOT)
 
 KSIM_API aclnnStatus aclnnClampGetWorkspaceSize(const aclTensor *self, const aclScalar *clipValueMin,
                                                 const aclScalar *clipValueMax, aclTensor *out,
@@ -1004,19 +1009,25 @@ KSIM_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar *start, const a
 }
 SECOND_PHASE(aclnnArange)
 
-/* ---- reductions: aclnnAmin, aclnnAminmaxDim ---- */
+/* ---- reductions: aclnnAmin, aclnnAminmaxDim, aclnnAll ---- */
+
+enum { R_MIN, R_MAX, R_ALL };
 
 /* reduce_into reduces x (host data xh) over the dimensions in mask into
- * out (host data oh): the maximum or the minimum of each slice, NaN for a
- * slice holding NaN, as torch.amax/amin define them. */
+ * out (host data oh): the minimum (R_MIN) or the maximum (R_MAX) of each
+ * slice, NaN for a slice holding NaN, as torch.amax/amin define them (with
+ * KITCHEN_SIM_MINMAX_NAN=ignore, NaN is skipped, as fmaxf and fminf do, and
+ * only an all-NaN slice gives NaN); or whether every element of the slice
+ * is non-zero (R_ALL, NaN counting as non-zero). */
 static int reduce_into(const ksim_tensor *x, const unsigned char *xh, const ksim_tensor *out, unsigned char *oh,
-                       bool is_max, int64_t mask, char *msg, size_t msglen) {
+                       int kind, int64_t mask, char *msg, size_t msglen) {
     int64_t n = numel(x), m = numel(out);
     if (n == 0) {
         snprintf(msg, msglen, "reduction of an empty tensor");
         return ACLNN_ERR_RUNTIME_ERROR;
     }
-    bool fl = is_float(x->dtype);
+    bool is_max = kind == R_MAX, fl = is_float(x->dtype) && kind != R_ALL;
+    bool ignore_nan = ksim_minmax_ignores_nan();
     float *accf = calloc((size_t)m, sizeof *accf);
     int64_t *acci = calloc((size_t)m, sizeof *acci);
     bool *seen = calloc((size_t)m, sizeof *seen);
@@ -1031,9 +1042,15 @@ static int reduce_into(const ksim_tensor *x, const unsigned char *xh, const ksim
             }
         }
         const unsigned char *p = xh + (size_t)off * es;
-        if (fl) {
+        if (kind == R_ALL) {
+            bool nz = is_float(x->dtype) ? getf(x->dtype, p) != 0 : geti(x->dtype, p) != 0;
+            acci[o] = (seen[o] ? acci[o] : 1) && nz;
+        } else if (fl) {
             float v = getf(x->dtype, p);
-            if (!seen[o] || v != v || (accf[o] == accf[o] && (is_max ? v > accf[o] : v < accf[o]))) {
+            float a = accf[o];
+            bool take = ignore_nan ? (a != a || (v == v && (is_max ? v > a : v < a)))
+                                   : (v != v || (a == a && (is_max ? v > a : v < a)));
+            if (!seen[o] || take) {
                 accf[o] = v;
             }
         } else {
@@ -1079,19 +1096,25 @@ static int reduce_into(const ksim_tensor *x, const unsigned char *xh, const ksim
 
 /* k_amin: t[0] self, t[2] out; iarg[1] the reduced dimensions' bit mask. */
 static int k_amin(ksim_exec *e, char *msg, size_t msglen) {
-    return reduce_into(&e->t[0], e->host[0], &e->t[2], e->host[2], false, e->iarg[1], msg, msglen);
+    return reduce_into(&e->t[0], e->host[0], &e->t[2], e->host[2], R_MIN, e->iarg[1], msg, msglen);
+}
+
+/* k_all: t[0] self, t[2] out; iarg[1] the reduced dimensions' bit mask. */
+static int k_all(ksim_exec *e, char *msg, size_t msglen) {
+    return reduce_into(&e->t[0], e->host[0], &e->t[2], e->host[2], R_ALL, e->iarg[1], msg, msglen);
 }
 
 /* k_aminmax: t[0] self, t[1] minOut, t[2] maxOut; iarg[1] the mask. */
 static int k_aminmax(ksim_exec *e, char *msg, size_t msglen) {
-    int rc = reduce_into(&e->t[0], e->host[0], &e->t[1], e->host[1], false, e->iarg[1], msg, msglen);
-    return rc ? rc : reduce_into(&e->t[0], e->host[0], &e->t[2], e->host[2], true, e->iarg[1], msg, msglen);
+    int rc = reduce_into(&e->t[0], e->host[0], &e->t[1], e->host[1], R_MIN, e->iarg[1], msg, msglen);
+    return rc ? rc : reduce_into(&e->t[0], e->host[0], &e->t[2], e->host[2], R_MAX, e->iarg[1], msg, msglen);
 }
 
 /* reduced_shape checks the reduction of x over dims (all of them if n is 0)
- * into out, and returns the bit mask of the reduced dimensions or -1. */
+ * into out, which must have x's data type unless bool_out (then BOOL or
+ * UINT8), and returns the bit mask of the reduced dimensions or -1. */
 static int64_t reduced_shape(const char *op, const ksim_tensor *x, const int64_t *dims, uint64_t n, bool keepDim,
-                             const ksim_tensor *out) {
+                             const ksim_tensor *out, bool bool_out) {
     int64_t mask = 0;
     for (uint64_t i = 0; i < n; i++) {
         int64_t d = dims[i] < 0 ? dims[i] + (int64_t)x->ndim : dims[i];
@@ -1115,8 +1138,12 @@ static int64_t reduced_shape(const char *op, const ksim_tensor *x, const int64_t
             shape[nd++] = x->dims[d];
         }
     }
-    if (!same_shape(out, shape, nd) || out->dtype != x->dtype) {
-        bad(ACLNN_ERR_PARAM_INVALID, op, "%s", "out must have self's data type and the reduced shape");
+    if (!same_shape(out, shape, nd)) {
+        bad(ACLNN_ERR_PARAM_INVALID, op, "%s", "out must have the reduced shape");
+        return -1;
+    }
+    if (bool_out ? (out->dtype != ACL_BOOL && out->dtype != ACL_UINT8) : out->dtype != x->dtype) {
+        bad(ACLNN_ERR_PARAM_INVALID, op, "%s", bool_out ? "out must be BOOL or UINT8" : "out must have self's data type");
         return -1;
     }
     if (numel(x) == 0) {
@@ -1136,7 +1163,7 @@ KSIM_API aclnnStatus aclnnAminGetWorkspaceSize(const aclTensor *self, const aclI
     const ksim_tensor *x = (const ksim_tensor *)self;
     REQUIRE(numeric(x->dtype) && x->dtype != ACL_BOOL, ACLNN_ERR_PARAM_INVALID, op, "data type not supported");
     const ksim_intarray *ds = (const ksim_intarray *)dim;
-    int64_t mask = reduced_shape(op, x, ds->v, ds->n, keepDim, (const ksim_tensor *)out);
+    int64_t mask = reduced_shape(op, x, ds->v, ds->n, keepDim, (const ksim_tensor *)out, false);
     if (mask < 0) {
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -1157,8 +1184,8 @@ KSIM_API aclnnStatus aclnnAminmaxDimGetWorkspaceSize(const aclTensor *self, cons
             "self, minOut and maxOut must be live aclTensors");
     const ksim_tensor *x = (const ksim_tensor *)self;
     REQUIRE(numeric(x->dtype) && x->dtype != ACL_BOOL, ACLNN_ERR_PARAM_INVALID, op, "data type not supported");
-    int64_t mask = reduced_shape(op, x, &dim, 1, keepDim, (const ksim_tensor *)minOut);
-    if (mask < 0 || reduced_shape(op, x, &dim, 1, keepDim, (const ksim_tensor *)maxOut) < 0) {
+    int64_t mask = reduced_shape(op, x, &dim, 1, keepDim, (const ksim_tensor *)minOut, false);
+    if (mask < 0 || reduced_shape(op, x, &dim, 1, keepDim, (const ksim_tensor *)maxOut, false) < 0) {
         return ACLNN_ERR_PARAM_INVALID;
     }
     ksim_exec *e = ksim_exec_create(op, k_aminmax, 1024);
@@ -1169,6 +1196,28 @@ KSIM_API aclnnStatus aclnnAminmaxDimGetWorkspaceSize(const aclTensor *self, cons
     return finish(e, workspaceSize, executor);
 }
 SECOND_PHASE(aclnnAminmaxDim)
+
+KSIM_API aclnnStatus aclnnAllGetWorkspaceSize(const aclTensor *self, const aclIntArray *dim, bool keepdim,
+                                              aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor) {
+    const char *op = "aclnnAll";
+    FIRST_PHASE("aclnnAll");
+    REQUIRE(live_tensor(self) && live_tensor(out), ACLNN_ERR_PARAM_NULLPTR, op, "self and out must be live aclTensors");
+    REQUIRE(dim != NULL && ksim_intarray_live((const ksim_intarray *)dim), ACLNN_ERR_PARAM_NULLPTR, op,
+            "dim is not a live aclIntArray");
+    const ksim_tensor *x = (const ksim_tensor *)self;
+    REQUIRE(numeric(x->dtype), ACLNN_ERR_PARAM_INVALID, op, "data type not supported");
+    const ksim_intarray *ds = (const ksim_intarray *)dim;
+    int64_t mask = reduced_shape(op, x, ds->v, ds->n, keepdim, (const ksim_tensor *)out, true);
+    if (mask < 0) {
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    ksim_exec *e = ksim_exec_create(op, k_all, 1024);
+    snap(e, 0, self);
+    snap(e, 2, out);
+    e->iarg[1] = mask;
+    return finish(e, workspaceSize, executor);
+}
+SECOND_PHASE(aclnnAll)
 
 /* ---- quantization ---- */
 
@@ -1184,10 +1233,11 @@ static int64_t row_offset(const ksim_tensor *t, int64_t r, int64_t k) {
 }
 
 /* sat_rint rounds to the nearest integer, ties to even, and saturates to
- * int8; NaN gives 0 (see README.md). */
+ * int8; NaN gives 0, or what KITCHEN_SIM_NAN_TO_INT says (see README.md). */
 static int8_t sat_rint(float y) {
     if (y != y) {
-        return 0;
+        int64_t v = ksim_nan_to_int();
+        return v >= 127 ? 127 : v <= -128 ? -128 : (int8_t)v;
     }
     float r = rintf(y);
     return r >= 127 ? 127 : r <= -128 ? -128 : (int8_t)r;
@@ -1196,14 +1246,15 @@ static int8_t sat_rint(float y) {
 /* k_dynamic_quant is the symmetric int8 path of DynamicQuantV2 as the Atlas
  * A2 (910B) kernel computes it (DynamicQuantDbOpt in hicann/ops-nn,
  * quant/dynamic_quant/op_kernel/dynamic_quant_db.h): per row, the abs-max a
- * in float32, the reciprocal r = 127 / a, y = f32(x) * r, rounded half to
- * even; scaleOut = a * (1 / 127). t[0] x, t[1] yOut, t[2] scaleOut. */
+ * in float32 (NaN if the row holds NaN, unless KITCHEN_SIM_MINMAX_NAN=ignore),
+ * the reciprocal r = 127 / a, y = f32(x) * r, rounded half to even;
+ * scaleOut = 1 / r, as the 8.1 tilings compute it. t[0] x, t[1] yOut, t[2]
+ * scaleOut. */
 static int k_dynamic_quant(ksim_exec *e, char *msg, size_t msglen) {
     (void)msg, (void)msglen;
     const ksim_tensor *x = &e->t[0], *y = &e->t[1], *s = &e->t[2];
     int64_t k = x->dims[x->ndim - 1], rows = numel(x) / (k ? k : 1);
     size_t xes = ksim_dtype_size(x->dtype);
-    const float inv127 = 1.0f / 127.0f;
     int64_t sidx[KSIM_MAX_DIMS] = {0};
     for (int64_t r = 0; r < rows; r++) {
         float a = 0;
@@ -1213,7 +1264,7 @@ static int k_dynamic_quant(ksim_exec *e, char *msg, size_t msglen) {
             nan = nan || v != v;
             a = v > a ? v : a;
         }
-        if (nan) {
+        if (nan && !ksim_minmax_ignores_nan()) {
             a = NAN;
         }
         float recip = 127.0f / a;
@@ -1225,7 +1276,7 @@ static int k_dynamic_quant(ksim_exec *e, char *msg, size_t msglen) {
         for (uint64_t d = 0; d < s->ndim; d++) {
             off += sidx[d] * s->strides[d];
         }
-        putf(ACL_FLOAT, e->host[2] + (size_t)off * 4, a * inv127);
+        putf(ACL_FLOAT, e->host[2] + (size_t)off * 4, 1.0f / recip);
         for (int d = (int)s->ndim - 1; d >= 0; d--) {
             if (++sidx[d] < s->dims[d]) {
                 break;
