@@ -236,15 +236,18 @@ func (s *session) maskedFill(a, mask arr, c uintptr) error {
 	}, s.api.aclnnInplaceMaskedFillScalar)
 }
 
-// copyTo copies src into dst on the device.
-func (s *session) copyTo(dst, src arr) error {
-	t, err := s.tensorsOf(dst, src)
+// inplace runs an operator of the form self op= other.
+func (s *session) inplace(name string, first func(self, other uintptr, ws *uint64, ex *uintptr) int32, second phase2, a, b arr) error {
+	t, err := s.tensorsOf(a, b)
 	if err != nil {
 		return err
 	}
-	return s.run("aclnnInplaceCopy", func(ws *uint64, ex *uintptr) int32 {
-		return s.api.aclnnInplaceCopyGetWorkspaceSize(t[0], t[1], ws, ex)
-	}, s.api.aclnnInplaceCopy)
+	return s.run(name, func(ws *uint64, ex *uintptr) int32 { return first(t[0], t[1], ws, ex) }, second)
+}
+
+// copyTo copies src into dst on the device.
+func (s *session) copyTo(dst, src arr) error {
+	return s.inplace("aclnnInplaceCopy", s.api.aclnnInplaceCopyGetWorkspaceSize, s.api.aclnnInplaceCopy, dst, src)
 }
 
 // arange fills the int64 array out with 0, 1, 2, ...
@@ -325,13 +328,7 @@ func (s *session) addT(a, b arr) error {
 
 // xorT computes a ^= b.
 func (s *session) xorT(a, b arr) error {
-	t, err := s.tensorsOf(a, b)
-	if err != nil {
-		return err
-	}
-	return s.run("aclnnInplaceBitwiseXorTensor", func(ws *uint64, ex *uintptr) int32 {
-		return s.api.aclnnInplaceBitwiseXorTensorGetWorkspaceSize(t[0], t[1], ws, ex)
-	}, s.api.aclnnInplaceBitwiseXorTensor)
+	return s.inplace("aclnnInplaceBitwiseXorTensor", s.api.aclnnInplaceBitwiseXorTensorGetWorkspaceSize, s.api.aclnnInplaceBitwiseXorTensor, a, b)
 }
 
 // pow2 computes out = 2 ** e for int64 arrays.
