@@ -469,6 +469,16 @@ func TestSharded(t *testing.T) {
 	if err != nil || r.Formats["int8_tensorwise"] != 11 || len(r.Files) != 2 {
 		t.Errorf("inspect of the output index: %v %+v", err, r)
 	}
+	// And back: dequantizing the sharded output restores every tensor name.
+	back := filepath.Join(t.TempDir(), "m-bf16.safetensors.index.json")
+	dsum, err := convert.Dequantize(context.Background(), out, back, convert.Options{})
+	if err != nil || dsum.Dequantized != 11 || dsum.Shards != 2 {
+		t.Fatalf("dequantize of the sharded output: %v %+v", err, dsum)
+	}
+	rb, err := convert.Inspect(back)
+	if err != nil || len(rb.Tensors) != len(src.Tensors) || len(rb.Formats) != 0 || rb.DTypes["BF16"] != 36 {
+		t.Errorf("round trip of the shards: %v %+v", err, rb)
+	}
 	// An index that names a tensor its shard lacks is refused.
 	weightMap["ghost.weight"] = "m-00001-of-00002.safetensors"
 	idx, _ = json.Marshal(map[string]any{"weight_map": weightMap})
