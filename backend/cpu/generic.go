@@ -131,11 +131,7 @@ func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int
 	var buf [block]float32
 	for off := 0; off < len(dst); off += block {
 		v := buf[:min(block, len(dst)-off)]
-		widenBlock(dt, src, off, v)
-		for j := range v {
-			v[j] /= t
-		}
-		roundBlock(dt, v)
+		quotientBlock(dt, src, off, t, v)
 		out := dst[off : off+len(v)]
 		for j, y := range v {
 			out[j] = byte(roundClamped(y))
@@ -149,11 +145,7 @@ func quantizeStochastic(dt dtype.DType, src []byte, dst []byte, t float32, seed 
 	var buf, noise [block]float32
 	for off := 0; off < len(dst); off += block {
 		v := buf[:min(block, len(dst)-off)]
-		widenBlock(dt, src, off, v)
-		for j := range v {
-			v[j] /= t
-		}
-		roundBlock(dt, v)
+		quotientBlock(dt, src, off, t, v)
 		u := noise[:len(v)]
 		for j := range u {
 			u[j] = quant.Noise(seed, base+uint64(off+j))
@@ -168,6 +160,16 @@ func quantizeStochastic(dt dtype.DType, src []byte, dst []byte, t float32, seed 
 			out[j] = byte(quant.Floor(y))
 		}
 	}
+}
+
+// quotientBlock sets v to the contract's step 4, y = rT(x / t), for the
+// len(v) elements of src starting at element off.
+func quotientBlock(dt dtype.DType, src []byte, off int, t float32, v []float32) {
+	widenBlock(dt, src, off, v)
+	for j := range v {
+		v[j] /= t
+	}
+	roundBlock(dt, v)
 }
 
 // roundClamped is quant.RoundHalfEven for the common case: clamping first
