@@ -51,6 +51,17 @@ func options(t testing.TB) (ascend.Options, string) {
 	return ascend.Options{Dirs: []string{dir}}, dir
 }
 
+// simOptions is options for tests that inject faults, which only the
+// simulator can: it skips them on hardware.
+func simOptions(t testing.TB) (ascend.Options, string) {
+	t.Helper()
+	opts, dir := options(t)
+	if dir == "" {
+		t.Skip("needs the simulator to inject failures")
+	}
+	return opts, dir
+}
+
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	opts, dir := options(t)

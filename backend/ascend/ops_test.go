@@ -733,10 +733,7 @@ func TestClosedRuntime(t *testing.T) {
 // TestCloseFails makes Close fail: the device stays open and usable, and a
 // later Close succeeds.
 func TestCloseFails(t *testing.T) {
-	opts, dir := options(t)
-	if dir == "" {
-		t.Skip("needs the simulator to inject failures")
-	}
+	opts, _ := simOptions(t)
 	rt, err := ascend.Load(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -101,10 +101,7 @@ func TestRegisterWithoutDevice(t *testing.T) {
 }
 
 func TestRegisterCallFails(t *testing.T) {
-	opts, dir := options(t)
-	if dir == "" {
-		t.Skip("needs the simulator to inject failures")
-	}
+	opts, _ := simOptions(t)
 	for _, c := range []struct {
 		call string
 		code int32
@@ -131,10 +128,7 @@ func TestRegisterCallFails(t *testing.T) {
 // resets the device if aclrtSetDevice succeeded, leaves nothing behind,
 // and the next operation opens the NPU.
 func TestOpenFails(t *testing.T) {
-	opts, dir := options(t)
-	if dir == "" {
-		t.Skip("needs the simulator to inject failures")
-	}
+	opts, dir := simOptions(t)
 	for _, c := range []struct {
 		call    string
 		code    int32
@@ -190,10 +184,7 @@ func TestOpenFails(t *testing.T) {
 // TestOpenResetFails makes the stream and then the device reset fail while
 // the NPU opens: both failures are reported.
 func TestOpenResetFails(t *testing.T) {
-	opts, dir := options(t)
-	if dir == "" {
-		t.Skip("needs the simulator to inject failures")
-	}
+	opts, _ := simOptions(t)
 	rt, err := ascend.Load(opts)
 	if err != nil {
 		t.Fatal(err)
