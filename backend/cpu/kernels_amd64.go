@@ -8,8 +8,6 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 )
 
-//go:generate sh -c "cd _asm && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu"
-
 // The kernel sets, from slowest to fastest.
 const (
 	implGeneric = iota

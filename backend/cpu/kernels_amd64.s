@@ -163,9 +163,9 @@ quantizeBF16AVX2_loop:
 	VPACKSSWB Y9, Y7, Y7
 	VPERMD    Y7, Y6, Y7
 	VMOVDQU   Y7, (CX)
-	ADDQ      $0x40, AX
-	ADDQ      $0x20, CX
-	SUBQ      $0x20, DX
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
 	JMP       quantizeBF16AVX2_loop
 
 quantizeBF16AVX2_done:
@@ -224,9 +224,9 @@ quantizeF16AVX2_loop:
 	VPACKSSWB Y6, Y4, Y4
 	VPERMD    Y4, Y3, Y4
 	VMOVDQU   Y4, (CX)
-	ADDQ      $0x40, AX
-	ADDQ      $0x20, CX
-	SUBQ      $0x20, DX
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
 	JMP       quantizeF16AVX2_loop
 
 quantizeF16AVX2_done:
@@ -277,9 +277,9 @@ quantizeF32AVX2_loop:
 	VPACKSSWB Y6, Y4, Y4
 	VPERMD    Y4, Y3, Y4
 	VMOVDQU   Y4, (CX)
-	ADDQ      $0x80, AX
-	ADDQ      $0x20, CX
-	SUBQ      $0x20, DX
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
 	JMP       quantizeF32AVX2_loop
 
 quantizeF32AVX2_done:
@@ -332,9 +332,9 @@ dequantizeBF16AVX2_loop:
 	VPACKUSDW Y5, Y4, Y4
 	VPERMQ    $0xd8, Y4, Y4
 	VMOVDQU   Y4, (DX)
-	ADDQ      $0x10, AX
-	ADDQ      $0x20, DX
-	SUBQ      $0x10, CX
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000020, DX
+	SUBQ      $0x00000010, CX
 	JMP       dequantizeBF16AVX2_loop
 
 dequantizeBF16AVX2_done:
@@ -361,9 +361,9 @@ dequantizeF16AVX2_loop:
 	VCVTDQ2PS Y1, Y1
 	VMULPS    Y0, Y1, Y1
 	VCVTPS2PH $0x00, Y1, 16(DX)
-	ADDQ      $0x10, AX
-	ADDQ      $0x20, DX
-	SUBQ      $0x10, CX
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000020, DX
+	SUBQ      $0x00000010, CX
 	JMP       dequantizeF16AVX2_loop
 
 dequantizeF16AVX2_done:
@@ -390,9 +390,9 @@ dequantizeF32AVX2_loop:
 	VCVTDQ2PS Y1, Y1
 	VMULPS    Y0, Y1, Y1
 	VMOVUPS   Y1, 32(DX)
-	ADDQ      $0x10, AX
-	ADDQ      $0x40, DX
-	SUBQ      $0x10, CX
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, CX
 	JMP       dequantizeF32AVX2_loop
 
 dequantizeF32AVX2_done:
@@ -544,8 +544,8 @@ quantizeBF16AVX512_loop:
 	VCVTPS2DQ Z6, Z6
 	VPMOVSDB  Z6, 48(CX)
 	ADDQ      $0x00000080, AX
-	ADDQ      $0x40, CX
-	SUBQ      $0x40, DX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
 	JMP       quantizeBF16AVX512_loop
 
 quantizeBF16AVX512_done:
@@ -601,8 +601,8 @@ quantizeF16AVX512_loop:
 	VCVTPS2DQ Z3, Z3
 	VPMOVSDB  Z3, 48(CX)
 	ADDQ      $0x00000080, AX
-	ADDQ      $0x40, CX
-	SUBQ      $0x40, DX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
 	JMP       quantizeF16AVX512_loop
 
 quantizeF16AVX512_done:
@@ -650,8 +650,8 @@ quantizeF32AVX512_loop:
 	VCVTPS2DQ Z3, Z3
 	VPMOVSDB  Z3, 48(CX)
 	ADDQ      $0x00000100, AX
-	ADDQ      $0x40, CX
-	SUBQ      $0x40, DX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
 	JMP       quantizeF32AVX512_loop
 
 quantizeF32AVX512_done:
@@ -700,9 +700,9 @@ dequantizeBF16AVX512_loop:
 	VPORD     Z3, Z5, Z5
 	VMOVDQA32 Z5, K1, Z4
 	VPMOVDW   Z4, 32(DX)
-	ADDQ      $0x20, AX
+	ADDQ      $0x00000020, AX
 	ADDQ      $0x00000040, DX
-	SUBQ      $0x20, CX
+	SUBQ      $0x00000020, CX
 	JMP       dequantizeBF16AVX512_loop
 
 dequantizeBF16AVX512_done:
@@ -729,9 +729,9 @@ dequantizeF16AVX512_loop:
 	VCVTDQ2PS Z1, Z1
 	VMULPS    Z0, Z1, Z1
 	VCVTPS2PH $0x00, Z1, 32(DX)
-	ADDQ      $0x20, AX
+	ADDQ      $0x00000020, AX
 	ADDQ      $0x00000040, DX
-	SUBQ      $0x20, CX
+	SUBQ      $0x00000020, CX
 	JMP       dequantizeF16AVX512_loop
 
 dequantizeF16AVX512_done:
@@ -758,9 +758,9 @@ dequantizeF32AVX512_loop:
 	VCVTDQ2PS Z1, Z1
 	VMULPS    Z0, Z1, Z1
 	VMOVUPS   Z1, 64(DX)
-	ADDQ      $0x20, AX
+	ADDQ      $0x00000020, AX
 	ADDQ      $0x00000080, DX
-	SUBQ      $0x20, CX
+	SUBQ      $0x00000020, CX
 	JMP       dequantizeF32AVX512_loop
 
 dequantizeF32AVX512_done:

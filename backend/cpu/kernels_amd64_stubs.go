@@ -6,64 +6,96 @@ package cpu
 
 // absMaxBits16AVX2 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 64.
+//
+//go:noescape
 func absMaxBits16AVX2(src []byte) uint32
 
 // absMaxBits32AVX2 returns the unsigned maximum of the sign-cleared 32-bit elements of src.
 // len(src) must be a multiple of 64.
+//
+//go:noescape
 func absMaxBits32AVX2(src []byte) uint32
 
 // quantizeBF16AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for bfloat16 x in src.
 // len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeBF16AVX2(src []byte, dst []byte, t float32)
 
 // quantizeF16AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float16 x in src.
 // len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeF16AVX2(src []byte, dst []byte, t float32)
 
 // quantizeF32AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float32 x in src.
 // len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeF32AVX2(src []byte, dst []byte, t float32)
 
 // dequantizeBF16AVX2 sets dst[i] = bfloat16(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeBF16AVX2(q []byte, s float32, dst []byte)
 
 // dequantizeF16AVX2 sets dst[i] = float16(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeF16AVX2(q []byte, s float32, dst []byte)
 
 // dequantizeF32AVX2 sets dst[i] = float32(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeF32AVX2(q []byte, s float32, dst []byte)
 
 // absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.
+//
+//go:noescape
 func absMaxBits16AVX512(src []byte) uint32
 
 // absMaxBits32AVX512 returns the unsigned maximum of the sign-cleared 32-bit elements of src.
 // len(src) must be a multiple of 128.
+//
+//go:noescape
 func absMaxBits32AVX512(src []byte) uint32
 
-// quantizeBF16AVX512 is the AVX-512 form of the bfloat16 quantize kernel.
+// quantizeBF16AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for bfloat16 x in src.
 // len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeBF16AVX512(src []byte, dst []byte, t float32)
 
-// quantizeF16AVX512 is the AVX-512 form of the float16 quantize kernel.
+// quantizeF16AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float16 x in src.
 // len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeF16AVX512(src []byte, dst []byte, t float32)
 
-// quantizeF32AVX512 is the AVX-512 form of the float32 quantize kernel.
+// quantizeF32AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float32 x in src.
 // len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+//
+//go:noescape
 func quantizeF32AVX512(src []byte, dst []byte, t float32)
 
-// dequantizeBF16AVX512 is the AVX-512 form of the bfloat16 dequantize kernel.
+// dequantizeBF16AVX512 sets dst[i] = bfloat16(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeBF16AVX512(q []byte, s float32, dst []byte)
 
-// dequantizeF16AVX512 is the AVX-512 form of the float16 dequantize kernel.
+// dequantizeF16AVX512 sets dst[i] = float16(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeF16AVX512(q []byte, s float32, dst []byte)
 
-// dequantizeF32AVX512 is the AVX-512 form of the float32 dequantize kernel.
+// dequantizeF32AVX512 sets dst[i] = float32(float32(int8(q[i])) * s).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
+//
+//go:noescape
 func dequantizeF32AVX512(q []byte, s float32, dst []byte)
