@@ -1,6 +1,9 @@
 package ascend
 
-import "unsafe"
+import (
+	"reflect"
+	"unsafe"
+)
 
 // The C functions kitchen calls, with the signatures of the CANN 8.1.RC1
 // headers (internal/ascendsim/README.md lists each with its header;
@@ -16,8 +19,27 @@ import "unsafe"
 // signature, phase2.
 type phase2 = func(workspace uintptr, workspaceSize uint64, executor uintptr, stream uintptr) int32
 
+// The libraries, in load order.
+const (
+	libACL = iota
+	libNNOpBase
+	libOpAPI
+	numLibs
+)
+
+var libNames = [numLibs]string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
+
+// api is every C function kitchen binds, and the only list of them: one
+// embedded struct per library, in the order of libNames, each field named
+// after its C function (or with the C name in a sym tag). symbols reads it.
 type api struct {
-	// libascendcl.so: acl/acl.h, acl/acl_rt.h
+	ascendcl
+	nnopbase
+	opapi
+}
+
+// ascendcl is libascendcl.so: acl/acl.h, acl/acl_rt.h.
+type ascendcl struct {
 	aclInit                func(configPath unsafe.Pointer) int32
 	aclGetRecentErrMsg     func() string
 	aclrtGetDeviceCount    func(count *uint32) int32
@@ -33,10 +55,12 @@ type api struct {
 	aclrtMalloc            func(devPtr *uintptr, size uintptr, policy int32) int32
 	aclrtFree              func(devPtr uintptr) int32
 	// aclrtMemcpy, bound twice so host memory travels as a pointer.
-	aclrtMemcpyToDevice func(dst uintptr, destMax uintptr, src unsafe.Pointer, count uintptr, kind int32) int32
-	aclrtMemcpyToHost   func(dst unsafe.Pointer, destMax uintptr, src uintptr, count uintptr, kind int32) int32
+	aclrtMemcpyToDevice func(dst uintptr, destMax uintptr, src unsafe.Pointer, count uintptr, kind int32) int32 `sym:"aclrtMemcpy"`
+	aclrtMemcpyToHost   func(dst unsafe.Pointer, destMax uintptr, src uintptr, count uintptr, kind int32) int32 `sym:"aclrtMemcpy"`
+}
 
-	// libnnopbase.so: aclnn/acl_meta.h
+// nnopbase is libnnopbase.so: aclnn/acl_meta.h.
+type nnopbase struct {
 	aclCreateTensor               func(viewDims *int64, viewDimsNum uint64, dataType int32, stride *int64, offset int64, format int32, storageDims *int64, storageDimsNum uint64, tensorData uintptr) uintptr
 	aclDestroyTensor              func(tensor uintptr) int32
 	aclCreateScalar               func(value unsafe.Pointer, dataType int32) uintptr
@@ -45,9 +69,11 @@ type api struct {
 	aclDestroyIntArray            func(array uintptr) int32
 	aclSetAclOpExecutorRepeatable func(executor uintptr) int32
 	aclDestroyAclOpExecutor       func(executor uintptr) int32
+}
 
-	// libopapi.so: aclnnop/aclnn_*.h. ws and ex are the workspace size and
-	// executor outputs of every first phase.
+// opapi is libopapi.so: aclnnop/aclnn_*.h. ws and ex are the workspace size
+// and executor outputs of every first phase.
+type opapi struct {
 	aclnnCastGetWorkspaceSize                    func(self uintptr, dtype int32, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnCast                                    phase2
 	aclnnAbsGetWorkspaceSize                     func(self, out uintptr, ws *uint64, ex *uintptr) int32
@@ -120,16 +146,6 @@ type api struct {
 	aclnnQuantize                                phase2
 }
 
-// The libraries, in load order.
-const (
-	libACL = iota
-	libNNOpBase
-	libOpAPI
-	numLibs
-)
-
-var libNames = [numLibs]string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
-
 // symbol is one C function to bind: the Go field it fills and the library
 // that exports it.
 type symbol struct {
@@ -138,92 +154,28 @@ type symbol struct {
 	lib  int
 }
 
-// symbols lists every function kitchen binds.
+// symbols lists every function kitchen binds, read from api's fields: the
+// library is the index of the embedded struct holding the field, the C name
+// is the field's own unless a sym tag gives another.
 func (a *api) symbols() []symbol {
-	s := []symbol{
-		{&a.aclInit, "aclInit", libACL},
-		{&a.aclGetRecentErrMsg, "aclGetRecentErrMsg", libACL},
-		{&a.aclrtGetDeviceCount, "aclrtGetDeviceCount", libACL},
-		{&a.aclrtSetDevice, "aclrtSetDevice", libACL},
-		{&a.aclrtResetDevice, "aclrtResetDevice", libACL},
-		{&a.aclrtGetCurrentContext, "aclrtGetCurrentContext", libACL},
-		{&a.aclrtSetCurrentContext, "aclrtSetCurrentContext", libACL},
-		{&a.aclrtGetDeviceSatMode, "aclrtGetDeviceSatMode", libACL},
-		{&a.aclrtSetDeviceSatMode, "aclrtSetDeviceSatMode", libACL},
-		{&a.aclrtCreateStream, "aclrtCreateStream", libACL},
-		{&a.aclrtDestroyStream, "aclrtDestroyStream", libACL},
-		{&a.aclrtSynchronizeStream, "aclrtSynchronizeStream", libACL},
-		{&a.aclrtMalloc, "aclrtMalloc", libACL},
-		{&a.aclrtFree, "aclrtFree", libACL},
-		{&a.aclrtMemcpyToDevice, "aclrtMemcpy", libACL},
-		{&a.aclrtMemcpyToHost, "aclrtMemcpy", libACL},
-
-		{&a.aclCreateTensor, "aclCreateTensor", libNNOpBase},
-		{&a.aclDestroyTensor, "aclDestroyTensor", libNNOpBase},
-		{&a.aclCreateScalar, "aclCreateScalar", libNNOpBase},
-		{&a.aclDestroyScalar, "aclDestroyScalar", libNNOpBase},
-		{&a.aclCreateIntArray, "aclCreateIntArray", libNNOpBase},
-		{&a.aclDestroyIntArray, "aclDestroyIntArray", libNNOpBase},
-		{&a.aclSetAclOpExecutorRepeatable, "aclSetAclOpExecutorRepeatable", libNNOpBase},
-		{&a.aclDestroyAclOpExecutor, "aclDestroyAclOpExecutor", libNNOpBase},
-	}
-	ops := []struct {
-		name   string
-		ws, fn any
-	}{
-		{"aclnnCast", &a.aclnnCastGetWorkspaceSize, &a.aclnnCast},
-		{"aclnnAbs", &a.aclnnAbsGetWorkspaceSize, &a.aclnnAbs},
-		{"aclnnAminmaxDim", &a.aclnnAminmaxDimGetWorkspaceSize, &a.aclnnAminmaxDim},
-		{"aclnnAmin", &a.aclnnAminGetWorkspaceSize, &a.aclnnAmin},
-		{"aclnnAll", &a.aclnnAllGetWorkspaceSize, &a.aclnnAll},
-		{"aclnnMaximum", &a.aclnnMaximumGetWorkspaceSize, &a.aclnnMaximum},
-		{"aclnnMul", &a.aclnnMulGetWorkspaceSize, &a.aclnnMul},
-		{"aclnnDiv", &a.aclnnDivGetWorkspaceSize, &a.aclnnDiv},
-		{"aclnnAdd", &a.aclnnAddGetWorkspaceSize, &a.aclnnAdd},
-		{"aclnnMuls", &a.aclnnMulsGetWorkspaceSize, &a.aclnnMuls},
-		{"aclnnDivs", &a.aclnnDivsGetWorkspaceSize, &a.aclnnDivs},
-		{"aclnnAdds", &a.aclnnAddsGetWorkspaceSize, &a.aclnnAdds},
-		{"aclnnClampMin", &a.aclnnClampMinGetWorkspaceSize, &a.aclnnClampMin},
-		{"aclnnClamp", &a.aclnnClampGetWorkspaceSize, &a.aclnnClamp},
-		{"aclnnFloor", &a.aclnnFloorGetWorkspaceSize, &a.aclnnFloor},
-		{"aclnnIsFinite", &a.aclnnIsFiniteGetWorkspaceSize, &a.aclnnIsFinite},
-		{"aclnnEqScalar", &a.aclnnEqScalarGetWorkspaceSize, &a.aclnnEqScalar},
-		{"aclnnGtScalar", &a.aclnnGtScalarGetWorkspaceSize, &a.aclnnGtScalar},
-		{"aclnnLogicalAnd", &a.aclnnLogicalAndGetWorkspaceSize, &a.aclnnLogicalAnd},
-		{"aclnnLogicalNot", &a.aclnnLogicalNotGetWorkspaceSize, &a.aclnnLogicalNot},
-		{"aclnnInplaceFillScalar", &a.aclnnInplaceFillScalarGetWorkspaceSize, &a.aclnnInplaceFillScalar},
-		{"aclnnInplaceMaskedFillScalar", &a.aclnnInplaceMaskedFillScalarGetWorkspaceSize, &a.aclnnInplaceMaskedFillScalar},
-		{"aclnnInplaceCopy", &a.aclnnInplaceCopyGetWorkspaceSize, &a.aclnnInplaceCopy},
-		{"aclnnArange", &a.aclnnArangeGetWorkspaceSize, &a.aclnnArange},
-		{"aclnnInplaceBitwiseAndScalar", &a.aclnnInplaceBitwiseAndScalarGetWorkspaceSize, &a.aclnnInplaceBitwiseAndScalar},
-		{"aclnnInplaceBitwiseXorTensor", &a.aclnnInplaceBitwiseXorTensorGetWorkspaceSize, &a.aclnnInplaceBitwiseXorTensor},
-		{"aclnnInplaceAdds", &a.aclnnInplaceAddsGetWorkspaceSize, &a.aclnnInplaceAdds},
-		{"aclnnInplaceAdd", &a.aclnnInplaceAddGetWorkspaceSize, &a.aclnnInplaceAdd},
-		{"aclnnInplaceMuls", &a.aclnnInplaceMulsGetWorkspaceSize, &a.aclnnInplaceMuls},
-		{"aclnnInplaceFloorDivides", &a.aclnnInplaceFloorDividesGetWorkspaceSize, &a.aclnnInplaceFloorDivides},
-		{"aclnnFloorDivides", &a.aclnnFloorDividesGetWorkspaceSize, &a.aclnnFloorDivides},
-		{"aclnnFloorDivide", &a.aclnnFloorDivideGetWorkspaceSize, &a.aclnnFloorDivide},
-		{"aclnnPowScalarTensor", &a.aclnnPowScalarTensorGetWorkspaceSize, &a.aclnnPowScalarTensor},
-		{"aclnnDynamicQuantV2", &a.aclnnDynamicQuantV2GetWorkspaceSize, &a.aclnnDynamicQuantV2},
-		{"aclnnQuantize", &a.aclnnQuantizeGetWorkspaceSize, &a.aclnnQuantize},
-	}
-	for _, op := range ops {
-		s = append(s, symbol{op.ws, op.name + "GetWorkspaceSize", libOpAPI}, symbol{op.fn, op.name, libOpAPI})
+	var s []symbol
+	v := reflect.ValueOf(a).Elem()
+	for lib := range v.NumField() {
+		fns := v.Field(lib)
+		for i := range fns.NumField() {
+			f := fns.Type().Field(i)
+			name := f.Name
+			if sym, ok := f.Tag.Lookup("sym"); ok {
+				name = sym
+			}
+			// The field is unexported, so reflect gives its address only
+			// untyped; purego.RegisterFunc needs a typed pointer.
+			fn := reflect.NewAt(f.Type, unsafe.Pointer(fns.Field(i).UnsafeAddr())).Interface()
+			s = append(s, symbol{fn, name, lib})
+		}
 	}
 	return s
 }
-
-// aclDataType values (acl/acl_base.h).
-const (
-	aclFloat   int32 = 0
-	aclFloat16 int32 = 1
-	aclInt8    int32 = 2
-	aclInt32   int32 = 3
-	aclUint8   int32 = 4
-	aclInt64   int32 = 9
-	aclBool    int32 = 12
-	aclBF16    int32 = 27
-)
 
 const (
 	aclFormatND           int32 = 2      // aclFormat ACL_FORMAT_ND

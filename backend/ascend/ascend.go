@@ -3,48 +3,16 @@
 // aclnn operators, so the eager backend runs on the NPU unchanged, and the
 // backend "ascend", with fused kernels for the INT8 operations.
 //
-// CANN is bound at run time, never at build time: the package loads
-// libascendcl.so, libnnopbase.so and libopapi.so with dlopen (through
-// purego, so builds need no cgo and a machine without CANN gains no
-// dependency) from, in order:
+// CANN is bound at run time, never at build time: the package loads its
+// libraries with dlopen through purego, so builds need no cgo and a machine
+// without CANN gains no dependency. DefaultDirs says where it looks.
+// Importing the package registers "ascend" with backend.Default when CANN
+// loads and an NPU exists, and otherwise marks it unavailable with the
+// reason; Load and Register do the same for other registries and
+// directories.
 //
-//   - $KITCHEN_ASCEND_LIB_DIR, if set, and nothing else;
-//   - $ASCEND_HOME_PATH/lib64 and $ASCEND_TOOLKIT_HOME/lib64 (CANN's
-//     set_env.sh sets both);
-//   - /usr/local/Ascend/ascend-toolkit/latest/lib64, CANN's default install;
-//   - the directories of $LD_LIBRARY_PATH, then the dynamic loader's search.
-//
-// Importing the package registers "ascend" with backend.Default when the
-// libraries load, aclInit succeeds and an NPU exists; otherwise it marks
-// "ascend" unavailable with the reason (which library failed to load from
-// where, or which call failed with which code and message). Load and
-// Register do the same for other registries and directories. Nothing else
-// happens before main: the NPU is opened (aclrtSetDevice, its floating-point
-// mode checked, a stream created) by DefaultDevice or the first operation
-// on it, which return the error if that fails.
-//
-// The fused kernels take float16 and bfloat16 input with deterministic
-// rounding: quantize_int8_rowwise runs aclnnDynamicQuantV2,
-// quantize_int8_tensorwise an on-device abs-max and aclnnQuantize, and both
-// dequantize operations a cast and a multiply. float32 input and stochastic
-// rounding are declined, and the registry sends them to the eager backend,
-// which runs on the NPU through the device's primitives. Tensors move
-// between host and NPU only through tensor.Tensor.To; during an operation
-// the only device-to-host transfer is the small result of the NaN check,
-// which aclnnIsFinite and aclnnAll make on the device (not the NPU's
-// maximum, whose NaN handling CANN does not document): 4 bytes for
-// row-wise quantization (the smallest scale, negative when a row is not
-// finite), 1 byte for tensor-wise (whether x is finite) and, only when x
-// holds NaN or an infinity, 8 more (the index of the first such row). The
-// eager backend on the NPU reads 8 bytes (Find's index) per check, as does
-// the registry's check of a supplied scale tensor.
-//
-// The fused quantize kernels return the contract's scales exactly. Their q
-// is within one step of the contract's, and equal to it wherever the
-// contract's roundings are exact: the NPU divides (aclnnQuantize) or
-// multiplies by a reciprocal (aclnnDynamicQuantV2) in float32 without
-// rounding the quotient to the input's type. The package tests state the
-// rule precisely; dequantization is exact.
+// The package is tested against the CANN simulator in internal/ascendsim,
+// or, with KITCHEN_ASCEND_HARDWARE=1, against the installed CANN.
 package ascend
 
 import (
@@ -81,8 +49,10 @@ type Options struct {
 }
 
 // DefaultDirs returns the directories searched when Options.Dirs is nil:
-// $KITCHEN_ASCEND_LIB_DIR alone if it is set, otherwise CANN's usual
-// places and the directories of $LD_LIBRARY_PATH.
+// $KITCHEN_ASCEND_LIB_DIR alone if it is set; otherwise
+// $ASCEND_HOME_PATH/lib64 and $ASCEND_TOOLKIT_HOME/lib64 (CANN's
+// set_env.sh sets both), /usr/local/Ascend/ascend-toolkit/latest/lib64
+// (CANN's default install) and the directories of $LD_LIBRARY_PATH.
 func DefaultDirs() []string {
 	if d := os.Getenv(EnvLibDir); d != "" {
 		return []string{d}
@@ -115,10 +85,8 @@ type Runtime struct {
 // Load loads the CANN libraries, initializes AscendCL and checks that the
 // NPU exists. It fails with a *LibraryError when a library cannot be
 // loaded, an *Error when a call fails, or an error wrapping ErrNoDevice
-// when there is no such NPU. The NPU itself is opened by the first
-// operation on its Device (aclrtSetDevice, its floating-point mode set to
-// INF/NaN, the stream that every operation on it uses), which returns the
-// error if that fails, and tries again next time.
+// when there is no such NPU. The NPU itself is opened by Device.Open or
+// the first operation on it.
 //
 // AscendCL can be initialized once per process, so a second Load shares
 // the first one's initialization; Runtime.Close never finalizes it.

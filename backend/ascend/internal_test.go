@@ -106,10 +106,11 @@ func TestLostMemoryWhileBusy(t *testing.T) {
 	}
 }
 
-// TestAPIMatchesCANNHeader checks every function type of api against the
-// prototype of the same C function in internal/ascendsim/csrc/cann.h, which
-// the simulator is compiled against: the number of parameters and results,
-// and each one's C class and width as purego passes it.
+// TestAPIMatchesCANNHeader checks every function that api.symbols binds
+// against the prototype of the same C function in
+// internal/ascendsim/csrc/cann.h, which the simulator is compiled against:
+// the number of parameters and results, and each one's C class and width as
+// purego passes it.
 func TestAPIMatchesCANNHeader(t *testing.T) {
 	src, err := ascendsim.Source("cann.h")
 	if err != nil {
@@ -132,6 +133,9 @@ func TestAPIMatchesCANNHeader(t *testing.T) {
 	}
 	if len(protos) < 80 {
 		t.Fatalf("found %d prototypes in cann.h", len(protos))
+	}
+	if n := reflect.TypeOf(api{}).NumField(); n != numLibs {
+		t.Fatalf("api embeds %d structs, one per library wants %d", n, numLibs)
 	}
 	var a api
 	seen := map[string]bool{}

@@ -59,7 +59,7 @@ type pair struct{ q, scale *tensor.Tensor }
 // computed differently by its different tilings and is not used); and
 // aclnnAmin gives the smallest a / 127 of the rows that are not all zero,
 // or -1 if a row is not finite. Those 4 bytes are all that is read back
-// (8 more, the index of the first such row, when a row is not finite).
+// (and firstFalse's index of the first such row, when a row is not finite).
 // When the smallest a / 127 is below 1e-30 (the contract clamps the scale,
 // and the fused op, which does not, would return q for another scale) or
 // rounds to a subnormal of x's type (the contract then divides by a divisor
@@ -174,13 +174,11 @@ func (s *session) divisors(scales arr, T dtype.DType) (arr, error) {
 	)
 }
 
-// quantizeTensorwise: the NaN check on the device (aclnnIsFinite and
-// aclnnAll over x, one byte read back; the index of the first bad row, 8
-// more bytes, only when there is one), the scale as the contract
-// recalculates it (the abs-max of the rows' abs-maxes) or as supplied, the
-// contract's divisor t = rT(s) (zero replaced by the type's smallest
-// normal), and aclnnQuantize, which divides by t in float32 and rounds half
-// to even.
+// quantizeTensorwise: the NaN check on the device (firstBadRow), the scale
+// as the contract recalculates it (the abs-max of the rows' abs-maxes) or as
+// supplied, the contract's divisor t = rT(s) (zero replaced by the type's
+// smallest normal), and aclnnQuantize, which divides by t in float32 and
+// rounds half to even.
 func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {

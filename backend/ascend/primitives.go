@@ -94,8 +94,8 @@ func (s *session) rowsFinite(x, ok arr) error {
 // firstBadRow returns the index of the first row of the 2-D float array x
 // that holds NaN or an infinity, or -1: aclnnIsFinite of every element and
 // aclnnAll over all of them, of which one byte is read back; only if it is
-// false, aclnnAll along each row and the first row that fails (8 more
-// bytes, see firstFalse).
+// false, aclnnAll along each row and firstFalse's index of the first row
+// that fails.
 func (s *session) firstBadRow(x arr) (int, error) {
 	rows, k := int(x.shape[0]), int(x.shape[1])
 	fin, err := s.temp(aclBool, rows*k)
