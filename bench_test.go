@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -25,7 +26,11 @@ func benchInput(b *testing.B, dt dtype.DType, rows, k int) *tensor.Tensor {
 	for i := range v {
 		v[i] = float32(rng.NormFloat64())
 	}
-	return must(tensor.FromFloat32(dt, v, rows, k))
+	x, err := tensor.FromFloat32(dt, v, rows, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return x
 }
 
 func BenchmarkCopy(b *testing.B) {
@@ -41,48 +46,32 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
+// benchOps runs every declared operation's workload on every available
+// backend that accepts it.
 func benchOps(b *testing.B, dt dtype.DType) {
 	ctx := context.Background()
 	for _, s := range benchShapes {
 		x := benchInput(b, dt, s[0], s[1])
-		q, scale, err := kitchen.QuantizeInt8Rowwise(ctx, x)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n := int64(s[0] * s[1])
-		size := int64(dt.Size())
-		ops := []struct {
-			name  string
-			bytes int64
-			run   func(opt kitchen.Option) error
-		}{
-			{"quantize_int8_rowwise", n*size + n, func(o kitchen.Option) error {
-				_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, o)
-				return err
-			}},
-			{"quantize_int8_tensorwise", 2*n*size + n, func(o kitchen.Option) error {
-				_, _, err := kitchen.QuantizeInt8Tensorwise(ctx, x, o)
-				return err
-			}},
-			{"dequantize_int8_simple", n + 4*n, func(o kitchen.Option) error {
-				_, err := kitchen.DequantizeInt8(ctx, q, scale, o)
-				return err
-			}},
-			{"dequantize_int8_simple_dtype", n + n*size, func(o kitchen.Option) error {
-				_, err := kitchen.DequantizeInt8To(ctx, q, scale, dt, o)
-				return err
-			}},
-		}
-		for _, op := range ops {
-			for _, be := range backendsFor("quantize_int8_rowwise") {
-				if be == "eager" && n > 1<<20 && testing.Short() {
+		for _, o := range backend.Ops() {
+			w, err := o.Workload(ctx, backend.Default, x)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if w == nil {
+				continue
+			}
+			for _, be := range kitchen.ListBackends() {
+				if !be.Available || be.Disabled || w.Check(ctx, backend.Default, be.Name) != nil {
 					continue
 				}
-				b.Run(fmt.Sprintf("%s/%s/%dx%d/%s", op.name, dt, s[0], s[1], be), func(b *testing.B) {
-					b.SetBytes(op.bytes)
+				if be.Name == "eager" && s[0]*s[1] > 1<<20 && testing.Short() {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/%s/%dx%d/%s", o.Name(), dt, s[0], s[1], be.Name), func(b *testing.B) {
+					b.SetBytes(w.Bytes)
 					b.ReportAllocs()
 					for b.Loop() {
-						if err := op.run(kitchen.UsingBackend(be)); err != nil {
+						if err := w.Run(ctx, backend.Default, be.Name); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -1,252 +1,182 @@
 package kitchen_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
-	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/backend/eager"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
-func f32s(dt dtype.DType, v []float32, shape ...int) *tensor.Tensor {
-	return must(tensor.FromFloat32(dt, v, shape...))
+// The tests here check the public API: options, contexts and the choice
+// of backend. What each backend computes, and its argument errors, are
+// the conformance suite's (internal/backendtest), run by each backend's
+// own tests.
+
+// call is one public function with its operands bound.
+type call struct {
+	op  string
+	run func(ctx context.Context, opts ...kitchen.Option) ([]*tensor.Tensor, error)
 }
 
-func ramp(n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(i%11) - 5
-	}
-	return v
-}
-
-// TestBadInput checks that each kind of bad argument is a typed error that
-// names the operation and the parameter, on every backend, with no result.
-func TestBadInput(t *testing.T) {
-	ctx := context.Background()
-	x := f32s(kitchen.BFloat16, ramp(12), 3, 4)
+// publicCalls returns a valid call of every public operation.
+func publicCalls() []call {
+	x := must(tensor.FromFloat32(kitchen.BFloat16, []float32{1, -2, 3, 0.5, 0, 7}, 2, 3))
 	q := must(tensor.FromInt8([]int8{1, 2, 3, 4, 5, 6}, 2, 3))
-	s1 := f32s(kitchen.Float32, []float32{0.5})
-	type call func(opts ...kitchen.Option) (*tensor.Tensor, error)
-	rowwise := func(x *tensor.Tensor) call {
-		return func(opts ...kitchen.Option) (*tensor.Tensor, error) {
-			q, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, opts...)
-			return q, err
+	s := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5, 2}, 2, 1))
+	two := func(a, b *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a, b}, err }
+	one := func(a *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a}, err }
+	return []call{
+		{op.QuantizeRowwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return two(kitchen.QuantizeInt8Rowwise(ctx, x, o...))
+		}},
+		{op.QuantizeTensorwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return two(kitchen.QuantizeInt8Tensorwise(ctx, x, o...))
+		}},
+		{op.Dequantize.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.DequantizeInt8(ctx, q, s, o...))
+		}},
+		{op.DequantizeDType.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.DequantizeInt8To(ctx, q, s, kitchen.Float16, o...))
+		}},
+	}
+}
+
+// noOutputs fails t if a call that failed returned a tensor.
+func noOutputs(t *testing.T, what string, outs []*tensor.Tensor) {
+	t.Helper()
+	for _, o := range outs {
+		if o != nil {
+			t.Errorf("%s: a result came back with the error", what)
 		}
 	}
-	tensorwise := func(x *tensor.Tensor, more ...kitchen.Option) call {
-		return func(opts ...kitchen.Option) (*tensor.Tensor, error) {
-			q, _, err := kitchen.QuantizeInt8Tensorwise(ctx, x, append(more, opts...)...)
-			return q, err
-		}
+}
+
+// TestOptionErrors checks that an option the operation does not take, or
+// an option with a bad value, is an *backend.ArgError wrapping
+// backend.ErrOption that names the operation and the parameter, never
+// ignored.
+func TestOptionErrors(t *testing.T) {
+	s1 := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5}))
+	takes := map[string][]string{ // the operation-specific options each takes
+		op.QuantizeRowwise.Name():    {"stochastic_rounding"},
+		op.QuantizeTensorwise.Name(): {"stochastic_rounding", "scale"},
 	}
-	deq := func(q, s *tensor.Tensor, out dtype.DType, more ...kitchen.Option) call {
-		return func(opts ...kitchen.Option) (*tensor.Tensor, error) {
-			return kitchen.DequantizeInt8To(ctx, q, s, out, append(more, opts...)...)
-		}
-	}
-	cases := []struct {
+	options := []struct {
 		name  string
-		op    backend.Op
-		call  call
+		opt   kitchen.Option
 		param string
-		err   error
+		valid bool // a valid value, so an error only where the operation does not take it
 	}{
-		{"nil x", backend.QuantizeRowwise, rowwise(nil), "x", backend.ErrNil},
-		{"empty x", backend.QuantizeRowwise, rowwise(f32s(kitchen.Float32, nil, 0, 4)), "x", backend.ErrEmpty},
-		{"int8 x", backend.QuantizeTensorwise, tensorwise(q), "x", backend.ErrDType},
-		{"scalar x rowwise", backend.QuantizeRowwise, rowwise(f32s(kitchen.Float32, []float32{1}, []int{}...)), "x", backend.ErrShape},
-		{"rowwise with scale", backend.QuantizeRowwise, func(o ...kitchen.Option) (*tensor.Tensor, error) {
-			return rowwise(x)(append(o, kitchen.WithScale(1))...)
-		}, "scale", backend.ErrOption},
-		{"zero scale", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScale(0)), "scale", backend.ErrScale},
-		{"negative scale", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScale(-1)), "scale", backend.ErrScale},
-		{"NaN scale", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScale(float32(math.NaN()))), "scale", backend.ErrScale},
-		{"infinite scale", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScale(float32(math.Inf(1)))), "scale", backend.ErrScale},
-		{"zero scale tensor", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScaleTensor(f32s(kitchen.BFloat16, []float32{0}))), "scale", backend.ErrScale},
-		{"infinite scale tensor", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScaleTensor(f32s(kitchen.Float16, []float32{1e6}))), "scale", backend.ErrScale},
-		{"two-element scale tensor", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScaleTensor(f32s(kitchen.Float32, []float32{1, 2}))), "scale", backend.ErrShape},
-		{"int8 scale tensor", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScaleTensor(must(tensor.FromInt8([]int8{1})))), "scale", backend.ErrDType},
-		{"scale twice", backend.QuantizeTensorwise, tensorwise(x, kitchen.WithScale(1), kitchen.WithScaleTensor(s1)), "scale", backend.ErrOption},
-		{"nil q", backend.DequantizeDType, deq(nil, s1, kitchen.Float32), "q", backend.ErrNil},
-		{"float q", backend.DequantizeDType, deq(x, s1, kitchen.Float32), "q", backend.ErrDType},
-		{"nil scale", backend.DequantizeDType, deq(q, nil, kitchen.Float32), "scale", backend.ErrNil},
-		{"empty scale", backend.DequantizeDType, deq(q, f32s(kitchen.Float32, nil), kitchen.Float32), "scale", backend.ErrEmpty},
-		{"1-D row scale", backend.DequantizeDType, deq(q, f32s(kitchen.Float32, []float32{1, 2}), kitchen.Float32), "scale", backend.ErrShape},
-		{"wrong row count", backend.DequantizeDType, deq(q, f32s(kitchen.Float32, []float32{1, 2, 3}, 3, 1), kitchen.Float32), "scale", backend.ErrShape},
-		{"transposed scale", backend.DequantizeDType, deq(q, f32s(kitchen.Float32, ramp(6), 3, 2), kitchen.Float32), "scale", backend.ErrShape},
-		{"int8 scale", backend.DequantizeDType, deq(q, must(tensor.FromInt8([]int8{1})), kitchen.Float32), "scale", backend.ErrDType},
-		{"int8 out", backend.DequantizeDType, deq(q, s1, kitchen.Int8), "out_dtype", backend.ErrDType},
-		{"stochastic dequantize", backend.DequantizeDType, deq(q, s1, kitchen.Float16, kitchen.WithStochasticRounding(3)), "stochastic_rounding", backend.ErrOption},
-		{"scale option on dequantize", backend.DequantizeDType, deq(q, s1, kitchen.Float16, kitchen.WithScaleTensor(s1)), "scale", backend.ErrOption},
+		{"WithStochasticRounding(3)", kitchen.WithStochasticRounding(3), "stochastic_rounding", true},
+		{"WithStochasticRounding(0)", kitchen.WithStochasticRounding(0), "stochastic_rounding", false},
+		{"WithStochasticRounding(-1)", kitchen.WithStochasticRounding(-1), "stochastic_rounding", false},
+		{"WithScale(0.5)", kitchen.WithScale(0.5), "scale", true},
+		{"WithScaleTensor(s)", kitchen.WithScaleTensor(s1), "scale", true},
+		{"WithScaleTensor(nil)", kitchen.WithScaleTensor(nil), "scale", false},
+		{"WithRegistry(nil)", kitchen.WithRegistry(nil), "registry", false},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			for _, name := range backendsFor(c.op) {
-				out, err := c.call(kitchen.UsingBackend(name))
-				var ae *backend.ArgError
-				if !errors.As(err, &ae) || !errors.Is(err, c.err) || ae.Param != c.param || ae.Op != c.op {
-					t.Fatalf("%s: got %v; want %v on %s of %s", name, err, c.err, c.param, c.op)
-				}
-				if out != nil {
-					t.Errorf("%s: partial result returned with the error", name)
-				}
-				if msg := err.Error(); !strings.Contains(msg, string(c.op)) || !strings.Contains(msg, c.param) {
-					t.Errorf("%s: message %q does not name the operation and parameter", name, msg)
-				}
-			}
-		})
-	}
-}
-
-// TestNonFiniteNamesRow puts NaN or an infinity in one row of x and checks
-// that every quantize form reports that row and returns nothing.
-func TestNonFiniteNamesRow(t *testing.T) {
 	ctx := context.Background()
-	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
-	shapes := []struct {
-		shape []int
-		index int // flat index of the bad element
-		row   int
-	}{{[]int{5, 4}, 13, 3}, {[]int{2, 3, 4}, 1*12 + 1*4 + 2, 4}, {[]int{7}, 6, 0}}
-	forms := []struct {
-		name string
-		run  func(x *tensor.Tensor, opts ...kitchen.Option) (*tensor.Tensor, *tensor.Tensor, error)
-	}{
-		{"rowwise", func(x *tensor.Tensor, o ...kitchen.Option) (*tensor.Tensor, *tensor.Tensor, error) {
-			return kitchen.QuantizeInt8Rowwise(ctx, x, o...)
-		}},
-		{"tensorwise", func(x *tensor.Tensor, o ...kitchen.Option) (*tensor.Tensor, *tensor.Tensor, error) {
-			return kitchen.QuantizeInt8Tensorwise(ctx, x, o...)
-		}},
-		{"tensorwise supplied", func(x *tensor.Tensor, o ...kitchen.Option) (*tensor.Tensor, *tensor.Tensor, error) {
-			return kitchen.QuantizeInt8Tensorwise(ctx, x, append(o, kitchen.WithScale(0.1))...)
-		}},
-		{"rowwise stochastic", func(x *tensor.Tensor, o ...kitchen.Option) (*tensor.Tensor, *tensor.Tensor, error) {
-			return kitchen.QuantizeInt8Rowwise(ctx, x, append(o, kitchen.WithStochasticRounding(9))...)
-		}},
-	}
-	for _, dt := range dtype.Floats() {
-		for _, s := range shapes {
-			for _, b := range bad {
-				v := ramp(tensor.Numel(s.shape))
-				v[s.index] = b
-				x := f32s(dt, v, s.shape...)
-				for _, f := range forms {
-					op := backend.QuantizeRowwise
-					if strings.HasPrefix(f.name, "tensorwise") {
-						op = backend.QuantizeTensorwise
-					}
-					for _, name := range backendsFor(op) {
-						q, scale, err := f.run(x, kitchen.UsingBackend(name))
-						var ae *backend.ArgError
-						if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNonFinite) || ae.Row != s.row || ae.Param != "x" {
-							t.Fatalf("%v %v %v %s on %s: got %v, want NaN or infinity in row %d", dt, s.shape, b, f.name, name, err, s.row)
-						}
-						if q != nil || scale != nil {
-							t.Fatalf("%s on %s: partial result", f.name, name)
-						}
-					}
+	for _, c := range publicCalls() {
+		for _, o := range options {
+			outs, err := c.run(ctx, o.opt)
+			if o.valid && strings.Contains(strings.Join(takes[c.op], " "), o.param) {
+				if err != nil {
+					t.Errorf("%s with %s: %v", c.op, o.name, err)
 				}
+				continue
 			}
+			var ae *backend.ArgError
+			if !errors.As(err, &ae) || !errors.Is(err, backend.ErrOption) || ae.Op != c.op || ae.Param != o.param {
+				t.Errorf("%s with %s: got %v, want %v on %s", c.op, o.name, err, backend.ErrOption, o.param)
+			}
+			noOutputs(t, c.op+" with "+o.name, outs)
+		}
+		outs, err := c.run(ctx, kitchen.Option{})
+		if !errors.Is(err, backend.ErrOption) {
+			t.Errorf("%s with the zero Option: got %v, want %v", c.op, err, backend.ErrOption)
+		}
+		noOutputs(t, c.op+" with the zero Option", outs)
+	}
+}
+
+// TestNilContext checks that a nil context is an error, not a panic.
+func TestNilContext(t *testing.T) {
+	for _, c := range publicCalls() {
+		outs, err := c.run(nil) //nolint:staticcheck // the point of the test
+		var ae *backend.ArgError
+		if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNil) || ae.Param != "ctx" || ae.Op != c.op {
+			t.Errorf("%s: got %v, want %v on ctx", c.op, err, backend.ErrNil)
+		}
+		noOutputs(t, c.op, outs)
+	}
+}
+
+// TestCancelledContext checks that a call under a cancelled context does
+// not run and returns the context's error.
+func TestCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range publicCalls() {
+		for _, name := range []string{"", "cpu", "eager"} {
+			var opts []kitchen.Option
+			if name != "" {
+				opts = append(opts, kitchen.UsingBackend(name))
+			}
+			outs, err := c.run(ctx, opts...)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s on %q: got %v, want %v", c.op, name, err, context.Canceled)
+			}
+			noOutputs(t, c.op, outs)
 		}
 	}
 }
 
-// TestInputsUnchanged checks that no operation writes to its inputs.
-func TestInputsUnchanged(t *testing.T) {
-	ctx := context.Background()
-	for _, dt := range dtype.Floats() {
-		x := f32s(dt, ramp(64), 4, 16)
-		before := bytes.Clone(must(x.Bytes()))
-		for _, name := range backendsFor(backend.QuantizeRowwise) {
-			q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend(name), kitchen.WithStochasticRounding(5))
-			if err != nil {
-				t.Fatal(err)
-			}
-			qb, sb := bytes.Clone(must(q.Bytes())), bytes.Clone(must(s.Bytes()))
-			if _, err := kitchen.DequantizeInt8To(ctx, q, s, dt, kitchen.UsingBackend(name)); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(qb, must(q.Bytes())) || !bytes.Equal(sb, must(s.Bytes())) {
-				t.Errorf("%s: dequantize modified its inputs", name)
-			}
-		}
-		for _, name := range backendsFor(backend.QuantizeTensorwise) {
-			if _, _, err := kitchen.QuantizeInt8Tensorwise(ctx, x, kitchen.UsingBackend(name)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if !bytes.Equal(before, must(x.Bytes())) {
-			t.Errorf("%v: quantize modified x", dt)
-		}
-	}
-}
-
-// TestZeroRowsUseTinyNormal checks the contract's all-zero rows: the scale
-// is 1e-30 and q is zero; and a row after a zero row is unaffected.
-func TestZeroRowsUseTinyNormal(t *testing.T) {
-	ctx := context.Background()
-	for _, dt := range dtype.Floats() {
-		x := f32s(dt, []float32{0, 0, 0, 0, 1, -2, 3, -127}, 2, 4)
-		for _, name := range backendsFor(backend.QuantizeRowwise) {
-			q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend(name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			qs, ss := must(q.Int8s()), must(s.Float32s())
-			if ss[0] != 1e-30 || ss[1] != 1 {
-				t.Errorf("%v on %s: scales %v", dt, name, ss)
-			}
-			if want := []int8{0, 0, 0, 0, 1, -2, 3, -127}; string(int8Bytes(qs)) != string(int8Bytes(want)) {
-				t.Errorf("%v on %s: q %v, want %v", dt, name, qs, want)
-			}
-		}
-	}
-}
-
-func int8Bytes(v []int8) []byte {
-	b := make([]byte, len(v))
-	for i, x := range v {
-		b[i] = byte(x)
-	}
-	return b
-}
-
-// TestScalarInput quantizes a rank-0 tensor tensor-wise (row-wise needs a
-// last dimension) on every backend.
-func TestScalarInput(t *testing.T) {
-	for _, dt := range dtype.Floats() {
-		x := f32s(dt, []float32{-2.5}, []int{}...)
-		for _, name := range backendsFor(backend.QuantizeTensorwise) {
-			q, s, err := kitchen.QuantizeInt8Tensorwise(context.Background(), x, kitchen.UsingBackend(name))
-			if err != nil {
-				t.Fatalf("%v on %s: %v", dt, name, err)
-			}
-			if qs, ss := must(q.Int8s()), must(s.Float32s()); q.Rank() != 0 || qs[0] != -127 || ss[0] != float32(2.5)/127 {
-				t.Errorf("%v on %s: q %v scale %v", dt, name, qs, ss)
-			}
-		}
-	}
-}
-
-// TestContextOverride checks the scoped override through the public API.
+// TestContextOverride checks the scoped choice of backend: WithBackend
+// applies to every call under the context, UsingBackend overrides it, and
+// ReportBackend says which backend ran.
 func TestContextOverride(t *testing.T) {
-	ctx := kitchen.WithBackend(context.Background(), "nosuch")
-	x := f32s(kitchen.Float32, []float32{1, 2})
-	_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x)
-	var nf *backend.BackendNotFoundError
-	if !errors.As(err, &nf) || nf.Name != "nosuch" {
-		t.Fatalf("scoped unknown backend: %v", err)
+	for _, c := range publicCalls() {
+		var ran string
+		_, err := c.run(kitchen.WithBackend(context.Background(), "nosuch"), kitchen.ReportBackend(&ran))
+		var nf *backend.BackendNotFoundError
+		if !errors.As(err, &nf) || nf.Name != "nosuch" {
+			t.Errorf("%s under WithBackend(nosuch): %v", c.op, err)
+		}
+		ctx := kitchen.WithBackend(context.Background(), "eager")
+		if _, err := c.run(ctx, kitchen.ReportBackend(&ran)); err != nil || ran != "eager" {
+			t.Errorf("%s under WithBackend(eager): ran on %q, %v", c.op, ran, err)
+		}
+		if _, err := c.run(ctx, kitchen.UsingBackend("cpu"), kitchen.ReportBackend(&ran)); err != nil || ran != "cpu" {
+			t.Errorf("%s: UsingBackend(cpu) under WithBackend(eager): ran on %q, %v", c.op, ran, err)
+		}
+		if _, err := c.run(context.Background(), kitchen.ReportBackend(&ran)); err != nil || ran != "cpu" {
+			t.Errorf("%s: the automatic choice for host tensors ran on %q, want cpu: %v", c.op, ran, err)
+		}
 	}
-	var ran string
-	if _, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.UsingBackend("eager"), kitchen.ReportBackend(&ran)); err != nil || ran != "eager" {
-		t.Fatalf("explicit over scoped: %q %v", ran, err)
+}
+
+// TestWithRegistry checks that WithRegistry dispatches through the given
+// registry instead of the default one.
+func TestWithRegistry(t *testing.T) {
+	reg := backend.NewRegistry(nil)
+	if err := reg.Register(eager.New()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range publicCalls() {
+		var ran string
+		if _, err := c.run(context.Background(), kitchen.WithRegistry(reg), kitchen.ReportBackend(&ran)); err != nil || ran != "eager" {
+			t.Errorf("%s with a registry of eager alone: ran on %q, %v", c.op, ran, err)
+		}
+		_, err := c.run(context.Background(), kitchen.WithRegistry(reg), kitchen.UsingBackend("cpu"))
+		var nf *backend.BackendNotFoundError
+		if !errors.As(err, &nf) || nf.Name != "cpu" {
+			t.Errorf("%s: cpu from a registry without it: %v", c.op, err)
+		}
 	}
 }

@@ -72,5 +72,5 @@ func ExampleUsingBackend() {
 	fmt.Println(err)
 	// Output:
 	// eager <nil>
-	// backend "nosuch": no backend of that name is registered
+	// backend: "nosuch": no backend of that name is registered
 }

@@ -1,14 +1,19 @@
 // Package kitchen provides fast INT8 quantization kernels behind a backend
 // registry with constraint-based dispatch: the Go counterpart of
-// comfy-kitchen's INT8 Q/DQ operations, to the same contract (the host
-// backends bit-exact; accelerators state their bounds).
+// comfy-kitchen's INT8 operations, to the same contract (the host backends
+// bit-exact; accelerators state their bounds).
 //
-// Importing this package registers the built-in backends: cpu, eager and,
-// where CANN and an NPU are present, ascend. Each operation
-// goes to the first backend, in priority order, whose declared constraints
-// accept the call; the choice is checked before calling, and a refusal
-// lists every backend's reason. Choose a backend for one call with
-// UsingBackend, or for everything under a context with WithBackend.
+// Importing this package registers the built-in host backends, cpu and
+// eager. Accelerator backends are opt-in, like database/sql drivers: a
+// program that wants Ascend NPUs adds
+//
+//	import _ "github.com/gokitchen/kitchen/backend/ascend"
+//
+// Each operation goes to the first backend, in priority order, whose
+// declared constraints accept the call; the choice is checked before
+// calling, and a refusal lists every backend's reason. Choose a backend for
+// one call with UsingBackend, or for everything under a context with
+// WithBackend.
 //
 // The operations take tensors from the tensor package (aliased here as
 // Tensor) and never modify them:
@@ -19,7 +24,6 @@ package kitchen
 
 import (
 	"context"
-	"sync"
 
 	"github.com/gokitchen/kitchen/backend"
 	_ "github.com/gokitchen/kitchen/backend/cpu"   // the fused host backend
@@ -56,7 +60,8 @@ func FromBytes(dt DType, b []byte, shape ...int) (*Tensor, error) {
 }
 
 // Option adjusts one call. Options are plain values, so passing them costs
-// no allocation.
+// no allocation. An option that the operation does not take is an error
+// (backend.ErrOption), never ignored.
 type Option struct {
 	kind     optionKind
 	name     string
@@ -77,6 +82,21 @@ const (
 	optRegistry
 	optReport
 )
+
+// param is the parameter an option sets, for errors.
+func (k optionKind) param() string {
+	switch k {
+	case optSeed:
+		return "stochastic_rounding"
+	case optScale, optScaleTensor:
+		return "scale"
+	case optRegistry:
+		return "registry"
+	case optBackend, optReport:
+		return "backend"
+	}
+	return "option"
+}
 
 // UsingBackend runs the call on the named backend, or fails saying why it
 // cannot; it overrides WithBackend.
@@ -100,78 +120,89 @@ func WithRegistry(r *backend.Registry) Option { return Option{kind: optRegistry,
 // ReportBackend stores the name of the backend that ran the call in *name.
 func ReportBackend(name *string) Option { return Option{kind: optReport, chosen: name} }
 
+type ctxKey struct{}
+
 // WithBackend returns a context under which calls that do not name a
-// backend with UsingBackend run on the named one.
+// backend with UsingBackend run on the named one: a scoped choice that
+// needs no global state.
 func WithBackend(ctx context.Context, name string) context.Context {
-	return backend.WithBackend(ctx, name)
+	return context.WithValue(ctx, ctxKey{}, name)
 }
 
-func dispatch(ctx context.Context, c backend.Call, opts []Option) (backend.Result, error) {
-	registry, name, chosen := backend.Default, "", (*string)(nil)
-	call := calls.Get().(*backend.Call)
-	defer func() { *call = backend.Call{}; calls.Put(call) }()
-	*call = c
+// settings are a call's options, applied.
+type settings struct {
+	registry    *backend.Registry
+	backend     string
+	report      *string
+	seed        int64
+	scale       *float32
+	scaleTensor *Tensor
+	value       float32 // backs scale
+}
+
+// settle applies opts for the operation named op, which takes the
+// operation-specific options in accepts (backend, registry and report
+// options are always accepted).
+func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind) (*settings, error) {
+	if ctx == nil {
+		return nil, &backend.ArgError{Op: op, Param: "ctx", Row: -1, Err: backend.ErrNil, Detail: "nil context"}
+	}
+	s := &settings{registry: backend.Default}
+	if name, ok := ctx.Value(ctxKey{}).(string); ok {
+		s.backend = name
+	}
+	bad := func(o Option, detail string) error {
+		return &backend.ArgError{Op: op, Param: o.kind.param(), Row: -1, Err: backend.ErrOption, Detail: detail}
+	}
 	for _, o := range opts {
 		switch o.kind {
-		case optBackend:
-			name = o.name
-		case optSeed:
-			call.Seed = o.seed
-		case optScale:
-			v := o.value
-			call.ScaleValue = &v
-		case optScaleTensor:
-			if c.Scale != nil {
-				return backend.Result{}, &backend.ArgError{Op: c.Op, Param: backend.ParamScale, Row: -1,
-					Err: backend.ErrOption, Detail: "WithScaleTensor is for QuantizeInt8Tensorwise; pass the scale as an argument"}
+		case optBackend, optRegistry, optReport:
+		default:
+			accepted := false
+			for _, k := range accepts {
+				accepted = accepted || k == o.kind
 			}
-			call.Scale = o.tensor
+			if !accepted {
+				return nil, bad(o, "not an option of "+op)
+			}
+		}
+		switch o.kind {
+		case optBackend:
+			s.backend = o.name
 		case optRegistry:
-			registry = o.registry
+			if o.registry == nil {
+				return nil, bad(o, "WithRegistry(nil)")
+			}
+			s.registry = o.registry
 		case optReport:
-			chosen = o.chosen
+			s.report = o.chosen
+		case optSeed:
+			if o.seed <= 0 {
+				return nil, bad(o, "WithStochasticRounding wants a seed > 0")
+			}
+			s.seed = o.seed
+		case optScale:
+			s.value = o.value
+			s.scale = &s.value
+		case optScaleTensor:
+			if o.tensor == nil {
+				return nil, bad(o, "WithScaleTensor(nil)")
+			}
+			s.scaleTensor = o.tensor
+		default:
+			return nil, bad(o, "unknown option")
 		}
 	}
-	res, ran, err := registry.Dispatch(ctx, call, name)
-	if chosen != nil {
-		*chosen = ran
+	return s, nil
+}
+
+// run dispatches one call through the settings' registry.
+func run[A backend.Args, R backend.Result](ctx context.Context, s *settings, o *backend.Op[A, R], args A) (R, error) {
+	res, ran, err := o.Run(ctx, s.registry, args, s.backend)
+	if s.report != nil {
+		*s.report = ran
 	}
 	return res, err
-}
-
-// calls recycles call records, which escape to the kernels, so that an
-// operation allocates only its outputs.
-var calls = sync.Pool{New: func() any { return new(backend.Call) }}
-
-// QuantizeInt8Rowwise quantizes x of shape [..., K] with one scale per row:
-// scale = max(abs-max / 127, 1e-30) as float32 of shape [..., 1], and q, the
-// int8 tensor of x's shape. A 1-D x is one row. Accepts WithStochasticRounding.
-func QuantizeInt8Rowwise(ctx context.Context, x *Tensor, opts ...Option) (q, scale *Tensor, err error) {
-	res, err := dispatch(ctx, backend.Call{Op: backend.QuantizeRowwise, X: x}, opts)
-	return res.Q, res.Scale, err
-}
-
-// QuantizeInt8Tensorwise quantizes x with one scale for the whole tensor,
-// recalculated from its abs-max unless WithScale or WithScaleTensor supplies
-// it. The scale is returned as a float32 scalar. Accepts
-// WithStochasticRounding.
-func QuantizeInt8Tensorwise(ctx context.Context, x *Tensor, opts ...Option) (q, scale *Tensor, err error) {
-	res, err := dispatch(ctx, backend.Call{Op: backend.QuantizeTensorwise, X: x}, opts)
-	return res.Q, res.Scale, err
-}
-
-// DequantizeInt8 returns float32 q * scale, where scale has one element, one
-// per row ([..., 1]) or q's shape (dequantize_int8_simple).
-func DequantizeInt8(ctx context.Context, q, scale *Tensor, opts ...Option) (*Tensor, error) {
-	res, err := dispatch(ctx, backend.Call{Op: backend.Dequantize, Q: q, Scale: scale, OutDType: Float32}, opts)
-	return res.Out, err
-}
-
-// DequantizeInt8To returns q * scale rounded to out (float32, float16 or
-// bfloat16) (dequantize_int8_simple_dtype).
-func DequantizeInt8To(ctx context.Context, q, scale *Tensor, out DType, opts ...Option) (*Tensor, error) {
-	res, err := dispatch(ctx, backend.Call{Op: backend.DequantizeDType, Q: q, Scale: scale, OutDType: out}, opts)
-	return res.Out, err
 }
 
 // ListBackends describes every known backend of the default registry in

@@ -18,8 +18,8 @@ type Constraints struct {
 	Devices []string
 	// DTypes lists, per parameter ("x", "q", "scale", "out_dtype"), the
 	// accepted dtypes. A parameter not listed, or absent from the call, is
-	// not checked; other keys are ignored.
-	DTypes map[string][]dtype.DType
+	// not checked.
+	DTypes []DTypeRule
 	// Shapes are rules on the shapes of tensor parameters.
 	Shapes []ShapeRule
 	// Calls are rules over the whole call, such as "stochastic rounding off".
@@ -27,6 +27,12 @@ type Constraints struct {
 	// Hardware are rules on the device itself, such as a SoC or compute
 	// capability.
 	Hardware []HardwareRule
+}
+
+// DTypeRule lists the dtypes accepted for one parameter.
+type DTypeRule struct {
+	Param  string
+	DTypes []dtype.DType
 }
 
 // ShapeRule is a predicate on the shape of one tensor parameter.
@@ -39,11 +45,6 @@ type ShapeRule struct {
 // ExactRank requires param to have exactly n dimensions.
 func ExactRank(param string, n int) ShapeRule {
 	return ShapeRule{param, fmt.Sprintf("rank == %d", n), func(s []int) bool { return len(s) == n }}
-}
-
-// MinRank requires param to have at least n dimensions.
-func MinRank(param string, n int) ShapeRule {
-	return ShapeRule{param, fmt.Sprintf("rank >= %d", n), func(s []int) bool { return len(s) >= n }}
 }
 
 // DimDivisibleBy requires dimension dim of param (negative counts from the
@@ -63,12 +64,15 @@ type CallRule struct {
 	// Param names what the rule is about, for refusals.
 	Param string
 	Desc  string
-	OK    func(c *Call) bool
+	OK    func(a Args) bool
 }
 
 // StochasticRoundingOff declines calls that ask for stochastic rounding.
 func StochasticRoundingOff() CallRule {
-	return CallRule{ParamStochasticRounding, "off", func(c *Call) bool { return !c.Stochastic() }}
+	return CallRule{"stochastic_rounding", "off", func(a Args) bool {
+		s, ok := a.(Stochastic)
+		return !ok || !s.Stochastic()
+	}}
 }
 
 // HardwareRule is a predicate on the device a call runs on.
@@ -79,35 +83,24 @@ type HardwareRule struct {
 
 // Check returns nil if the constraints accept the call, or the first
 // failing parameter and the reason.
-func (cs *Constraints) Check(c *Call) *Decline {
-	dev := c.Device()
+func (cs *Constraints) Check(a Args) *Decline {
+	dev := a.Device()
 	if len(cs.Devices) > 0 && (dev == nil || !slices.Contains(cs.Devices, dev.Type())) {
 		return &Decline{Param: "device", Reason: fmt.Sprintf("%v not in [%s]", dev, strings.Join(cs.Devices, ", "))}
 	}
-	for _, param := range dtypeParams {
-		allowed, ok := cs.DTypes[param]
-		if !ok {
-			continue
-		}
-		var got dtype.DType
-		if param == ParamOutDType {
-			got = c.OutDType
-		} else if t := c.Tensor(param); t != nil {
-			got = t.DType()
-		} else {
-			continue
-		}
-		if !slices.Contains(allowed, got) {
-			return &Decline{Param: param, Reason: fmt.Sprintf("dtype %v not in %s", got, dtypeList(allowed))}
+	for _, r := range cs.DTypes {
+		got, ok := a.DType(r.Param)
+		if ok && !slices.Contains(r.DTypes, got) {
+			return &Decline{Param: r.Param, Reason: fmt.Sprintf("dtype %v not in %s", got, dtypeList(r.DTypes))}
 		}
 	}
 	for _, r := range cs.Shapes {
-		if t := c.Tensor(r.Param); t != nil && !r.OK(t.Shape()) {
+		if t := a.Tensor(r.Param); t != nil && !r.OK(t.Shape()) {
 			return &Decline{Param: r.Param, Reason: fmt.Sprintf("shape %v fails %s", t.Shape(), r.Desc)}
 		}
 	}
 	for _, r := range cs.Calls {
-		if !r.OK(c) {
+		if !r.OK(a) {
 			return &Decline{Param: r.Param, Reason: "requires " + r.Desc}
 		}
 	}
@@ -127,10 +120,8 @@ func (cs *Constraints) Describe() []string {
 	} else {
 		out = append(out, "devices: any")
 	}
-	for _, param := range dtypeParams {
-		if allowed, ok := cs.DTypes[param]; ok {
-			out = append(out, param+": "+dtypeList(allowed))
-		}
+	for _, r := range cs.DTypes {
+		out = append(out, r.Param+": "+dtypeList(r.DTypes))
 	}
 	for _, r := range cs.Shapes {
 		out = append(out, r.Param+": "+r.Desc)
@@ -151,7 +142,3 @@ func dtypeList(ds []dtype.DType) string {
 	}
 	return "[" + strings.Join(s, ", ") + "]"
 }
-
-// dtypeParams are the parameters DTypes may name, in the order they are
-// checked and described.
-var dtypeParams = []string{ParamX, ParamQ, ParamScale, ParamOutDType}

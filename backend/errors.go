@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// Sentinel errors, wrapped by ArgError; match them with errors.Is.
+// Sentinel errors, wrapped by ArgError; match them with errors.Is. A shape
+// that does not fit wraps tensor.ErrShape.
 var (
 	ErrNil       = errors.New("missing")
 	ErrEmpty     = errors.New("empty tensor")
 	ErrDType     = errors.New("wrong dtype")
-	ErrShape     = errors.New("wrong shape")
 	ErrDevice    = errors.New("wrong device")
 	ErrNonFinite = errors.New("NaN or infinity")
 	ErrScale     = errors.New("invalid scale")
@@ -22,7 +22,8 @@ var (
 // wrong (Err, one of the sentinels) and, for NaN or infinity in x, the first
 // row holding one.
 type ArgError struct {
-	Op    Op
+	// Op is the operation's name.
+	Op    string
 	Param string
 	// Row is the first offending row (index over all dimensions but the
 	// last) for ErrNonFinite, and -1 otherwise.
@@ -33,7 +34,7 @@ type ArgError struct {
 
 func (e *ArgError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s: %v", e.Op, e.Param, e.Err)
+	fmt.Fprintf(&b, "kitchen: %s: %s: %v", e.Op, e.Param, e.Err)
 	if e.Row >= 0 {
 		fmt.Fprintf(&b, " in row %d", e.Row)
 	}
@@ -46,8 +47,8 @@ func (e *ArgError) Error() string {
 func (e *ArgError) Unwrap() error { return e.Err }
 
 // NonFinite returns the error for NaN or infinity in x at the given row.
-func NonFinite(op Op, row int) error {
-	return &ArgError{Op: op, Param: ParamX, Row: row, Err: ErrNonFinite}
+func NonFinite(op string, row int) error {
+	return &ArgError{Op: op, Param: "x", Row: row, Err: ErrNonFinite}
 }
 
 // BackendNotFoundError reports a backend asked for by name that cannot be
@@ -58,18 +59,18 @@ type BackendNotFoundError struct {
 }
 
 func (e *BackendNotFoundError) Error() string {
-	return fmt.Sprintf("backend %q: %s", e.Name, e.Reason)
+	return fmt.Sprintf("backend: %q: %s", e.Name, e.Reason)
 }
 
 // NotImplementedError reports a backend asked for by name that does not
 // implement the operation.
 type NotImplementedError struct {
 	Backend string
-	Op      Op
+	Op      string
 }
 
 func (e *NotImplementedError) Error() string {
-	return fmt.Sprintf("backend %q does not implement %s", e.Backend, e.Op)
+	return fmt.Sprintf("backend: %q does not implement %s", e.Backend, e.Op)
 }
 
 // Decline is one backend's reason for not taking a call.
@@ -92,14 +93,14 @@ func (d Decline) String() string {
 // NoCapableBackendError reports that no backend accepts a call, with every
 // backend's reason.
 type NoCapableBackendError struct {
-	Op       Op
+	Op       string
 	Device   string
 	Declines []Decline
 }
 
 func (e *NoCapableBackendError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "no backend can run %s on %s", e.Op, e.Device)
+	fmt.Fprintf(&b, "backend: no backend can run %s on %s", e.Op, e.Device)
 	for _, d := range e.Declines {
 		b.WriteString("\n  " + d.String())
 	}

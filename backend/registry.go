@@ -1,3 +1,18 @@
+// Package backend is kitchen's backend registry: operations declared once
+// with typed arguments (Declare), the constraints a backend declares for
+// each operation it implements, and the dispatch that picks, before calling,
+// the first backend in priority order whose constraints hold.
+//
+// Each operation has its own Args type, declared with the operation in
+// package op, so a kernel receives its operation's parameters by name and
+// type. The registry stays generic through a small interface (Args) that
+// exposes parameters by name for constraint checks and refusals: a new
+// operation needs no change here.
+//
+// Backends import this package and register themselves (usually from init,
+// with Register on the Default registry, or lazily with RegisterLazy for
+// backends that must load a runtime first); users normally reach it
+// through the top-level kitchen package.
 package backend
 
 import (
@@ -5,8 +20,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -31,24 +46,41 @@ func (k Kind) String() string {
 }
 
 // Capability is one operation a backend implements: what it accepts and
-// the kernel that runs it.
+// the kernel that runs it. Make one with Op.Implement.
 type Capability struct {
+	// Op is the operation's name.
+	Op          string
 	Constraints Constraints
-	Run         Kernel
+	run         any // the Kernel[A, R] of the operation's types
 }
 
 // Backend is a named set of capabilities.
 type Backend struct {
 	Name string
 	Kind Kind
-	Ops  map[Op]Capability
+	Caps []Capability
 }
 
 type entry struct {
 	Backend
+	ops         map[string]Capability
 	seq         int // registration order, the tie-break within a Kind
 	disabled    bool
 	unavailable string
+	lazy        *lazy // not yet loaded
+}
+
+// lazy is a backend that loads on first need.
+type lazy struct {
+	once    sync.Once
+	devices []string
+	load    func() (Backend, error)
+}
+
+// selected is the capability the registry chose, with its backend's name.
+type selected struct {
+	backend string
+	run     any
 }
 
 // Registry holds backends and dispatches calls to them. It is safe for
@@ -82,21 +114,26 @@ func (r *Registry) Register(b Backend) error {
 	if int(b.Kind) >= len(kindNames) {
 		return fmt.Errorf("backend: register %q: unknown kind %v", b.Name, b.Kind)
 	}
-	b.Ops = maps.Clone(b.Ops) // later changes by the caller must not race with dispatch
-	for op, c := range b.Ops {
-		if c.Run == nil {
-			return fmt.Errorf("backend: register %q: %s has no kernel", b.Name, op)
+	ops := make(map[string]Capability, len(b.Caps))
+	for _, c := range b.Caps {
+		if c.run == nil {
+			return fmt.Errorf("backend: register %q: %s has no kernel", b.Name, c.Op)
 		}
+		if _, dup := ops[c.Op]; dup {
+			return fmt.Errorf("backend: register %q: %s listed twice", b.Name, c.Op)
+		}
+		ops[c.Op] = c
 	}
+	b.Caps = slices.Clone(b.Caps) // later changes by the caller must not race with dispatch
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.backends[b.Name]
-	if old != nil && old.unavailable == "" {
+	if old != nil && old.unavailable == "" && old.lazy == nil {
 		return fmt.Errorf("backend: %q registered twice", b.Name)
 	}
-	e := &entry{Backend: b, seq: r.seq}
+	e := &entry{Backend: b, ops: ops, seq: r.seq}
 	if old != nil {
-		e.disabled = old.disabled
+		e.disabled, e.seq = old.disabled, old.seq
 	}
 	r.seq++
 	r.backends[b.Name] = e
@@ -117,7 +154,63 @@ func (r *Registry) MarkUnavailable(name string, kind Kind, reason string) {
 		r.backends[name] = e
 		r.sort()
 	}
-	e.unavailable = reason
+	e.unavailable, e.lazy = reason, nil
+}
+
+// RegisterLazy adds a backend that is loaded the first time the registry
+// needs to know whether it can run: a dispatch of a call on one of the
+// given device types, a call that names it, or ListBackends. Until then it
+// costs nothing; load runs once, and its error marks the backend
+// unavailable with the error's text as the reason. A backend that must load
+// a runtime (dlopen, initialise a driver) registers this way, so that
+// importing it does no work at start-up.
+func (r *Registry) RegisterLazy(name string, kind Kind, devices []string, load func() (Backend, error)) error {
+	if name == "" {
+		return fmt.Errorf("backend: register: empty name")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.backends[name] != nil {
+		return fmt.Errorf("backend: %q registered twice", name)
+	}
+	r.backends[name] = &entry{Backend: Backend{Name: name, Kind: kind}, seq: r.seq,
+		lazy: &lazy{devices: slices.Clone(devices), load: load}}
+	r.seq++
+	r.sort()
+	return nil
+}
+
+// resolve loads the lazy backends for which need holds, outside the lock
+// (loading may be slow, and a logger or the loader may use the registry).
+func (r *Registry) resolve(need func(e *entry) bool) {
+	type pending struct {
+		e *entry
+		l *lazy
+	}
+	r.mu.RLock()
+	var todo []pending
+	for _, e := range r.sorted {
+		if e.lazy != nil && need(e) {
+			todo = append(todo, pending{e, e.lazy})
+		}
+	}
+	r.mu.RUnlock()
+	for _, p := range todo {
+		p.l.once.Do(func() {
+			b, err := p.l.load()
+			if err == nil && b.Name != p.e.Name {
+				err = fmt.Errorf("loaded a backend named %q", b.Name)
+			}
+			if err == nil {
+				err = r.Register(b)
+			}
+			if err != nil {
+				r.mu.Lock()
+				p.e.lazy, p.e.unavailable = nil, err.Error()
+				r.mu.Unlock()
+			}
+		})
+	}
 }
 
 // SetEnabled enables or disables a backend for automatic and explicit
@@ -184,56 +277,41 @@ type Info struct {
 	// Reason says why the backend is unavailable.
 	Reason string `json:"unavailable_reason,omitempty"`
 	// Capabilities lists, per operation, the constraints in words.
-	Capabilities map[Op][]string `json:"capabilities"`
+	Capabilities map[string][]string `json:"capabilities"`
 }
 
-// ListBackends describes every known backend in priority order.
+// ListBackends describes every known backend in priority order, loading
+// lazy ones first so that their availability is known.
 func (r *Registry) ListBackends() []Info {
+	r.resolve(func(*entry) bool { return true })
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []Info
 	for _, e := range r.sorted {
 		info := Info{
 			Name: e.Name, Kind: e.Kind.String(), Available: e.unavailable == "",
-			Disabled: e.disabled, Reason: e.unavailable, Capabilities: map[Op][]string{},
+			Disabled: e.disabled, Reason: e.unavailable, Capabilities: map[string][]string{},
 		}
-		for op, c := range e.Ops {
-			info.Capabilities[op] = c.Constraints.Describe()
+		for _, c := range e.Caps {
+			info.Capabilities[c.Op] = c.Constraints.Describe()
 		}
 		out = append(out, info)
 	}
 	return out
 }
 
-type ctxKey struct{}
-
-// WithBackend returns a context under which calls without an explicit
-// backend use the named one: a scoped override that needs no global state.
-func WithBackend(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, name)
-}
-
-// BackendFromContext returns the backend set by WithBackend, if any.
-func BackendFromContext(ctx context.Context) (string, bool) {
-	name, ok := ctx.Value(ctxKey{}).(string)
-	return name, ok && name != ""
-}
-
-// Select validates the call and returns the backend that will run it: the
-// one named (explicitly, or by WithBackend on ctx), or else the first in
-// priority order whose constraints hold.
-func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Kernel, error) {
-	if err := Validate(c); err != nil {
-		return "", nil, err
+// pick validates a call of the named operation and returns the backend
+// that will run it: the one named, or else the first in priority order
+// whose constraints hold.
+func (r *Registry) pick(ctx context.Context, op string, args Args, name string) (selected, error) {
+	if err := args.Validate(); err != nil {
+		return selected{}, err
 	}
-	how := "explicit"
-	if name == "" {
-		var ok bool
-		if name, ok = BackendFromContext(ctx); ok {
-			how = "scoped"
-		}
-	}
-	chosen, run, declines, err := r.choose(c, name)
+	dev := args.Device()
+	r.resolve(func(e *entry) bool {
+		return e.Name == name || (name == "" && !e.disabled && slices.Contains(e.lazy.devices, dev.Type()))
+	})
+	chosen, declines, err := r.choose(op, args, name)
 	// Log after the lock is released: a handler may call back into the
 	// registry.
 	log := r.logger
@@ -241,77 +319,67 @@ func (r *Registry) Select(ctx context.Context, c *Call, name string) (string, Ke
 		log = slog.Default()
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {
+		how := "explicit"
 		if name == "" {
 			how = "auto"
 		}
 		if err != nil {
-			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", c.Device().String(), "error", err)
+			log.DebugContext(ctx, "kitchen dispatch", "op", op, "device", dev.String(), "error", err)
 		} else {
-			log.DebugContext(ctx, "kitchen dispatch", "op", c.Op, "device", c.Device().String(), "backend", chosen, "chosen", how, "declined", declines)
+			log.DebugContext(ctx, "kitchen dispatch", "op", op, "device", dev.String(), "backend", chosen.backend, "chosen", how, "declined", declines)
 		}
 	}
-	return chosen, run, err
+	return chosen, err
 }
 
 // choose picks the backend for a validated call under the read lock.
-func (r *Registry) choose(c *Call, name string) (string, Kernel, []Decline, error) {
+func (r *Registry) choose(op string, args Args, name string) (selected, []Decline, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	dev := args.Device().String()
 	if name != "" {
 		e := r.backends[name]
 		switch {
 		case e == nil:
-			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "no backend of that name is registered"}
+			return selected{}, nil, &BackendNotFoundError{Name: name, Reason: "no backend of that name is registered"}
 		case e.unavailable != "":
-			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "unavailable: " + e.unavailable}
+			return selected{}, nil, &BackendNotFoundError{Name: name, Reason: "unavailable: " + e.unavailable}
 		case e.disabled:
-			return "", nil, nil, &BackendNotFoundError{Name: name, Reason: "disabled"}
+			return selected{}, nil, &BackendNotFoundError{Name: name, Reason: "disabled"}
 		}
-		cp, ok := e.Ops[c.Op]
+		cp, ok := e.ops[op]
 		if !ok {
-			return "", nil, nil, &NotImplementedError{Backend: name, Op: c.Op}
+			return selected{}, nil, &NotImplementedError{Backend: name, Op: op}
 		}
-		if d := cp.Constraints.Check(c); d != nil {
+		if d := cp.Constraints.Check(args); d != nil {
 			d.Backend = name
-			return "", nil, nil, &NoCapableBackendError{Op: c.Op, Device: c.Device().String(), Declines: []Decline{*d}}
+			return selected{}, nil, &NoCapableBackendError{Op: op, Device: dev, Declines: []Decline{*d}}
 		}
-		return name, cp.Run, nil, nil
+		return selected{name, cp.run}, nil, nil
 	}
 	var declines []Decline
 	for _, e := range r.sorted {
 		var d *Decline
-		cp, ok := e.Ops[c.Op]
+		cp, ok := e.ops[op]
 		switch {
 		case e.unavailable != "":
 			d = &Decline{Reason: "unavailable: " + e.unavailable}
 		case e.disabled:
 			d = &Decline{Reason: "disabled"}
+		case e.lazy != nil: // not loaded: its devices are not this call's
+			d = &Decline{Param: "device", Reason: fmt.Sprintf("%v not in [%s]", dev, strings.Join(e.lazy.devices, ", "))}
 		case !ok:
-			d = &Decline{Reason: "does not implement " + string(c.Op)}
+			d = &Decline{Reason: "does not implement " + op}
 		default:
-			d = cp.Constraints.Check(c)
+			d = cp.Constraints.Check(args)
 		}
 		if d == nil {
-			return e.Name, cp.Run, declines, nil
+			return selected{e.Name, cp.run}, declines, nil
 		}
 		d.Backend = e.Name
 		declines = append(declines, *d)
 	}
-	return "", nil, declines, &NoCapableBackendError{Op: c.Op, Device: c.Device().String(), Declines: declines}
-}
-
-// Dispatch selects a backend as Select does and runs the call on it,
-// returning the backend's name with the result.
-func (r *Registry) Dispatch(ctx context.Context, c *Call, name string) (Result, string, error) {
-	chosen, run, err := r.Select(ctx, c, name)
-	if err != nil {
-		return Result{}, "", err
-	}
-	res, err := run(ctx, c)
-	if err != nil {
-		return Result{}, chosen, fmt.Errorf("backend %s: %w", chosen, err)
-	}
-	return res, chosen, nil
+	return selected{}, declines, &NoCapableBackendError{Op: op, Device: dev, Declines: declines}
 }
 
 // Register adds a backend to the Default registry, panicking on error:

@@ -6,41 +6,97 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend"
-	"github.com/gokitchen/kitchen/backend/eager"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
+// double is an operation declared by this test alone, as a new operation
+// would be: the registry, constraints and refusals work for it unchanged.
+var double = backend.Declare[*doubleArgs, doubled]("test_double", nil)
+
+type doubleArgs struct {
+	X    *tensor.Tensor
+	Seed int64
+}
+
+func (a *doubleArgs) Device() tensor.Device { return a.X.Device() }
+
+func (a *doubleArgs) Tensor(param string) *tensor.Tensor {
+	if param == "x" {
+		return a.X
+	}
+	return nil
+}
+
+func (a *doubleArgs) DType(param string) (dtype.DType, bool) {
+	if t := a.Tensor(param); t != nil {
+		return t.DType(), true
+	}
+	return 0, false
+}
+
+func (a *doubleArgs) Stochastic() bool { return a.Seed > 0 }
+
+func (a *doubleArgs) Validate() error {
+	if a.X == nil {
+		return &backend.ArgError{Op: double.Name(), Param: "x", Row: -1, Err: backend.ErrNil}
+	}
+	return nil
+}
+
+type doubled struct{ Out *tensor.Tensor }
+
+func (r doubled) Outputs() []*tensor.Tensor { return []*tensor.Tensor{r.Out} }
+
+func runDouble(_ context.Context, a *doubleArgs) (doubled, error) {
+	v, err := a.X.Float32s()
+	if err != nil {
+		return doubled{}, err
+	}
+	for i := range v {
+		v[i] *= 2
+	}
+	out, err := tensor.FromFloat32(dtype.Float32, v, a.X.Shape()...)
+	return doubled{out}, err
+}
+
 // fake is an accelerator-kind backend with narrow constraints that counts
-// its calls and computes through eager.
+// its calls.
 type fake struct {
 	mu    sync.Mutex
 	calls int
 }
 
 func (f *fake) backend(name string) backend.Backend {
-	run := func(ctx context.Context, c *backend.Call) (backend.Result, error) {
+	run := func(ctx context.Context, a *doubleArgs) (doubled, error) {
 		f.mu.Lock()
 		f.calls++
 		f.mu.Unlock()
-		q, s, err := eager.Quantize(c)
-		return backend.Result{Q: q, Scale: s}, err
+		return runDouble(ctx, a)
 	}
-	return backend.Backend{Name: name, Kind: backend.Accelerator, Ops: map[backend.Op]backend.Capability{
-		backend.QuantizeRowwise: {Run: run, Constraints: backend.Constraints{
+	return backend.Backend{Name: name, Kind: backend.Accelerator, Caps: []backend.Capability{
+		double.Implement(backend.Constraints{
 			Devices: []string{"cpu"},
-			DTypes:  map[string][]dtype.DType{backend.ParamX: {dtype.BFloat16}},
-			Shapes:  []backend.ShapeRule{backend.ExactRank(backend.ParamX, 2), backend.DimDivisibleBy(backend.ParamX, -1, 16)},
+			DTypes:  []backend.DTypeRule{{Param: "x", DTypes: []dtype.DType{dtype.BFloat16}}},
+			Shapes:  []backend.ShapeRule{backend.ExactRank("x", 2), backend.DimDivisibleBy("x", -1, 16)},
 			Calls:   []backend.CallRule{backend.StochasticRoundingOff()},
 			Hardware: []backend.HardwareRule{{Desc: "device named cpu", OK: func(d tensor.Device) bool {
 				return d.String() == "cpu"
 			}}},
-		}},
+		}, run),
+	}}
+}
+
+// reference is a reference-kind backend that takes every call.
+func reference(name string) backend.Backend {
+	return backend.Backend{Name: name, Kind: backend.Reference, Caps: []backend.Capability{
+		double.Implement(backend.Constraints{}, runDouble),
 	}}
 }
 
@@ -51,7 +107,7 @@ func newRegistry(t *testing.T, log *bytes.Buffer) (*backend.Registry, *fake) {
 		logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	r := backend.NewRegistry(logger)
-	if err := r.Register(eager.New()); err != nil {
+	if err := r.Register(reference("eager")); err != nil {
 		t.Fatal(err)
 	}
 	f := &fake{}
@@ -80,26 +136,21 @@ func TestAutomaticSelection(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name        string
-		call        backend.Call
+		call        doubleArgs
 		want        string
 		fakeDeclare string // the fake backend's refusal, when it declines
 	}{
-		{"accepted", backend.Call{X: xOf(t, dtype.BFloat16, 4, 32)}, "fake", ""},
-		{"dtype", backend.Call{X: xOf(t, dtype.Float16, 4, 32)}, "eager", "fake: x: dtype float16 not in [bfloat16]"},
-		{"rank", backend.Call{X: xOf(t, dtype.BFloat16, 2, 4, 32)}, "eager", "fake: x: shape [2 4 32] fails rank == 2"},
-		{"divisible", backend.Call{X: xOf(t, dtype.BFloat16, 4, 33)}, "eager", "fake: x: shape [4 33] fails dim -1 divisible by 16"},
-		{"stochastic", backend.Call{X: xOf(t, dtype.BFloat16, 4, 32), Seed: 7}, "eager", "fake: stochastic_rounding: requires off"},
+		{"accepted", doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32)}, "fake", ""},
+		{"dtype", doubleArgs{X: xOf(t, dtype.Float16, 4, 32)}, "eager", "fake: x: dtype float16 not in [bfloat16]"},
+		{"rank", doubleArgs{X: xOf(t, dtype.BFloat16, 2, 4, 32)}, "eager", "fake: x: shape [2 4 32] fails rank == 2"},
+		{"divisible", doubleArgs{X: xOf(t, dtype.BFloat16, 4, 33)}, "eager", "fake: x: shape [4 33] fails dim -1 divisible by 16"},
+		{"stochastic", doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32), Seed: 7}, "eager", "fake: stochastic_rounding: requires off"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.call.Op = backend.QuantizeRowwise
 			log.Reset()
-			name, _, err := r.Select(ctx, &c.call, "")
-			if err != nil || name != c.want {
-				t.Fatalf("Select = %q, %v; want %q", name, err, c.want)
-			}
-			res, ran, err := r.Dispatch(ctx, &c.call, "")
-			if err != nil || ran != c.want || res.Q == nil {
+			res, ran, err := double.Run(ctx, r, &c.call, "")
+			if err != nil || ran != c.want || res.Out == nil {
 				t.Fatalf("Dispatch ran %q: %v", ran, err)
 			}
 			if !strings.Contains(log.String(), "backend="+c.want) {
@@ -110,7 +161,7 @@ func TestAutomaticSelection(t *testing.T) {
 				if !strings.Contains(log.String(), strings.TrimPrefix(c.fakeDeclare, "fake: ")) {
 					t.Errorf("debug log lacks the refusal %q: %s", c.fakeDeclare, log.String())
 				}
-				_, _, err := r.Dispatch(ctx, &c.call, "fake")
+				_, _, err := double.Run(ctx, r, &c.call, "fake")
 				var nc *backend.NoCapableBackendError
 				if !errors.As(err, &nc) || len(nc.Declines) != 1 || nc.Declines[0].String() != c.fakeDeclare {
 					t.Errorf("explicit fake: %v; want refusal %q", err, c.fakeDeclare)
@@ -126,8 +177,8 @@ func TestRefusalListsEveryBackend(t *testing.T) {
 	if err := r.SetEnabled("eager", false); err != nil {
 		t.Fatal(err)
 	}
-	c := backend.Call{Op: backend.QuantizeRowwise, X: xOf(t, dtype.Float16, 2, 16)}
-	_, _, err := r.Dispatch(context.Background(), &c, "")
+	c := doubleArgs{X: xOf(t, dtype.Float16, 2, 16)}
+	_, _, err := double.Run(context.Background(), r, &c, "")
 	var nc *backend.NoCapableBackendError
 	if !errors.As(err, &nc) {
 		t.Fatalf("got %v, want NoCapableBackendError", err)
@@ -137,14 +188,14 @@ func TestRefusalListsEveryBackend(t *testing.T) {
 	if got != want {
 		t.Errorf("declines\n got %s\nwant %s", got, want)
 	}
-	if !strings.Contains(err.Error(), "no backend can run quantize_int8_rowwise on cpu") {
+	if !strings.Contains(err.Error(), "no backend can run test_double on cpu") {
 		t.Errorf("message: %v", err)
 	}
 	// Re-enabled, eager takes it again.
 	if err := r.SetEnabled("eager", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, name, err := r.Dispatch(context.Background(), &c, ""); err != nil || name != "eager" {
+	if _, name, err := double.Run(context.Background(), r, &c, ""); err != nil || name != "eager" {
 		t.Errorf("after enabling: %q, %v", name, err)
 	}
 }
@@ -153,24 +204,23 @@ func TestExplicitErrors(t *testing.T) {
 	r, _ := newRegistry(t, nil)
 	r.MarkUnavailable("npu-thing", backend.Accelerator, "no device")
 	ctx := context.Background()
-	tw := backend.Call{Op: backend.QuantizeTensorwise, X: xOf(t, dtype.BFloat16, 4, 32)}
+	tw := doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32)}
 
 	var nf *backend.BackendNotFoundError
-	if _, _, err := r.Dispatch(ctx, &tw, "nosuch"); !errors.As(err, &nf) || nf.Name != "nosuch" {
+	if _, _, err := double.Run(ctx, r, &tw, "nosuch"); !errors.As(err, &nf) || nf.Name != "nosuch" {
 		t.Errorf("unknown backend: %v", err)
 	}
-	if _, _, err := r.Dispatch(ctx, &tw, "npu-thing"); !errors.As(err, &nf) || !strings.Contains(nf.Reason, "no device") {
+	if _, _, err := double.Run(ctx, r, &tw, "npu-thing"); !errors.As(err, &nf) || !strings.Contains(nf.Reason, "no device") {
 		t.Errorf("unavailable backend: %v", err)
 	}
 	var ni *backend.NotImplementedError
-	if _, _, err := r.Dispatch(ctx, &tw, "fake"); !errors.As(err, &ni) || ni.Op != backend.QuantizeTensorwise {
+	if _, _, err := triple.Run(ctx, r, &tw, "fake"); !errors.As(err, &ni) || ni.Op != triple.Name() {
 		t.Errorf("not implemented: %v", err)
 	}
 	if err := r.SetEnabled("fake", false); err != nil {
 		t.Fatal(err)
 	}
-	rw := backend.Call{Op: backend.QuantizeRowwise, X: xOf(t, dtype.BFloat16, 4, 32)}
-	if _, _, err := r.Dispatch(ctx, &rw, "fake"); !errors.As(err, &nf) || nf.Reason != "disabled" {
+	if _, _, err := double.Run(ctx, r, &tw, "fake"); !errors.As(err, &nf) || nf.Reason != "disabled" {
 		t.Errorf("disabled backend: %v", err)
 	}
 	if err := r.SetEnabled("nosuch", true); !errors.As(err, &nf) {
@@ -181,21 +231,82 @@ func TestExplicitErrors(t *testing.T) {
 	}
 }
 
-func TestScopedAndExplicitChoice(t *testing.T) {
+// triple is a second test operation that no test backend implements.
+var triple = backend.Declare[*doubleArgs, doubled]("test_triple", nil)
+
+func TestDeclaredOnce(t *testing.T) {
+	var names []string
+	for _, o := range backend.Ops() {
+		names = append(names, o.Name())
+	}
+	if !slices.Contains(names, "test_double") || !slices.Contains(names, "test_triple") {
+		t.Errorf("Ops() = %v, want the test's operations", names)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("declaring test_double twice did not panic")
+		}
+	}()
+	backend.Declare[*doubleArgs, doubled]("test_double", nil)
+}
+
+func TestCancelledContext(t *testing.T) {
 	r, f := newRegistry(t, nil)
-	c := backend.Call{Op: backend.QuantizeRowwise, X: xOf(t, dtype.BFloat16, 4, 32)}
-	ctx := backend.WithBackend(context.Background(), "eager")
-	if _, name, err := r.Dispatch(ctx, &c, ""); err != nil || name != "eager" {
-		t.Errorf("scoped: %q, %v", name, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := double.Run(ctx, r, &doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32)}, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v", err)
 	}
-	if _, name, err := r.Dispatch(ctx, &c, "fake"); err != nil || name != "fake" {
-		t.Errorf("explicit over scoped: %q, %v", name, err)
+	if f.calls != 0 {
+		t.Errorf("a kernel ran %d times under a cancelled context", f.calls)
 	}
-	if _, name, err := r.Dispatch(context.Background(), &c, ""); err != nil || name != "fake" {
-		t.Errorf("outside the scope: %q, %v", name, err)
+}
+
+// TestLazy checks that a lazily registered backend loads only when the
+// registry needs to know about it, once, and that a failure becomes the
+// unavailable reason.
+func TestLazy(t *testing.T) {
+	r, _ := newRegistry(t, nil)
+	var loads int
+	err := r.RegisterLazy("acc", backend.Accelerator, []string{"npu"}, func() (backend.Backend, error) {
+		loads++
+		return reference("acc"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f.calls != 2 {
-		t.Errorf("fake ran %d times, want 2", f.calls)
+	if err := r.RegisterLazy("broken", backend.Accelerator, []string{"npu"}, func() (backend.Backend, error) {
+		loads++
+		return backend.Backend{}, errors.New("libthing.so: not found")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterLazy("acc", backend.Accelerator, nil, nil); err == nil {
+		t.Error("registered acc twice")
+	}
+	ctx := context.Background()
+	// A host call does not load accelerators for other devices.
+	if _, name, err := double.Run(ctx, r, &doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32)}, ""); err != nil || name != "fake" || loads != 0 {
+		t.Fatalf("host call: %q, %v, %d loads", name, err, loads)
+	}
+	_, _, err = double.Run(ctx, r, &doubleArgs{X: xOf(t, dtype.Float16, 4, 32)}, "")
+	if err != nil || loads != 0 {
+		t.Fatalf("host call declined by fake: %v, %d loads", err, loads)
+	}
+	// Naming it loads it; it then runs like any backend.
+	if _, name, err := double.Run(ctx, r, &doubleArgs{X: xOf(t, dtype.Float16, 4, 32)}, "acc"); err != nil || name != "acc" || loads != 1 {
+		t.Fatalf("explicit call: %q, %v, %d loads", name, err, loads)
+	}
+	// Listing loads the rest, once.
+	for range 2 {
+		for _, b := range r.ListBackends() {
+			if b.Name == "broken" && (b.Available || b.Reason != "libthing.so: not found") {
+				t.Errorf("broken: %+v", b)
+			}
+		}
+	}
+	if loads != 2 {
+		t.Errorf("%d loads, want 2", loads)
 	}
 }
 
@@ -218,8 +329,8 @@ func TestPriorityAndList(t *testing.T) {
 	if got := names(); got != "eager,fake,npu-thing" {
 		t.Errorf("order after SetPriority(eager): %s", got)
 	}
-	c := backend.Call{Op: backend.QuantizeRowwise, X: xOf(t, dtype.BFloat16, 4, 32)}
-	if name, _, _ := r.Select(context.Background(), &c, ""); name != "eager" {
+	c := doubleArgs{X: xOf(t, dtype.BFloat16, 4, 32)}
+	if _, name, _ := double.Run(context.Background(), r, &c, ""); name != "eager" {
 		t.Errorf("priority ignored: chose %q", name)
 	}
 	if err := r.SetPriority(); err != nil || names() != "fake,npu-thing,eager" {
@@ -230,26 +341,30 @@ func TestPriorityAndList(t *testing.T) {
 		t.Errorf("availability: %+v", infos)
 	}
 	want := []string{"devices: cpu", "x: [bfloat16]", "x: rank == 2", "x: dim -1 divisible by 16", "stochastic_rounding: off", "hardware: device named cpu"}
-	if got := infos[0].Capabilities[backend.QuantizeRowwise]; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := infos[0].Capabilities[double.Name()]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("capabilities\n got %q\nwant %q", got, want)
 	}
 }
 
 func TestRegister(t *testing.T) {
 	r, _ := newRegistry(t, nil)
-	if err := r.Register(eager.New()); err == nil {
+	if err := r.Register(reference("eager")); err == nil {
 		t.Error("registered eager twice")
 	}
-	if err := r.Register(backend.Backend{Name: "x", Ops: map[backend.Op]backend.Capability{backend.Dequantize: {}}}); err == nil {
+	if err := r.Register(backend.Backend{Name: "x", Caps: []backend.Capability{{Op: double.Name()}}}); err == nil {
 		t.Error("registered a capability without a kernel")
+	}
+	if err := r.Register(backend.Backend{Name: "x", Caps: []backend.Capability{
+		double.Implement(backend.Constraints{}, runDouble), double.Implement(backend.Constraints{}, runDouble),
+	}}); err == nil {
+		t.Error("registered an operation twice in one backend")
 	}
 	if err := r.Register(backend.Backend{Name: "y", Kind: backend.Kind(7)}); err == nil || backend.Kind(7).String() != "kind(7)" {
 		t.Errorf("registered an unknown kind: %v", err)
 	}
 	r.MarkUnavailable("late", backend.Host, "not yet")
 	_ = r.SetEnabled("late", false)
-	b := eager.New()
-	b.Name = "late"
+	b := reference("late")
 	if err := r.Register(b); err != nil {
 		t.Fatalf("register over an unavailable mark: %v", err)
 	}
@@ -270,8 +385,8 @@ func TestConcurrentDispatch(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 50 {
-				c := backend.Call{Op: backend.QuantizeRowwise, X: xOf(t, dtype.BFloat16, 2, 16)}
-				if _, _, err := r.Dispatch(context.Background(), &c, ""); err != nil {
+				c := doubleArgs{X: xOf(t, dtype.BFloat16, 2, 16)}
+				if _, _, err := double.Run(context.Background(), r, &c, ""); err != nil {
 					t.Error(err)
 					return
 				}

@@ -181,6 +181,12 @@ func TestRoundTrip(t *testing.T) {
 		for _, ti := range fi.Tensors {
 			base := strings.TrimSuffix(ti.Name, ".weight")
 			if _, ok := fq.Tensor(base + ".comfy_quant"); !ok || base == ti.Name {
+				// Not quantized: copied through both conversions unchanged.
+				ci, xb := data(t, fi, ti.Name)
+				co, yb := data(t, fd, ti.Name)
+				if co.DType != ci.DType || !slices.Equal(co.Shape, ci.Shape) || !bytes.Equal(xb, yb) {
+					t.Errorf("%s: copied as %s%v, %d bytes differ from the input's %s%v", ti.Name, co.DType, co.Shape, countDiff(xb, yb), ci.DType, ci.Shape)
+				}
 				continue
 			}
 			_, sb := data(t, fq, base+".weight_scale")
@@ -567,4 +573,16 @@ func TestShardedFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("got %v, want infinity in row 2 of b.weight", err)
 	}
 	assertOnly(t, outDir)
+}
+
+// countDiff counts the bytes at which a and b differ (a length difference
+// counts as that many).
+func countDiff(a, b []byte) int {
+	n := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
 }

@@ -7,6 +7,7 @@
 package dtype
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -206,3 +207,44 @@ func BFloat16FromFloat32(f float32) uint16 {
 
 // BFloat16ToFloat32 widens bfloat16 bits to float32 exactly.
 func BFloat16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// Load widens element i of little-endian data b of type dt exactly to
+// float32 (int32 values beyond 2^24 round).
+func Load(b []byte, dt DType, i int) float32 {
+	switch dt {
+	case Float32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	case Float16:
+		return Float16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+	case BFloat16:
+		return BFloat16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+	case Int8:
+		return float32(int8(b[i]))
+	case Uint8:
+		return float32(b[i])
+	case Int32:
+		return float32(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	panic("dtype: load of " + dt.String())
+}
+
+// Store rounds v to dt (nearest, ties to even; integer types truncate) and
+// writes it as element i of little-endian data b.
+func Store(b []byte, dt DType, i int, v float32) {
+	switch dt {
+	case Float32:
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	case Float16:
+		binary.LittleEndian.PutUint16(b[2*i:], Float16FromFloat32(v))
+	case BFloat16:
+		binary.LittleEndian.PutUint16(b[2*i:], BFloat16FromFloat32(v))
+	case Int8:
+		b[i] = byte(int8(v))
+	case Uint8:
+		b[i] = byte(v)
+	case Int32:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
+	default:
+		panic("dtype: store of " + dt.String())
+	}
+}

@@ -45,9 +45,6 @@ func Open(path string) (*File, error) {
 // Size is the file's length in bytes.
 func (f *File) Size() int64 { return f.size }
 
-// OSFile is the underlying file, for identity checks (os.SameFile).
-func (f *File) OSFile() *os.File { return f.f }
-
 // Data returns the bytes of a tensor. They are valid until Release(t) or
 // Close, and must not be modified: the mapping is read-only.
 func (f *File) Data(t TensorInfo) ([]byte, error) {

@@ -1,5 +1,5 @@
 // Package tensor defines kitchen's tensors and the Device interface that owns
-// their memory and supplies the primitive kernels the eager backend composes.
+// their memory.
 //
 // A Tensor is an N-dimensional, contiguous, row-major array of one dtype on
 // one device. Tensors on the host ("cpu") expose their bytes; tensors on an
@@ -20,6 +20,7 @@ import (
 var ErrNotHost = errors.New("tensor is not in host memory")
 
 // ErrShape reports a shape that does not fit the data or the request.
+// It is the one shape error of kitchen: operations wrap it too.
 var ErrShape = errors.New("bad shape")
 
 // Tensor is a contiguous row-major array. The zero value is not usable;
@@ -34,15 +35,25 @@ type Tensor struct {
 }
 
 // New wraps device memory in a Tensor. It is for Device implementations;
-// mem is whatever the device uses to find the data (for CPU, a []byte of
-// exactly Numel*Size bytes).
-func New(dev Device, dt dtype.DType, shape []int, mem any) *Tensor {
-	if b, ok := mem.([]byte); ok && dev == CPU() {
-		return newHost(dt, shape, b)
+// mem is whatever the device uses to find the data. Host tensors are made
+// with FromBytes instead. It fails for a nil device, an invalid dtype or a
+// bad shape.
+func New(dev Device, dt dtype.DType, shape []int, mem any) (*Tensor, error) {
+	switch {
+	case dev == nil:
+		return nil, fmt.Errorf("tensor: new tensor on a nil device")
+	case dev == CPU():
+		b, _ := mem.([]byte)
+		return FromBytes(dt, b, shape...)
+	case !dt.Valid():
+		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
+	if err := checkShape(shape, dt.Size()); err != nil {
+		return nil, err
 	}
 	t := &Tensor{dtype: dt, dev: dev, mem: mem}
 	t.setShape(shape)
-	return t
+	return t, nil
 }
 
 func newHost(dt dtype.DType, shape []int, b []byte) *Tensor {
@@ -114,10 +125,13 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 		return nil, err
 	}
 	if Numel(shape) != t.Numel() {
-		return nil, fmt.Errorf("reshape %v to %v: %w: element counts differ", t.shape, shape, ErrShape)
+		return nil, fmt.Errorf("tensor: reshape %v to %v: %w: element counts differ", t.shape, shape, ErrShape)
 	}
-	r := New(t.dev, t.dtype, shape, t.mem)
-	r.host = t.host
+	if t.dev == CPU() {
+		return newHost(t.dtype, shape, t.host), nil
+	}
+	r := &Tensor{dtype: t.dtype, dev: t.dev, mem: t.mem}
+	r.setShape(shape)
 	return r, nil
 }
 
@@ -147,6 +161,9 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 		}
 	}
 	if dev == CPU() {
+		if t.dev != CPU() {
+			return newHost(t.dtype, t.shape, host), nil // already a fresh copy
+		}
 		return newHost(t.dtype, t.shape, append([]byte(nil), host...)), nil
 	}
 	out, err := dev.Alloc(t.dtype, t.shape)
@@ -166,7 +183,7 @@ func (t *Tensor) Bytes() ([]byte, error) {
 	if t.dev == CPU() {
 		return t.host, nil
 	}
-	return nil, fmt.Errorf("%v: %w", t, ErrNotHost)
+	return nil, fmt.Errorf("tensor: %v: %w", t, ErrNotHost)
 }
 
 // Float32s returns a host tensor's values widened exactly to float32 (int32
@@ -178,7 +195,7 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	}
 	out := make([]float32, t.Numel())
 	for i := range out {
-		out[i] = load(b, t.dtype, i)
+		out[i] = dtype.Load(b, t.dtype, i)
 	}
 	return out, nil
 }
@@ -186,7 +203,7 @@ func (t *Tensor) Float32s() ([]float32, error) {
 // Int8s returns the values of a host int8 tensor.
 func (t *Tensor) Int8s() ([]int8, error) {
 	if t.dtype != dtype.Int8 {
-		return nil, fmt.Errorf("Int8s of %v tensor", t.dtype)
+		return nil, fmt.Errorf("tensor: Int8s of a %v tensor", t.dtype)
 	}
 	b, err := t.Bytes()
 	if err != nil {
@@ -251,7 +268,7 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	}
 	b := t.host
 	for i, x := range v {
-		store(b, dt, i, x)
+		dtype.Store(b, dt, i, x)
 	}
 	return t, nil
 }

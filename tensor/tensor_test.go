@@ -82,28 +82,3 @@ func TestConstructorErrors(t *testing.T) {
 		t.Error("invalid dtype accepted")
 	}
 }
-
-// TestPrimitives checks the host primitives on small hand-worked inputs.
-func TestPrimitives(t *testing.T) {
-	dev := tensor.CPU()
-	x, _ := tensor.FromFloat32(dtype.Float16, []float32{1, -3, 2, 0, 0, 0}, 2, 3)
-	m, err := dev.AbsMaxRows(x, 3)
-	if v, _ := m.Float32s(); err != nil || !slices.Equal(v, []float32{3, 0}) {
-		t.Errorf("AbsMaxRows = %v, %v", v, err)
-	}
-	if i, _ := dev.Find(m, tensor.NotFinitePositive); i != 1 {
-		t.Errorf("Find(not finite positive) = %d, want 1", i)
-	}
-	if i, _ := dev.Find(m, tensor.NotFinite); i != -1 {
-		t.Errorf("Find(not finite) = %d, want -1", i)
-	}
-	rows, _ := tensor.FromFloat32(dtype.Float32, []float32{2, 4})
-	d, err := dev.Binary(tensor.Div, x, rows, dtype.Float16)
-	if v, _ := d.Float32s(); err != nil || !slices.Equal(v, []float32{0.5, -1.5, 1, 0, 0, 0}) {
-		t.Errorf("row-broadcast Div = %v, %v", v, err)
-	}
-	three, _ := tensor.FromFloat32(dtype.Float32, []float32{1, 2, 3, 4})
-	if _, err := dev.Binary(tensor.Add, x, three, dtype.Float32); !errors.Is(err, tensor.ErrShape) {
-		t.Errorf("bad broadcast: %v", err)
-	}
-}

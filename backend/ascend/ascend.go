@@ -6,10 +6,15 @@
 // CANN is bound at run time, never at build time: the package loads its
 // libraries with dlopen through purego, so builds need no cgo and a machine
 // without CANN gains no dependency. DefaultDirs says where it looks.
-// Importing the package registers "ascend" with backend.Default when CANN
-// loads and an NPU exists, and otherwise marks it unavailable with the
-// reason; Load and Register do the same for other registries and
-// directories.
+// Importing the package costs nothing at start-up: it registers "ascend"
+// with backend.Default lazily, and CANN is loaded (and aclInit run), once
+// per process, the first time the registry needs to know whether "ascend"
+// can run (a call on an npu tensor that leaves the choice to the registry,
+// a call that names "ascend", ListBackends) or DefaultDevice is called. If
+// CANN does not load or there is no NPU, "ascend" is then marked
+// unavailable with the reason (for a library that does not load, each
+// path tried and why); the load is not tried again. Load and Register do the same at once for
+// other registries and directories.
 //
 // The package is tested against the CANN simulator in internal/ascendsim,
 // or, with KITCHEN_ASCEND_HARDWARE=1, against the installed CANN.
@@ -23,6 +28,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gokitchen/kitchen/backend"
 )
@@ -192,23 +198,44 @@ func Register(reg *backend.Registry, opts Options) (*Runtime, error) {
 	return r, nil
 }
 
-// loaded is what init found: the runtime registered with backend.Default,
-// or why there is none.
+// loaded is the runtime behind backend.Default's "ascend", loaded on first
+// need, or why there is none.
 var loaded struct {
-	rt  *Runtime
-	err error
+	once sync.Once
+	rt   *Runtime
+	err  error
 }
 
-func init() { loaded.rt, loaded.err = Register(backend.Default, Options{}) }
+func loadDefault() (*Runtime, error) {
+	loaded.once.Do(func() { loaded.rt, loaded.err = Load(Options{}) })
+	return loaded.rt, loaded.err
+}
 
-// DefaultDevice returns the NPU of the runtime that this package registered
-// with backend.Default, opened, or the reason there is none or it cannot be
-// opened (then the next call tries again).
-func DefaultDevice() (*Device, error) {
-	if loaded.err != nil {
-		return nil, loaded.err
+func init() {
+	err := backend.Default.RegisterLazy(Name, backend.Accelerator, []string{DeviceType}, func() (backend.Backend, error) {
+		if _, err := loadDefault(); err != nil {
+			return backend.Backend{}, errors.New(strings.TrimPrefix(err.Error(), "ascend: "))
+		}
+		return New(), nil
+	})
+	if err != nil {
+		panic(err)
 	}
-	d := loaded.rt.Device()
+}
+
+// DefaultDevice returns the NPU of the runtime behind backend.Default's
+// "ascend", opened. The first call loads CANN if the registry has not yet,
+// and the registry shares that load: CANN is loaded once per process. If
+// it fails, DefaultDevice returns the error, now and on every later call,
+// and it is the reason backend.Default gives for "ascend" being
+// unavailable. If the NPU cannot be opened, it returns that error and the
+// next call tries again.
+func DefaultDevice() (*Device, error) {
+	rt, err := loadDefault()
+	if err != nil {
+		return nil, err
+	}
+	d := rt.Device()
 	if err := d.Open(); err != nil {
 		return nil, err
 	}

@@ -15,10 +15,14 @@ import (
 // on one device run one at a time.
 //
 // The NPU is opened by Open or by the first operation. Tensors move between
-// host and NPU only through CopyFromHost and CopyToHost (tensor.Tensor.To);
-// during an operation the only copy is the NaN check's result, a few bytes
-// read back to the host (quantizeRowwise, firstBadRow and firstFalse say
-// how many).
+// host and NPU only through CopyFromHost and CopyToHost (tensor.Tensor.To).
+// A call of an operation copies nothing to the NPU and reads back to the
+// host only a few bytes: the NaN check's result (quantizeRowwise,
+// firstBadRow and firstFalse say how many) and, for tensor-wise
+// quantization with a supplied scale tensor, that tensor's one element,
+// which the registry's check of the arguments (op.TensorwiseArgs.Validate)
+// copies to the host to see that it is finite and positive: 4 bytes for a
+// float32 scale, 2 for float16 or bfloat16.
 //
 // Device memory is freed by Tensor.Release, or, for tensors that become
 // unreachable without it, when the garbage collector finds them. The

@@ -24,6 +24,14 @@ const envHardware = "KITCHEN_ASCEND_HARDWARE"
 
 func onHardware() bool { return os.Getenv(envHardware) == "1" }
 
+// cannPlatform reports whether CANN can be loaded on this platform at all;
+// elsewhere every load fails with the reason platformReason.
+func cannPlatform() bool {
+	return runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64")
+}
+
+const platformReason = "CANN runs on linux/amd64 and linux/arm64, not " + runtime.GOOS + "/" + runtime.GOARCH
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	ascendsim.Cleanup()

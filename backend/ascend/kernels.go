@@ -7,36 +7,39 @@ import (
 	"math"
 
 	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/backend/eager"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
 // New returns the ascend backend: fused kernels for tensors on any Ascend
-// Device. Register (and importing this package, for backend.Default) adds
-// it to a registry once CANN has loaded.
+// Device. Register adds it to a registry once CANN has loaded; this
+// package's init registers it with backend.Default lazily, to be loaded on
+// first need (see the package documentation).
 func New() backend.Backend {
 	npu := []string{DeviceType}
-	floats := []dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16}
+	floats := dtype.Floats()
 	quantize := backend.Constraints{
 		Devices: npu,
-		DTypes: map[string][]dtype.DType{
-			backend.ParamX:     {dtype.Float16, dtype.BFloat16},
-			backend.ParamScale: floats,
+		DTypes: []backend.DTypeRule{
+			{Param: "x", DTypes: []dtype.DType{dtype.Float16, dtype.BFloat16}},
+			{Param: "scale", DTypes: floats},
 		},
 		Calls: []backend.CallRule{backend.StochasticRoundingOff()},
 	}
 	deq := backend.Constraints{
 		Devices: npu,
-		DTypes: map[string][]dtype.DType{
-			backend.ParamQ: {dtype.Int8}, backend.ParamScale: floats, backend.ParamOutDType: floats,
+		DTypes: []backend.DTypeRule{
+			{Param: "q", DTypes: []dtype.DType{dtype.Int8}}, {Param: "scale", DTypes: floats}, {Param: "out_dtype", DTypes: floats},
 		},
 	}
-	return backend.Backend{Name: Name, Kind: backend.Accelerator, Ops: map[backend.Op]backend.Capability{
-		backend.QuantizeRowwise:    {Constraints: quantize, Run: quantizeRowwise},
-		backend.QuantizeTensorwise: {Constraints: quantize, Run: quantizeTensorwise},
-		backend.Dequantize:         {Constraints: deq, Run: dequantize},
-		backend.DequantizeDType:    {Constraints: deq, Run: dequantize},
+	return backend.Backend{Name: Name, Kind: backend.Accelerator, Caps: []backend.Capability{
+		op.QuantizeRowwise.Implement(quantize, quantizeRowwise),
+		op.QuantizeTensorwise.Implement(quantize, quantizeTensorwise),
+		op.Dequantize.Implement(deq, dequantizeSimple),
+		op.DequantizeDType.Implement(deq, dequantizeDType),
 	}}
 }
 
@@ -68,10 +71,10 @@ type pair struct{ q, scale *tensor.Tensor }
 // one step of the contract everywhere. All-zero rows get q = 0 from
 // aclnnInplaceMaskedFillScalar after the fused op, whose result for them
 // (0 * 127 / 0) CANN does not define.
-func quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error) {
+func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {
-		return backend.Result{}, err
+		return op.Quantized{}, err
 	}
 	r, err := do(d, func(s *session) (pair, error) {
 		x := c.X
@@ -125,7 +128,7 @@ func quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error)
 				err = fmt.Errorf("ascend: the smallest row scale is %g, but every row of %v is finite", smallest, x)
 			}
 			if err == nil {
-				err = backend.NonFinite(c.Op, row)
+				err = backend.NonFinite(op.QuantizeRowwise.Name(), row)
 			}
 			return pair{}, err
 		}
@@ -153,7 +156,7 @@ func quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error)
 		}
 		return pair{q, scale}, s.quantize(xa, t, qa.as(rows, k), 0)
 	})
-	return backend.Result{Q: r.q, Scale: r.scale}, err
+	return op.Quantized{Q: r.q, Scale: r.scale}, err
 }
 
 // divisors returns the contract's divisors for the float32 scales s:
@@ -176,13 +179,15 @@ func (s *session) divisors(scales arr, T dtype.DType) (arr, error) {
 
 // quantizeTensorwise: the NaN check on the device (firstBadRow), the scale
 // as the contract recalculates it (the abs-max of the rows' abs-maxes) or as
-// supplied, the contract's divisor t = rT(s) (zero replaced by the type's
-// smallest normal), and aclnnQuantize, which divides by t in float32 and
-// rounds half to even.
-func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, error) {
+// supplied (a scale tensor is cast to float32 on the device; the registry
+// has already checked that it is finite and positive, see Device), the
+// contract's divisor t = rT(s) (zero replaced by the type's smallest
+// normal), and aclnnQuantize, which divides by t in float32 and rounds half
+// to even.
+func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {
-		return backend.Result{}, err
+		return op.Quantized{}, err
 	}
 	r, err := do(d, func(s *session) (pair, error) {
 		x := c.X
@@ -196,7 +201,7 @@ func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, err
 		}
 		if row, err := s.firstBadRow(xa); err != nil || row >= 0 {
 			if err == nil {
-				err = backend.NonFinite(c.Op, row)
+				err = backend.NonFinite(op.QuantizeTensorwise.Name(), row)
 			}
 			return pair{}, err
 		}
@@ -238,20 +243,28 @@ func quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, err
 		}
 		return pair{q, scale}, s.quantize(xa.as(n), t, qa, 0)
 	})
-	return backend.Result{Q: r.q, Scale: r.scale}, err
+	return op.Quantized{Q: r.q, Scale: r.scale}, err
 }
 
-// dequantize computes rOut(f32(q) * f32(scale)) on the device: aclnnCast of
+// dequantizeTo computes rOut(f32(q) * f32(scale)) on the device: aclnnCast of
 // q and of a non-float32 scale, aclnnMul with the scale broadcast, aclnnCast
 // to the output type. It is the device's Binary primitive, so the result
 // is the eager backend's, bit for bit.
-func dequantize(_ context.Context, c *backend.Call) (backend.Result, error) {
+func dequantizeTo(c *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
 	d, err := deviceOf(c.Q)
 	if err != nil {
-		return backend.Result{}, err
+		return op.Dequantized{}, err
 	}
-	out, err := do(d, func(s *session) (*tensor.Tensor, error) {
-		return s.binaryOp(tensor.Mul, c.Q, c.Scale, c.OutDType)
+	t, err := do(d, func(s *session) (*tensor.Tensor, error) {
+		return s.binaryOp(eager.Mul, c.Q, c.Scale, out)
 	})
-	return backend.Result{Out: out}, err
+	return op.Dequantized{Out: t}, err
+}
+
+func dequantizeSimple(_ context.Context, c *op.DequantizeArgs) (op.Dequantized, error) {
+	return dequantizeTo(c, dtype.Float32)
+}
+
+func dequantizeDType(_ context.Context, c *op.DequantizeDTypeArgs) (op.Dequantized, error) {
+	return dequantizeTo(&c.DequantizeArgs, c.OutDType)
 }

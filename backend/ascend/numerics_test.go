@@ -12,6 +12,7 @@ import (
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/golden"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -47,7 +48,7 @@ import (
 // checkFused checks got (q and scale from the NPU, on the host) against want
 // (eager's, on the host) by those rules and returns how many elements the
 // exactness rule covered.
-func checkFused(t *testing.T, name string, op backend.Op, x *tensor.Tensor, got, want []*tensor.Tensor) (exact, total int) {
+func checkFused(t *testing.T, name string, o backend.Operation, x *tensor.Tensor, got, want []*tensor.Tensor) (exact, total int) {
 	t.Helper()
 	if !bytes.Equal(must(got[1].Bytes()), must(want[1].Bytes())) {
 		t.Errorf("%s: scales %v differ from the contract's %v", name, must(got[1].Float32s()), must(want[1].Float32s()))
@@ -62,7 +63,7 @@ func checkFused(t *testing.T, name string, op backend.Op, x *tensor.Tensor, got,
 	bad := 0
 	for i, v := range xs {
 		s := scales[0]
-		if op == backend.QuantizeRowwise {
+		if o == op.QuantizeRowwise {
 			s = scales[i/k]
 		}
 		rs := T.Round(s)
@@ -73,7 +74,7 @@ func checkFused(t *testing.T, name string, op backend.Op, x *tensor.Tensor, got,
 		y := v / div
 		isExact := T.Round(y) == y
 		bounded := true
-		if op == backend.QuantizeRowwise {
+		if o == op.QuantizeRowwise {
 			isExact = isExact && rs == s && !nearTie(y)
 			bounded = rs >= T.TinyNormal() && !math.IsInf(float64(rs), 0)
 		}
@@ -147,11 +148,11 @@ func TestFusedQuantizeAgainstContract(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	shapes := [][]int{{1, 1}, {3}, {4, 7}, {9, 33}, {2, 3, 64}, {16, 257}}
 	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
-		for _, op := range []backend.Op{backend.QuantizeRowwise, backend.QuantizeTensorwise} {
+		for _, o := range []backend.Operation{op.QuantizeRowwise, op.QuantizeTensorwise} {
 			exact, total := 0, 0
 			for i := range 60 {
 				x := fusedCase(rng, dt, shapes[i%len(shapes)])
-				c := call{name: string(op), op: op, x: x}
+				c := call{name: o.Name(), op: o, x: x}
 				want, _, err := e.run(c, false, kitchen.UsingBackend("eager"))
 				if err != nil {
 					t.Fatal(err)
@@ -160,12 +161,12 @@ func TestFusedQuantizeAgainstContract(t *testing.T) {
 				if err != nil || ran != ascend.Name {
 					t.Fatalf("ran %q: %v", ran, err)
 				}
-				ex, n := checkFused(t, dt.String()+" "+string(op), op, x, got, want)
+				ex, n := checkFused(t, dt.String()+" "+o.Name(), o, x, got, want)
 				exact, total = exact+ex, total+n
 			}
-			t.Logf("%v %s: %d of %d elements in the exact class", dt, op, exact, total)
+			t.Logf("%v %s: %d of %d elements in the exact class", dt, o.Name(), exact, total)
 			if exact < total/10 {
-				t.Errorf("%v %s: only %d of %d elements checked for equality", dt, op, exact, total)
+				t.Errorf("%v %s: only %d of %d elements checked for equality", dt, o.Name(), exact, total)
 			}
 		}
 	}
@@ -182,10 +183,13 @@ func TestGolden(t *testing.T) {
 	}
 	ran := map[string]int{}
 	for _, g := range cases {
-		c := call{name: g.Name, op: g.Op, out: g.OutDType, opts: []kitchen.Option{kitchen.WithStochasticRounding(g.Seed)}}
+		c := call{name: g.Name, op: operation(t, g.Op), out: g.OutDType}
+		if g.Seed > 0 {
+			c.opts = []kitchen.Option{kitchen.WithStochasticRounding(g.Seed)}
+		}
 		want := []*tensor.Tensor{must(tensor.FromBytes(dtype.Int8, g.Q, g.QShape...)), nil}
-		switch g.Op {
-		case backend.QuantizeRowwise, backend.QuantizeTensorwise:
+		switch c.op {
+		case op.QuantizeRowwise, op.QuantizeTensorwise:
 			c.x = must(tensor.FromBytes(g.DType, g.X, g.Shape...))
 			want[1] = must(tensor.FromBytes(dtype.Float32, g.Scale, g.ScaleShape...))
 			switch g.ScaleMode {
@@ -225,10 +229,22 @@ func TestGolden(t *testing.T) {
 			}
 			continue
 		}
-		checkFused(t, g.Name, g.Op, c.x, got, want)
+		checkFused(t, g.Name, c.op, c.x, got, want)
 	}
 	t.Logf("golden cases run with their tensors on the NPU: %v of %d", ran, len(cases))
 	if ran["eager"] != len(cases) || ran["ascend"] == 0 {
 		t.Errorf("ran %v of %d cases", ran, len(cases))
 	}
+}
+
+// operation returns the declared operation of that name.
+func operation(t *testing.T, name string) backend.Operation {
+	t.Helper()
+	for _, o := range backend.Ops() {
+		if o.Name() == name {
+			return o
+		}
+	}
+	t.Fatalf("no operation %q is declared", name)
+	return nil
 }

@@ -3,6 +3,7 @@ package ascend_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,15 +16,16 @@ import (
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/ascendsim"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
 // call is one operation with its options, run on the host or the NPU.
 type call struct {
 	name string
-	op   backend.Op
-	x    *tensor.Tensor // x, or q for dequantize (on the host)
-	s    *tensor.Tensor // the dequantize scale, or a supplied scale tensor (on the host)
+	op   backend.Operation // one of op's four
+	x    *tensor.Tensor    // x, or q for dequantize (on the host)
+	s    *tensor.Tensor    // the dequantize scale, or a supplied scale tensor (on the host)
 	out  dtype.DType
 	opts []kitchen.Option
 }
@@ -43,14 +45,14 @@ func (e *env) run(c call, npu bool, more ...kitchen.Option) (outs []*tensor.Tens
 	opts := e.opts(append(append(slices.Clone(c.opts), more...), kitchen.ReportBackend(&ran))...)
 	var a, b *tensor.Tensor
 	switch c.op {
-	case backend.QuantizeRowwise:
+	case op.QuantizeRowwise:
 		a, b, err = kitchen.QuantizeInt8Rowwise(e.ctx, x, opts...)
-	case backend.QuantizeTensorwise:
+	case op.QuantizeTensorwise:
 		if s != nil {
 			opts = append(opts, kitchen.WithScaleTensor(s))
 		}
 		a, b, err = kitchen.QuantizeInt8Tensorwise(e.ctx, x, opts...)
-	case backend.Dequantize:
+	case op.Dequantize:
 		a, err = kitchen.DequantizeInt8(e.ctx, x, s, opts...)
 	default:
 		a, err = kitchen.DequantizeInt8To(e.ctx, x, s, c.out, opts...)
@@ -90,10 +92,10 @@ func TestAutomaticSelection(t *testing.T) {
 	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
 		x := ramp(dt, 4, 8)
 		for _, c := range []call{
-			{name: "rowwise", op: backend.QuantizeRowwise, x: x},
-			{name: "tensorwise", op: backend.QuantizeTensorwise, x: x},
-			{name: "dequantize", op: backend.Dequantize, x: q, s: ramp(dt, 2, 1)},
-			{name: "dequantize to", op: backend.DequantizeDType, x: q, s: ramp(dtype.Float32, 1), out: dt},
+			{name: "rowwise", op: op.QuantizeRowwise, x: x},
+			{name: "tensorwise", op: op.QuantizeTensorwise, x: x},
+			{name: "dequantize", op: op.Dequantize, x: q, s: ramp(dt, 2, 1)},
+			{name: "dequantize to", op: op.DequantizeDType, x: q, s: ramp(dtype.Float32, 1), out: dt},
 		} {
 			if _, ran, err := e.run(c, true); err != nil || ran != ascend.Name {
 				t.Errorf("%v %s on npu: ran %q, %v; want ascend", dt, c.name, ran, err)
@@ -108,7 +110,7 @@ func TestAutomaticSelection(t *testing.T) {
 func TestExplicitBackend(t *testing.T) {
 	e := newEnv(t)
 	x := ramp(dtype.BFloat16, 3, 5)
-	c := call{name: "rowwise", op: backend.QuantizeRowwise, x: x}
+	c := call{name: "rowwise", op: op.QuantizeRowwise, x: x}
 	if _, ran, err := e.run(c, true, kitchen.UsingBackend(ascend.Name)); err != nil || ran != ascend.Name {
 		t.Fatalf("ran %q, %v", ran, err)
 	}
@@ -122,27 +124,61 @@ func TestExplicitBackend(t *testing.T) {
 	}
 }
 
+// The copies from the NPU to the host that a call makes: all the others
+// stay on the device. The tests below count them (copies and bytes) in the
+// simulator.
+const (
+	// findRead is eager's NaN check on the NPU, Device.Find: firstFalse's
+	// int64 index.
+	findRead = 8
+	// rowwiseRead is ascend's row-wise NaN check: the smallest row scale,
+	// a float32 (quantizeRowwise).
+	rowwiseRead = 4
+	// tensorwiseRead is ascend's tensor-wise NaN check: aclnnAll's bool
+	// (firstBadRow).
+	tensorwiseRead = 1
+)
+
+// scaleRead is the registry's check of a supplied scale tensor:
+// op.TensorwiseArgs.Validate copies its one element to the host, in the
+// tensor's own dtype (4 bytes for float32, 2 for float16 and bfloat16).
+// Before the typed operations it ran Find on the device and read 8 bytes.
+func scaleRead(s *tensor.Tensor) int64 { return int64(s.DType().Size()) }
+
+// sum returns the number of reads and their bytes.
+func sum(reads []int64) (n, bytes int64) {
+	for _, r := range reads {
+		bytes += r
+	}
+	return int64(len(reads)), bytes
+}
+
 // TestDeclinedRunsEagerOnNPU checks float32 input and stochastic rounding:
 // ascend's constraints decline them, eager runs them on the NPU with no
-// host-to-device copy and, device to host, only Find's 8-byte index, and
-// the result is eager's on the host, bit for bit.
+// host-to-device copy and, device to host, only Find's index (and the
+// registry's read of a supplied scale tensor), and the result is eager's
+// on the host, bit for bit.
 func TestDeclinedRunsEagerOnNPU(t *testing.T) {
 	e := newEnv(t)
+	bf16Scale := must(tensor.FromFloat32(dtype.BFloat16, []float32{0.03125}))
+	f32Scale := must(tensor.FromFloat32(dtype.Float32, []float32{0.0371}, 1))
 	for _, c := range []struct {
 		call
 		param string
-		d2h   int64 // bytes read back: 8 per Find
+		reads []int64 // the copies to the host, in bytes
 	}{
-		{call{name: "float32 rowwise", op: backend.QuantizeRowwise, x: ramp(dtype.Float32, 5, 7)}, "x", 8},
-		{call{name: "float32 tensorwise", op: backend.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7)}, "x", 8},
-		{call{name: "float32 tensorwise, scale tensor", op: backend.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7),
-			s: must(tensor.FromFloat32(dtype.BFloat16, []float32{0.03125}))}, "x", 16},
-		{call{name: "stochastic bf16 rowwise", op: backend.QuantizeRowwise, x: ramp(dtype.BFloat16, 4, 33),
-			opts: []kitchen.Option{kitchen.WithStochasticRounding(1<<40 + 7)}}, "stochastic_rounding", 8},
-		{call{name: "stochastic f16 tensorwise", op: backend.QuantizeTensorwise, x: ramp(dtype.Float16, 2, 3, 9),
-			opts: []kitchen.Option{kitchen.WithStochasticRounding(3), kitchen.WithScale(0.0625)}}, "stochastic_rounding", 8},
-		{call{name: "stochastic f32 1-D", op: backend.QuantizeRowwise, x: ramp(dtype.Float32, 40),
-			opts: []kitchen.Option{kitchen.WithStochasticRounding(math.MaxInt64)}}, "x", 8},
+		{call{name: "float32 rowwise", op: op.QuantizeRowwise, x: ramp(dtype.Float32, 5, 7)}, "x", []int64{findRead}},
+		{call{name: "float32 tensorwise", op: op.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7)}, "x", []int64{findRead}},
+		{call{name: "float32 tensorwise, bfloat16 scale tensor", op: op.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7),
+			s: bf16Scale}, "x", []int64{scaleRead(bf16Scale), findRead}},
+		{call{name: "float32 tensorwise, float32 scale tensor", op: op.QuantizeTensorwise, x: ramp(dtype.Float32, 5, 7),
+			s: f32Scale}, "x", []int64{scaleRead(f32Scale), findRead}},
+		{call{name: "stochastic bf16 rowwise", op: op.QuantizeRowwise, x: ramp(dtype.BFloat16, 4, 33),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(1<<40 + 7)}}, "stochastic_rounding", []int64{findRead}},
+		{call{name: "stochastic f16 tensorwise", op: op.QuantizeTensorwise, x: ramp(dtype.Float16, 2, 3, 9),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(3), kitchen.WithScale(0.0625)}}, "stochastic_rounding", []int64{findRead}},
+		{call{name: "stochastic f32 1-D", op: op.QuantizeRowwise, x: ramp(dtype.Float32, 40),
+			opts: []kitchen.Option{kitchen.WithStochasticRounding(math.MaxInt64)}}, "x", []int64{findRead}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := e.run(c.call, true, kitchen.UsingBackend(ascend.Name))
@@ -166,7 +202,7 @@ func TestDeclinedRunsEagerOnNPU(t *testing.T) {
 			var ran string
 			opts := e.opts(append(slices.Clone(c.opts), kitchen.ReportBackend(&ran))...)
 			var q, scale *tensor.Tensor
-			if c.op == backend.QuantizeRowwise {
+			if c.op == op.QuantizeRowwise {
 				q, scale, err = kitchen.QuantizeInt8Rowwise(e.ctx, x, opts...)
 			} else {
 				if s != nil {
@@ -179,9 +215,10 @@ func TestDeclinedRunsEagerOnNPU(t *testing.T) {
 			}
 			if e.sim != "" {
 				d := e.stats().Sub(before)
-				if d.H2DCopies != 0 || d.D2HBytes != c.d2h || d.D2HCopies != c.d2h/8 {
-					t.Errorf("during the operation: %d host-to-device copies, %d device-to-host copies of %d bytes; want 0, %d, %d",
-						d.H2DCopies, d.D2HCopies, d.D2HBytes, c.d2h/8, c.d2h)
+				n, b := sum(c.reads)
+				if d.H2DCopies != 0 || d.D2HBytes != b || d.D2HCopies != n || d.D2DCopies != 0 {
+					t.Errorf("during the operation: %d host-to-device copies, %d device-to-host copies of %d bytes, %d device-to-device; want 0, %d of %d %v, 0",
+						d.H2DCopies, d.D2HCopies, d.D2HBytes, d.D2DCopies, n, b, c.reads)
 				}
 			}
 			got := []*tensor.Tensor{e.down(q), e.down(scale)}
@@ -195,36 +232,40 @@ func TestDeclinedRunsEagerOnNPU(t *testing.T) {
 }
 
 // TestFusedTransfers counts the copies of the fused kernels: none host to
-// device; device to host, one copy per quantize for the NaN check (4 bytes
-// for row-wise: the smallest scale, negative if a row is not finite; 1 byte
-// for tensor-wise: whether x is finite) and, for a supplied scale tensor,
-// the registry's check of it (Find's 8-byte index).
+// device; device to host, one copy per quantize for the NaN check
+// (rowwiseRead, tensorwiseRead) and, for a supplied scale tensor, the
+// registry's check of it (scaleRead).
 func TestFusedTransfers(t *testing.T) {
 	e := newEnv(t)
 	e.needSim()
 	x := e.up(ramp(dtype.BFloat16, 6, 64))
 	st := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.04})))
+	st16 := e.up(must(tensor.FromFloat32(dtype.Float16, []float32{0.04}, 1, 1)))
 	q := e.up(must(tensor.FromInt8(make([]int8, 6*64), 6, 64)))
 	rowScale := e.up(ramp(dtype.Float32, 6, 1))
+	tensorwise := func(opts ...kitchen.Option) func() ([]*tensor.Tensor, error) {
+		return func() ([]*tensor.Tensor, error) {
+			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(opts...)...)
+			return []*tensor.Tensor{a, b}, err
+		}
+	}
 	for _, c := range []struct {
-		name      string
-		d2h, d2hN int64 // bytes and copies
-		op        string
-		f         func() ([]*tensor.Tensor, error)
+		name  string
+		reads []int64 // the copies to the host, in bytes
+		op    string
+		f     func() ([]*tensor.Tensor, error)
 	}{
-		{"rowwise", 4, 1, "aclnnDynamicQuantV2", func() ([]*tensor.Tensor, error) {
+		{"rowwise", []int64{rowwiseRead}, "aclnnDynamicQuantV2", func() ([]*tensor.Tensor, error) {
 			a, b, err := kitchen.QuantizeInt8Rowwise(e.ctx, x, e.opts()...)
 			return []*tensor.Tensor{a, b}, err
 		}},
-		{"tensorwise", 1, 1, "aclnnQuantize", func() ([]*tensor.Tensor, error) {
-			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts()...)
-			return []*tensor.Tensor{a, b}, err
-		}},
-		{"tensorwise, scale tensor", 9, 2, "aclnnQuantize", func() ([]*tensor.Tensor, error) {
-			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(kitchen.WithScaleTensor(st))...)
-			return []*tensor.Tensor{a, b}, err
-		}},
-		{"dequantize", 0, 0, "aclnnMul", func() ([]*tensor.Tensor, error) {
+		{"tensorwise", []int64{tensorwiseRead}, "aclnnQuantize", tensorwise()},
+		{"tensorwise, scale value", []int64{tensorwiseRead}, "aclnnQuantize", tensorwise(kitchen.WithScale(0.04))},
+		{"tensorwise, float32 scale tensor", []int64{scaleRead(st), tensorwiseRead}, "aclnnQuantize",
+			tensorwise(kitchen.WithScaleTensor(st))},
+		{"tensorwise, float16 scale tensor", []int64{scaleRead(st16), tensorwiseRead}, "aclnnQuantize",
+			tensorwise(kitchen.WithScaleTensor(st16))},
+		{"dequantize", nil, "aclnnMul", func() ([]*tensor.Tensor, error) {
 			a, err := kitchen.DequantizeInt8To(e.ctx, q, rowScale, dtype.BFloat16, e.opts()...)
 			return []*tensor.Tensor{a}, err
 		}},
@@ -235,9 +276,9 @@ func TestFusedTransfers(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		d := e.stats().Sub(before)
-		if d.H2DCopies != 0 || d.D2HBytes != c.d2h || d.D2HCopies != c.d2hN || d.D2DCopies != 0 {
-			t.Errorf("%s: copies host to device %d, device to host %d of %d bytes, device to device %d; want 0, %d of %d, 0",
-				c.name, d.H2DCopies, d.D2HCopies, d.D2HBytes, d.D2DCopies, c.d2hN, c.d2h)
+		if n, b := sum(c.reads); d.H2DCopies != 0 || d.D2HBytes != b || d.D2HCopies != n || d.D2DCopies != 0 {
+			t.Errorf("%s: copies host to device %d, device to host %d of %d bytes, device to device %d; want 0, %d of %d %v, 0",
+				c.name, d.H2DCopies, d.D2HCopies, d.D2HBytes, d.D2DCopies, n, b, c.reads)
 		}
 		if n := ascendsim.OpCount(t, e.sim, c.op) - ops; n != 1 {
 			t.Errorf("%s: %s ran %d times, want once", c.name, c.op, n)
@@ -247,6 +288,66 @@ func TestFusedTransfers(t *testing.T) {
 			o.Release()
 		}
 	}
+}
+
+// TestScaleTensorChecked checks the registry's check of a supplied scale
+// tensor on the NPU (op.TensorwiseArgs.Validate): it copies the one element
+// to the host (scaleRead) and refuses a scale that is not a finite number
+// > 0 before any backend runs, so no operator is launched; a scale tensor
+// of more than one element, or on another device than x, is refused
+// without a copy.
+func TestScaleTensorChecked(t *testing.T) {
+	e := newEnv(t)
+	x := e.up(ramp(dtype.BFloat16, 3, 4))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	quantize := func(st *tensor.Tensor) error {
+		q, s, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(kitchen.WithScaleTensor(st))...)
+		if err == nil {
+			q.Release()
+			s.Release()
+		}
+		return err
+	}
+	// counted runs f and checks the copies it made and that it launched
+	// nothing and left nothing on the device.
+	counted := func(what string, reads []int64, f func()) {
+		t.Helper()
+		if e.sim == "" {
+			f()
+			return
+		}
+		before := e.stats()
+		f()
+		d := e.stats().Sub(before)
+		if n, b := sum(reads); d.H2DCopies != 0 || d.D2HCopies != n || d.D2HBytes != b || d.Launches != 0 || !d.SameLive(ascendsim.Stats{}) {
+			t.Errorf("%s: %d copies to the device, %d to the host of %d bytes, %d operators, %s; want 0, %d of %d, 0 and nothing live",
+				what, d.H2DCopies, d.D2HCopies, d.D2HBytes, d.Launches, d.Live(), n, b)
+		}
+	}
+	for _, sdt := range dtype.Floats() {
+		for _, v := range []float32{0, float32(math.Copysign(0, -1)), -0.5, nan, inf, -inf} {
+			st := e.up(must(tensor.FromFloat32(sdt, []float32{v}, 1)))
+			what := fmt.Sprintf("%v scale %g", sdt, v)
+			counted(what, []int64{scaleRead(st)}, func() {
+				var ae *backend.ArgError
+				if err := quantize(st); !errors.As(err, &ae) || !errors.Is(err, backend.ErrScale) || ae.Param != "scale" {
+					t.Errorf("%s: %v, want ErrScale", what, err)
+				}
+			})
+		}
+	}
+	two := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.1, 0.2})))
+	counted("two-element scale", nil, func() {
+		if err := quantize(two); !errors.Is(err, tensor.ErrShape) {
+			t.Errorf("a two-element scale tensor: %v, want ErrShape", err)
+		}
+	})
+	host := must(tensor.FromFloat32(dtype.Float32, []float32{0.1}))
+	counted("host scale", nil, func() {
+		if err := quantize(host); !errors.Is(err, backend.ErrDevice) {
+			t.Errorf("a host scale tensor for an NPU x: %v, want ErrDevice", err)
+		}
+	})
 }
 
 // TestZeroRows quantizes all-zero rows, for which aclnnDynamicQuantV2
@@ -266,7 +367,7 @@ func TestZeroRows(t *testing.T) {
 func checkZeroRows(t *testing.T, e *env) {
 	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
 		x := must(tensor.FromFloat32(dt, []float32{0, 0, 0, 0, 1, -2, 3, -127, 0, 0, 0, 0}, 3, 4))
-		outs, ran, err := e.run(call{name: "rowwise", op: backend.QuantizeRowwise, x: x}, true)
+		outs, ran, err := e.run(call{name: "rowwise", op: op.QuantizeRowwise, x: x}, true)
 		if err != nil || ran != ascend.Name {
 			t.Fatalf("%v: ran %q, %v", dt, ran, err)
 		}
@@ -274,7 +375,7 @@ func checkZeroRows(t *testing.T, e *env) {
 		if !slices.Equal(s, []float32{1e-30, 1, 1e-30}) || !slices.Equal(q, []int8{0, 0, 0, 0, 1, -2, 3, -127, 0, 0, 0, 0}) {
 			t.Errorf("%v: q %v, scales %v", dt, q, s)
 		}
-		outs, _, err = e.run(call{name: "tensorwise", op: backend.QuantizeTensorwise, x: must(tensor.Zeros(dt, 2, 5))}, true)
+		outs, _, err = e.run(call{name: "tensorwise", op: op.QuantizeTensorwise, x: must(tensor.Zeros(dt, 2, 5))}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,15 +391,15 @@ func TestSuppliedAndRecalculatedScales(t *testing.T) {
 	e := newEnv(t)
 	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
 		x := ramp(dt, 3, 2, 11)
-		cases := []call{{name: "recalculated", op: backend.QuantizeTensorwise, x: x}}
+		cases := []call{{name: "recalculated", op: op.QuantizeTensorwise, x: x}}
 		// Scales whose float16 rounding is exact, inexact, subnormal, zero
 		// (the contract then divides by 2^-14) and infinite.
 		for _, v := range []float32{0.03125, 0.0371, 1e-3, 3e-6, 1e-9, 7e4, 1e30} {
-			cases = append(cases, call{name: "value", op: backend.QuantizeTensorwise, x: x,
+			cases = append(cases, call{name: "value", op: op.QuantizeTensorwise, x: x,
 				opts: []kitchen.Option{kitchen.WithScale(v)}})
 		}
 		for _, sdt := range dtype.Floats() {
-			cases = append(cases, call{name: "tensor " + sdt.String(), op: backend.QuantizeTensorwise, x: x,
+			cases = append(cases, call{name: "tensor " + sdt.String(), op: op.QuantizeTensorwise, x: x,
 				s: must(tensor.FromFloat32(sdt, []float32{0.0371}, 1, 1))})
 		}
 		for _, c := range cases {
@@ -310,7 +411,7 @@ func TestSuppliedAndRecalculatedScales(t *testing.T) {
 			if err != nil || ran != ascend.Name {
 				t.Fatalf("%v %s: ran %q, %v", dt, c.name, ran, err)
 			}
-			checkFused(t, dt.String()+" "+c.name, backend.QuantizeTensorwise, x, got, want)
+			checkFused(t, dt.String()+" "+c.name, op.QuantizeTensorwise, x, got, want)
 		}
 	}
 }
@@ -333,11 +434,11 @@ func TestDequantize(t *testing.T) {
 			}
 			s := must(tensor.FromFloat32(sdt, sv, shape...))
 			for _, out := range dtype.Floats() {
-				for _, op := range []backend.Op{backend.Dequantize, backend.DequantizeDType} {
-					if op == backend.Dequantize && out != dtype.Float32 {
+				for _, o := range []backend.Operation{op.Dequantize, op.DequantizeDType} {
+					if o == op.Dequantize && out != dtype.Float32 {
 						continue
 					}
-					c := call{name: string(op), op: op, x: q, s: s, out: out}
+					c := call{name: o.Name(), op: o, x: q, s: s, out: out}
 					want, _, err := e.run(c, false, kitchen.UsingBackend("eager"))
 					if err != nil {
 						t.Fatal(err)
@@ -348,7 +449,7 @@ func TestDequantize(t *testing.T) {
 					}
 					if got[0].DType() != out || !slices.Equal(got[0].Shape(), q.Shape()) ||
 						!bytes.Equal(must(got[0].Bytes()), must(want[0].Bytes())) {
-						t.Errorf("%s, scale %v%v, out %v: got %v, want eager's %v", op, sdt, shape, out, got[0], want[0])
+						t.Errorf("%s, scale %v%v, out %v: got %v, want eager's %v", o.Name(), sdt, shape, out, got[0], want[0])
 					}
 				}
 			}
@@ -381,10 +482,10 @@ func checkNonFiniteNamesRow(t *testing.T, e *env) {
 			v[1*12+2*4+3] = 3
 			x := must(tensor.FromFloat32(dt, v, 2, 3, 4))
 			for _, c := range []call{
-				{name: "rowwise", op: backend.QuantizeRowwise, x: x},
-				{name: "tensorwise", op: backend.QuantizeTensorwise, x: x},
-				{name: "tensorwise supplied", op: backend.QuantizeTensorwise, x: x, opts: []kitchen.Option{kitchen.WithScale(1)}},
-				{name: "stochastic", op: backend.QuantizeRowwise, x: x, opts: []kitchen.Option{kitchen.WithStochasticRounding(2)}},
+				{name: "rowwise", op: op.QuantizeRowwise, x: x},
+				{name: "tensorwise", op: op.QuantizeTensorwise, x: x},
+				{name: "tensorwise supplied", op: op.QuantizeTensorwise, x: x, opts: []kitchen.Option{kitchen.WithScale(1)}},
+				{name: "stochastic", op: op.QuantizeRowwise, x: x, opts: []kitchen.Option{kitchen.WithStochasticRounding(2)}},
 			} {
 				_, ran, err := e.run(c, true)
 				var ae *backend.ArgError
@@ -402,11 +503,11 @@ func checkNonFiniteNamesRow(t *testing.T, e *env) {
 		if len(shape) == 2 {
 			want = 4
 		}
-		for _, op := range []backend.Op{backend.QuantizeRowwise, backend.QuantizeTensorwise} {
-			_, ran, err := e.run(call{name: string(op), op: op, x: x}, true)
+		for _, o := range []backend.Operation{op.QuantizeRowwise, op.QuantizeTensorwise} {
+			_, ran, err := e.run(call{name: o.Name(), op: o, x: x}, true)
 			var ae *backend.ArgError
 			if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNonFinite) || ae.Row != want {
-				t.Errorf("%v %s on %s: %v, want NaN or infinity in row %d", shape, op, ran, err, want)
+				t.Errorf("%v %s on %s: %v, want NaN or infinity in row %d", shape, o.Name(), ran, err, want)
 			}
 		}
 	}
@@ -562,15 +663,16 @@ func TestErrorPropagation(t *testing.T) {
 	x32 := e.up(ramp(dtype.Float32, 4, 6))
 	q := e.up(must(tensor.FromInt8(make([]int8, 24), 4, 6)))
 	s := e.up(ramp(dtype.Float16, 4, 1))
+	st := e.up(must(tensor.FromFloat32(dtype.BFloat16, []float32{0.05})))
 	release := func(ts ...*tensor.Tensor) {
 		for _, o := range ts {
 			o.Release()
 		}
 	}
-	type op struct {
+	type operation struct {
 		run func() error
 	}
-	ops := map[string]op{
+	ops := map[string]operation{
 		"rowwise": {func() error {
 			q, s, err := kitchen.QuantizeInt8Rowwise(e.ctx, x, e.opts()...)
 			release(q, s)
@@ -578,6 +680,11 @@ func TestErrorPropagation(t *testing.T) {
 		}},
 		"tensorwise": {func() error {
 			q, s, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts()...)
+			release(q, s)
+			return err
+		}},
+		"tensorwise, scale tensor": {func() error {
+			q, s, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(kitchen.WithScaleTensor(st))...)
 			release(q, s)
 			return err
 		}},
@@ -595,8 +702,8 @@ func TestErrorPropagation(t *testing.T) {
 	// baseline and check bracket one operation, eager's included: every
 	// backend releases what it made before it returns, so no garbage
 	// collection comes between them.
-	baseline := func(o op) ascendsim.Stats { return e.stats() }
-	check := func(o op, before ascendsim.Stats, what string) {
+	baseline := func(o operation) ascendsim.Stats { return e.stats() }
+	check := func(o operation, before ascendsim.Stats, what string) {
 		t.Helper()
 		if after := e.stats(); !after.SameLive(before) {
 			t.Errorf("%s: left on the device: %s", what, after.Sub(before).Live())
@@ -625,6 +732,9 @@ func TestErrorPropagation(t *testing.T) {
 		{"tensorwise", "aclnnInplaceMaskedFillScalar", 361001},
 		{"tensorwise", "aclnnAll", 361001},
 		{"tensorwise", "aclrtMemcpy", 507899},
+		// The first copy is op.TensorwiseArgs.Validate's read of the scale.
+		{"tensorwise, scale tensor", "aclrtMemcpy", 507899},
+		{"tensorwise, scale tensor", "aclnnCastGetWorkspaceSize", 161002},
 		{"eager stochastic", "aclnnPowScalarTensorGetWorkspaceSize", 161002},
 		{"eager stochastic", "aclnnInplaceBitwiseXorTensor", 361001},
 		{"eager stochastic", "aclnnFloor", 361001},
@@ -674,7 +784,7 @@ func TestErrorPropagation(t *testing.T) {
 func TestConcurrentCalls(t *testing.T) {
 	e := newEnv(t)
 	x := ramp(dtype.BFloat16, 8, 16)
-	want, _, err := e.run(call{name: "rowwise", op: backend.QuantizeRowwise, x: x}, false, kitchen.UsingBackend("eager"))
+	want, _, err := e.run(call{name: "rowwise", op: op.QuantizeRowwise, x: x}, false, kitchen.UsingBackend("eager"))
 	if err != nil {
 		t.Fatal(err)
 	}

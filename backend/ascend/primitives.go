@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gokitchen/kitchen/backend/eager"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
-// The tensor.Primitives of the NPU, each a short sequence of aclnn
-// operators queued on the device's stream and waited for once. Element-wise
-// ones widen their inputs to float32 with aclnnCast (exact), compute in
-// float32 and round once to the output type with aclnnCast, as the
-// interface requires; nothing but Find's index leaves the device.
+// The eager.Primitives of the NPU, each a short sequence of aclnn
+// operators queued on the device's stream and waited for once, so that the
+// eager backend runs on the NPU. Element-wise ones widen their inputs to
+// float32 with aclnnCast (exact), compute in float32 and round once to the
+// output type with aclnnCast, as the interface requires; nothing but Find's
+// index leaves the device.
 //
 // Every array an operator sees starts at an address that aclrtMalloc
 // returned (CANN's kernels expect 32-byte aligned data), so each temporary
@@ -169,16 +171,15 @@ func first(steps ...func() error) error {
 }
 
 // Find returns the flat index of the first element of x that meets cond,
-// or -1. The index is computed on the device (aclnnIsFinite, aclnnGtScalar
-// and aclnnLogicalAnd mark the elements that do not meet cond; an aclnnArange
-// of indices has those replaced by Numel with aclnnInplaceMaskedFillScalar;
-// aclnnAmin of these integers takes the smallest) and only that int64, 8
-// bytes, is copied to the host.
-func (d *Device) Find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
+// or -1. The eager backend calls it for its NaN check. The index is
+// computed on the device (aclnnIsFinite, aclnnGtScalar and aclnnLogicalAnd
+// mark the elements that do not meet cond; firstFalse finds the first of
+// them) and only the index is copied to the host, as firstFalse says.
+func (d *Device) Find(x *tensor.Tensor, cond eager.Condition) (int, error) {
 	return do(d, func(s *session) (int, error) { return s.find(x, cond) })
 }
 
-func (s *session) find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
+func (s *session) find(x *tensor.Tensor, cond eager.Condition) (int, error) {
 	n := x.Numel()
 	if n == 0 {
 		return -1, nil
@@ -191,7 +192,7 @@ func (s *session) find(x *tensor.Tensor, cond tensor.Condition) (int, error) {
 }
 
 // findIn is Find on the 1-D float array x.
-func (s *session) findIn(x arr, cond tensor.Condition) (int, error) {
+func (s *session) findIn(x arr, cond eager.Condition) (int, error) {
 	n := int(count(x))
 	good, err := s.temp(aclBool, n)
 	if err != nil {
@@ -200,7 +201,7 @@ func (s *session) findIn(x arr, cond tensor.Condition) (int, error) {
 	if err := s.isFinite(x, good); err != nil {
 		return 0, err
 	}
-	if cond == tensor.NotFinitePositive {
+	if cond == eager.NotFinitePositive {
 		pos, err := s.temp(aclBool, n)
 		if err != nil {
 			return 0, err
@@ -296,11 +297,11 @@ func (s *session) narrow(out arr, f func(dst arr) error) error {
 
 // Binary computes op(a, b) in float32, rounded to out, with the shape of a.
 // b has a's number of elements, one element, or one per row of a.
-func (d *Device) Binary(op tensor.BinaryOp, a, b *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
+func (d *Device) Binary(op eager.BinaryOp, a, b *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) { return s.binaryOp(op, a, b, out) })
 }
 
-func (s *session) binaryOp(op tensor.BinaryOp, a, b *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+func (s *session) binaryOp(op eager.BinaryOp, a, b *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
 	n, m := a.Numel(), b.Numel()
 	rows, k := 1, n
 	if a.Rank() > 0 {
@@ -340,13 +341,13 @@ func (s *session) binaryOp(op tensor.BinaryOp, a, b *tensor.Tensor, outDT dtype.
 	}
 	return out, s.narrow(o.as(rows, k), func(dst arr) error {
 		switch op {
-		case tensor.Add:
+		case eager.Add:
 			return s.add(aa, ba, dst)
-		case tensor.Mul:
+		case eager.Mul:
 			return s.mul(aa, ba, dst)
-		case tensor.Div:
+		case eager.Div:
 			return s.div(aa, ba, dst)
-		case tensor.Max:
+		case eager.Max:
 			return s.maximum(aa, ba, dst)
 		}
 		return fmt.Errorf("ascend: unknown operation %v", op)
@@ -355,11 +356,11 @@ func (s *session) binaryOp(op tensor.BinaryOp, a, b *tensor.Tensor, outDT dtype.
 
 // BinaryScalar computes op(a, c) in float32, rounded to out (aclnnAdds,
 // aclnnMuls, aclnnDivs, or aclnnClampMin for max).
-func (d *Device) BinaryScalar(op tensor.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
+func (d *Device) BinaryScalar(op eager.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) { return s.binaryScalar(op, a, c, outDT) })
 }
 
-func (s *session) binaryScalar(op tensor.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
+func (s *session) binaryScalar(op eager.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
 	n := a.Numel()
 	out, o, err := s.result(outDT, a.Shape())
 	if err != nil || n == 0 {
@@ -374,13 +375,13 @@ func (s *session) binaryScalar(op tensor.BinaryOp, a *tensor.Tensor, c float32, 
 	}
 	return out, s.narrow(o, func(dst arr) error {
 		switch op {
-		case tensor.Add:
+		case eager.Add:
 			return s.adds(aa, c, dst)
-		case tensor.Mul:
+		case eager.Mul:
 			return s.muls(aa, c, dst)
-		case tensor.Div:
+		case eager.Div:
 			return s.divs(aa, c, dst)
-		case tensor.Max:
+		case eager.Max:
 			return s.clampMin(aa, c, dst) // max(a, c); a is never NaN where eager uses it
 		}
 		return fmt.Errorf("ascend: unknown operation %v", op)
@@ -516,7 +517,7 @@ func (s *session) noise(seed int64, shape []int, outDT dtype.DType) (*tensor.Ten
 // even, by IEEE addition itself (the input is first clamped to ±256, which
 // saturates the same way). aclnnRound is not used: its documentation does
 // not say how it breaks ties.
-func (d *Device) RoundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.Tensor, error) {
+func (d *Device) RoundToInt8(y *tensor.Tensor, mode eager.RoundMode) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) { return s.roundToInt8(y, mode) })
 }
 
@@ -524,7 +525,7 @@ func (d *Device) RoundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.T
 // integers, so x + roundingBias - roundingBias rounds x half to even.
 const roundingBias = 0x1.8p23
 
-func (s *session) roundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.Tensor, error) {
+func (s *session) roundToInt8(y *tensor.Tensor, mode eager.RoundMode) (*tensor.Tensor, error) {
 	n := y.Numel()
 	out, o, err := s.result(dtype.Int8, y.Shape())
 	if err != nil || n == 0 {
@@ -548,7 +549,7 @@ func (s *session) roundToInt8(y *tensor.Tensor, mode tensor.RoundMode) (*tensor.
 		func() error { return s.adds(t[0], roundingBias, t[1]) },
 		func() error { return s.adds(t[1], -roundingBias, t[2]) },
 	}
-	if mode == tensor.Floor {
+	if mode == eager.Floor {
 		steps = []func() error{func() error { return s.floor(ya, t[2]) }}
 	}
 	return out, first(append(steps,

@@ -5,10 +5,11 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/backend/ascend"
+	"github.com/gokitchen/kitchen/backend/eager"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/ascendsim"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -64,11 +65,11 @@ func TestRoundToInt8(t *testing.T) {
 	for _, dt := range dtype.Floats() {
 		x := e.up(must(tensor.FromFloat32(dt, v)))
 		vals := must(must(tensor.FromFloat32(dt, v)).Float32s())
-		for _, mode := range []tensor.RoundMode{tensor.HalfEven, tensor.Floor} {
+		for _, mode := range []eager.RoundMode{eager.HalfEven, eager.Floor} {
 			got := must(e.down(must(e.dev.RoundToInt8(x, mode))).Int8s())
 			for i, y := range vals {
 				want := quant.RoundHalfEven(y)
-				if mode == tensor.Floor {
+				if mode == eager.Floor {
 					want = quant.Floor(y)
 				}
 				if got[i] != want {
@@ -117,7 +118,7 @@ func TestRowwiseFallsBackForTinyScales(t *testing.T) {
 	} {
 		x := must(tensor.FromFloat32(c.dt, c.v, 3, 2))
 		dq, qz := ascendsim.OpCount(t, e.sim, "aclnnDynamicQuantV2"), ascendsim.OpCount(t, e.sim, "aclnnQuantize")
-		call := call{name: c.name, op: backend.QuantizeRowwise, x: x}
+		call := call{name: c.name, op: op.QuantizeRowwise, x: x}
 		got, ran, err := e.run(call, true)
 		if err != nil || ran != ascend.Name {
 			t.Fatalf("%s: ran %q, %v", c.name, ran, err)
@@ -130,6 +131,6 @@ func TestRowwiseFallsBackForTinyScales(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkFused(t, c.name, backend.QuantizeRowwise, x, got, want)
+		checkFused(t, c.name, op.QuantizeRowwise, x, got, want)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/ascendsim"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 func info(t *testing.T, reg *backend.Registry, name string) backend.Info {
@@ -39,8 +41,12 @@ func unavailable(t *testing.T, opts ascend.Options) (error, string) {
 	if b.Available || b.Kind != "accelerator" || len(b.Capabilities) != 0 {
 		t.Errorf("info %+v: want an unavailable accelerator without capabilities", b)
 	}
-	if _, _, serr := reg.Select(t.Context(), &backend.Call{}, ascend.Name); serr == nil {
-		t.Error("an unavailable backend was selected")
+	// A call that names it is refused with the same reason.
+	x := must(tensor.FromFloat32(dtype.BFloat16, []float32{1, 2}))
+	_, _, cerr := op.QuantizeRowwise.Run(t.Context(), reg, &op.RowwiseArgs{X: x}, ascend.Name)
+	var nf *backend.BackendNotFoundError
+	if !errors.As(cerr, &nf) || nf.Name != ascend.Name || nf.Reason != "unavailable: "+b.Reason {
+		t.Errorf("a call naming the unavailable backend: %v, want BackendNotFoundError with reason %q", cerr, "unavailable: "+b.Reason)
 	}
 	t.Logf("reason: %s", b.Reason)
 	return err, b.Reason
@@ -62,29 +68,48 @@ func TestRegisterWithoutLibrary(t *testing.T) {
 	if !errors.As(err, &le) || le.Library != "libascendcl.so" {
 		t.Fatalf("got %v, want a LibraryError for libascendcl.so", err)
 	}
+	if !cannPlatform() {
+		contains(t, "reason", reason, "libascendcl.so", platformReason)
+		return
+	}
 	contains(t, "reason", reason, "libascendcl.so", filepath.Join(dir, "libascendcl.so"), "no such file", ascend.EnvLibDir)
 }
 
 // TestRegisterWithoutOneLibrary offers libascendcl.so and libnnopbase.so
 // but not libopapi.so.
 func TestRegisterWithoutOneLibrary(t *testing.T) {
-	if onHardware() {
-		t.Skip("uses the simulator's libraries")
-	}
-	sim := ascendsim.Build(t)
-	dir := t.TempDir()
-	for _, lib := range []string{"libascendcl.so", "libnnopbase.so"} {
-		// Links, so the loader sees the simulator's own files.
-		if err := os.Symlink(filepath.Join(sim, lib), filepath.Join(dir, lib)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, _ := withoutOpAPI(t)
 	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
 	var le *ascend.LibraryError
 	if !errors.As(err, &le) || le.Library != "libopapi.so" {
 		t.Fatalf("got %v, want a LibraryError for libopapi.so", err)
 	}
 	contains(t, "reason", reason, filepath.Join(dir, "libopapi.so"), "no such file")
+}
+
+// TestRegisterLibraryLacksFunction offers, as libopapi.so, a library that
+// loads but has none of the aclnn operators: the reason names the file and
+// the first function missing.
+func TestRegisterLibraryLacksFunction(t *testing.T) {
+	if onHardware() {
+		t.Skip("uses the simulator's libraries")
+	}
+	sim := ascendsim.Build(t)
+	dir := t.TempDir()
+	for lib, target := range map[string]string{
+		"libascendcl.so": "libascendcl.so", "libnnopbase.so": "libnnopbase.so", "libopapi.so": "libnnopbase.so",
+	} {
+		if err := os.Symlink(filepath.Join(sim, target), filepath.Join(dir, lib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	var le *ascend.LibraryError
+	if !errors.As(err, &le) || le.Library != "libopapi.so" || !strings.HasPrefix(le.Symbol, "aclnn") ||
+		len(le.Tried) != 1 || le.Tried[0] != filepath.Join(dir, "libopapi.so") {
+		t.Fatalf("got %#v, want a LibraryError for an aclnn function of %s", err, filepath.Join(dir, "libopapi.so"))
+	}
+	contains(t, "reason", reason, filepath.Join(dir, "libopapi.so"), "has no function "+le.Symbol, "CANN 8.1")
 }
 
 func TestRegisterWithoutDevice(t *testing.T) {
@@ -123,8 +148,8 @@ func TestRegisterCallFails(t *testing.T) {
 }
 
 // TestOpenFails makes each call that opens the NPU fail in turn: Register
-// does not open it (nothing but aclInit and aclrtGetDeviceCount runs
-// before main), so it succeeds; the first operation returns the error,
+// does not open it (its Load runs nothing but aclInit and
+// aclrtGetDeviceCount), so it succeeds; the first operation returns the error,
 // resets the device if aclrtSetDevice succeeded, leaves nothing behind,
 // and the next operation opens the NPU.
 func TestOpenFails(t *testing.T) {
@@ -235,11 +260,11 @@ func TestRegisterDevicePresent(t *testing.T) {
 	if first := e.reg.ListBackends()[0].Name; first != ascend.Name {
 		t.Errorf("priority order starts with %s, want ascend before cpu and eager", first)
 	}
-	for _, op := range backend.Ops() {
-		lines := strings.Join(b.Capabilities[op], "; ")
-		contains(t, string(op), lines, "devices: npu")
+	for _, o := range backend.Ops() {
+		lines := strings.Join(b.Capabilities[o.Name()], "; ")
+		contains(t, o.Name(), lines, "devices: npu")
 	}
-	contains(t, "quantize constraints", strings.Join(b.Capabilities[backend.QuantizeRowwise], "; "),
+	contains(t, "quantize constraints", strings.Join(b.Capabilities[op.QuantizeRowwise.Name()], "; "),
 		"x: [float16, bfloat16]", "stochastic_rounding: off")
 	if got := e.dev.String(); got != "npu:0" || e.dev.Type() != "npu" {
 		t.Errorf("device %q of type %q", got, e.dev.Type())
@@ -251,8 +276,9 @@ func TestRegisterDevicePresent(t *testing.T) {
 	}
 }
 
-// TestDefaultRegistration checks what importing the package did to
-// backend.Default on this machine.
+// TestDefaultRegistration checks what backend.Default says about ascend on
+// this machine once ListBackends has loaded it (lazy_test.go checks when it
+// loads, in processes of their own).
 func TestDefaultRegistration(t *testing.T) {
 	var b *backend.Info
 	for _, i := range backend.Default.ListBackends() {
@@ -277,7 +303,9 @@ func TestDefaultRegistration(t *testing.T) {
 	if b.Reason != strings.TrimPrefix(err.Error(), "ascend: ") {
 		t.Errorf("reason %q differs from DefaultDevice's error %q", b.Reason, err)
 	}
-	if os.Getenv(ascend.EnvLibDir) == "" && os.Getenv("ASCEND_HOME_PATH") == "" {
+	if !cannPlatform() {
+		contains(t, "reason", b.Reason, "libascendcl.so", platformReason)
+	} else if os.Getenv(ascend.EnvLibDir) == "" && os.Getenv("ASCEND_HOME_PATH") == "" {
 		contains(t, "reason", b.Reason, "libascendcl.so", "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
 			"through the dynamic loader")
 	}
@@ -298,8 +326,8 @@ func TestDefaultDirs(t *testing.T) {
 	}
 }
 
-// TestEnvLibDir loads through the same path that init uses, pointed at
-// the simulator by KITCHEN_ASCEND_LIB_DIR.
+// TestEnvLibDir loads through the default search, which backend.Default's
+// lazy load uses, pointed at the simulator by KITCHEN_ASCEND_LIB_DIR.
 func TestEnvLibDir(t *testing.T) {
 	if onHardware() {
 		t.Skip("uses the simulator")
@@ -318,3 +346,22 @@ func TestEnvLibDir(t *testing.T) {
 }
 
 func itoa(v int32) string { return strconv.Itoa(int(v)) }
+
+// withoutOpAPI returns a directory holding the simulator's libascendcl.so
+// and libnnopbase.so but no libopapi.so, and the simulator's directory. It
+// skips on hardware.
+func withoutOpAPI(t *testing.T) (dir, sim string) {
+	t.Helper()
+	if onHardware() {
+		t.Skip("uses the simulator's libraries")
+	}
+	sim = ascendsim.Build(t)
+	dir = t.TempDir()
+	for _, lib := range []string{"libascendcl.so", "libnnopbase.so"} {
+		// Links, so the loader sees the simulator's own files.
+		if err := os.Symlink(filepath.Join(sim, lib), filepath.Join(dir, lib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, sim
+}

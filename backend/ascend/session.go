@@ -154,7 +154,8 @@ func (s *session) result(dt dtype.DType, shape []int) (*tensor.Tensor, arr, erro
 		m.addr = p
 	}
 	s.results = append(s.results, m)
-	return tensor.New(s.d, dt, shape, m), arr{m.addr, aclType(dt), []int64{int64(n)}}, nil
+	t, err := tensor.New(s.d, dt, shape, m)
+	return t, arr{m.addr, aclType(dt), []int64{int64(n)}}, err
 }
 
 // temp allocates an intermediate array of n elements of CANN type dt,

@@ -8,57 +8,61 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
 // TestConcurrentCalls runs split calls of every operation from several
-// goroutines at once on one backend (sharing its workers and reused jobs)
-// and checks each result against the same call made alone; the race
-// detector checks the sharing.
+// goroutines at once (sharing the workers and the pooled bodies) and checks
+// each result against the same call made alone; the race detector checks
+// the sharing.
 func TestConcurrentCalls(t *testing.T) {
-	be := &cpuBackend{}
+	ctx := context.Background()
 	v := make([]float32, 256*1024) // 512 KiB of bfloat16: split into parts
 	for i := range v {
 		v[i] = float32(i%509)/7 - 30
 	}
-	x, _ := tensor.FromFloat32(dtype.BFloat16, v, 256, 1024)
-	calls := []*backend.Call{
-		{Op: backend.QuantizeRowwise, X: x},
-		{Op: backend.QuantizeTensorwise, X: x},
-		{Op: backend.QuantizeRowwise, X: x, Seed: 11},
-	}
-	run := func(c *backend.Call) []byte {
-		var res backend.Result
-		var err error
-		if c.Op == backend.QuantizeRowwise {
-			res, err = be.quantizeRowwise(context.Background(), c)
-		} else {
-			res, err = be.quantizeTensorwise(context.Background(), c)
-		}
+	x := must(tensor.FromFloat32(dtype.BFloat16, v, 256, 1024))
+	q, scale := must2(quantizeRowwise(ctx, &op.RowwiseArgs{X: x}))
+	result := func(r backend.Result, err error) []byte {
 		if err != nil {
 			t.Error(err)
 			return nil
 		}
-		q, _ := res.Q.Bytes()
-		s, _ := res.Scale.Bytes()
-		return append(bytes.Clone(q), s...)
+		var b []byte
+		for _, o := range r.Outputs() {
+			b = append(b, must(o.Bytes())...)
+		}
+		return b
+	}
+	calls := []func() []byte{
+		func() []byte { return result(quantizeRowwise(ctx, &op.RowwiseArgs{X: x})) },
+		func() []byte { return result(quantizeTensorwise(ctx, &op.TensorwiseArgs{X: x})) },
+		func() []byte { return result(quantizeRowwise(ctx, &op.RowwiseArgs{X: x, Seed: 11})) },
+		func() []byte { return result(quantizeTensorwise(ctx, &op.TensorwiseArgs{X: x, Seed: 12})) },
+		func() []byte { return result(dequantizeTo(ctx, &op.DequantizeArgs{Q: q, Scale: scale}, dtype.Float16)) },
 	}
 	want := make([][]byte, len(calls))
 	for i, c := range calls {
-		want[i] = run(c)
+		want[i] = bytes.Clone(c())
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 6 {
 				k := (g + i) % len(calls)
-				if got := run(calls[k]); !bytes.Equal(got, want[k]) {
+				if got := calls[k](); !bytes.Equal(got, want[k]) {
 					t.Errorf("goroutine %d: call %d differs when run concurrently", g, k)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+func must2(r op.Quantized, err error) (*tensor.Tensor, *tensor.Tensor) {
+	if err != nil {
+		panic(err)
+	}
+	return r.Q, r.Scale
 }

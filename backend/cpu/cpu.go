@@ -1,7 +1,13 @@
-// Package cpu is kitchen's fused host backend: the four INT8 operations on
-// host tensors, each a single pass over memory where the contract allows,
-// split over GOMAXPROCS workers, with AVX-512 or AVX2+F16C assembly on amd64
-// and a pure-Go path elsewhere (or with the purego build tag).
+// Package cpu is kitchen's fused host backend: the INT8 operations on host
+// tensors, each a single pass over memory where the contract allows, split
+// over GOMAXPROCS threads by one small parallel-for (parallel.go), with
+// AVX-512 or AVX2+F16C assembly on amd64 and a pure-Go path elsewhere (or
+// with the purego build tag).
+//
+// Each operation is a kernel function over byte slices and a small body
+// that runs it over a range of rows or elements; the kernels dispatch to
+// the best kernel set this CPU runs (kernels_amd64.go), and generic.go has
+// the portable ones they are tested against.
 //
 // Results are bit-identical to the eager backend for every input, including
 // stochastic rounding, whose noise depends only on the seed and the flat
@@ -12,11 +18,11 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"runtime"
 	"sync"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -26,152 +32,250 @@ const Name = "cpu"
 
 func init() { backend.Register(New()) }
 
-// New returns a cpu backend, with its own workers, for registering with a
-// Registry other than the default.
+// New returns the cpu backend, for registering with a Registry other than
+// the default. Every cpu backend shares the process's worker goroutines.
 func New() backend.Backend {
-	b := &cpuBackend{}
-	floats := []dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16}
+	floats := dtype.Floats()
 	host := []string{"cpu"}
-	quantize := backend.Constraints{Devices: host, DTypes: map[string][]dtype.DType{backend.ParamX: floats, backend.ParamScale: floats}}
-	deq := backend.Constraints{Devices: host, DTypes: map[string][]dtype.DType{
-		backend.ParamQ: {dtype.Int8}, backend.ParamScale: floats, backend.ParamOutDType: floats,
+	quantize := backend.Constraints{Devices: host, DTypes: []backend.DTypeRule{{Param: "x", DTypes: floats}, {Param: "scale", DTypes: floats}}}
+	deq := backend.Constraints{Devices: host, DTypes: []backend.DTypeRule{
+		{Param: "q", DTypes: []dtype.DType{dtype.Int8}}, {Param: "scale", DTypes: floats}, {Param: "out_dtype", DTypes: floats},
 	}}
-	return backend.Backend{Name: Name, Kind: backend.Host, Ops: map[backend.Op]backend.Capability{
-		backend.QuantizeRowwise:    {Constraints: quantize, Run: b.quantizeRowwise},
-		backend.QuantizeTensorwise: {Constraints: quantize, Run: b.quantizeTensorwise},
-		backend.Dequantize:         {Constraints: deq, Run: b.dequantize},
-		backend.DequantizeDType:    {Constraints: deq, Run: b.dequantize},
+	return backend.Backend{Name: Name, Kind: backend.Host, Caps: []backend.Capability{
+		op.QuantizeRowwise.Implement(quantize, quantizeRowwise),
+		op.QuantizeTensorwise.Implement(quantize, quantizeTensorwise),
+		op.Dequantize.Implement(deq, dequantizeSimple),
+		op.DequantizeDType.Implement(deq, dequantizeDType),
 	}}
 }
 
-type cpuBackend struct {
-	once    sync.Once
-	workers int       // goroutines serving tasks, besides the caller
-	tasks   chan task // parts of jobs for the workers
-	free    chan *job // reusable jobs, so a call allocates only its outputs
+// quantizeRowwise: abs-max, scale and quantize each row, rows in parallel.
+func quantizeRowwise(ctx context.Context, a *op.RowwiseArgs) (op.Quantized, error) {
+	x := a.X
+	src, err := x.Bytes()
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	k := x.Dim(-1)
+	var dims [8]int
+	shape := x.AppendShape(dims[:0])
+	q, err := tensor.Zeros(dtype.Int8, shape...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	shape[len(shape)-1] = 1
+	scale, err := tensor.Zeros(dtype.Float32, shape...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	w := rowwisePool.Get().(*rowwiseBody)
+	defer func() { *w = rowwiseBody{}; rowwisePool.Put(w) }()
+	w.dt, w.src, w.k, w.seed = x.DType(), src, k, a.Seed
+	w.dst, _ = q.Bytes()
+	w.scales, _ = scale.Bytes()
+	w.bad.reset()
+	if err := parallelFor(ctx, w, x.Numel()/k, max(1, grainBytes/(k*w.dt.Size()))); err != nil {
+		return op.Quantized{}, err
+	}
+	if r := w.bad.get(); r >= 0 {
+		return op.Quantized{}, backend.NonFinite(op.QuantizeRowwise.Name(), r)
+	}
+	return op.Quantized{Q: q, Scale: scale}, nil
 }
 
-// task is one part of a job.
-type task struct {
-	j         *job
-	p, lo, hi int
-}
-
-// start launches GOMAXPROCS-1 workers on first use (getJob calls it); the
-// calling goroutine always takes a part too. The workers live as long as
-// the process, idle on a channel between calls, like the runtime's own
-// worker threads; concurrent calls share them.
-func (b *cpuBackend) start() {
-	b.once.Do(func() {
-		b.workers = runtime.GOMAXPROCS(0) - 1
-		b.tasks = make(chan task)
-		b.free = make(chan *job, 16)
-		for range b.workers {
-			go func() {
-				for t := range b.tasks {
-					t.j.part(t.p, t.lo, t.hi)
-					t.j.wg.Done()
-				}
-			}()
-		}
-	})
-}
-
-// grainBytes is the smallest number of bytes of input worth handing to a
-// worker; below it the call runs on one goroutine. BenchmarkGrain measures
-// the choice (see BENCHMARKS.md); tests may change it.
-var grainBytes = 64 << 10
-
-// job is one operation split into parts that run on separate goroutines.
-type job struct {
-	kind     jobKind
-	dt       dtype.DType // input dtype (quantize) or output dtype (dequantize)
-	src      []byte      // x, or q for dequantize
-	dst      []byte      // q, or the dequantized output
-	k        int         // row length
-	scales   []byte      // rowwise: float32 scale per row (out); dequantize: the scale (in)
-	sdt      dtype.DType // dequantize: the scale's dtype
-	t        float32     // tensorwise: the divisor; dequantize: a single scale
+type rowwiseBody struct {
+	dt       dtype.DType
+	src, dst []byte
+	scales   []byte // float32 per row, written
+	k        int
 	seed     int64
-	partMax  []uint32 // per part: abs-max bits (absMax jobs)
-	firstBad []int    // per part: first non-finite row (rowwise) or element (absMax), -1 if none
-	wg       sync.WaitGroup
+	bad      firstIndex // first row holding NaN or an infinity
 }
 
-type jobKind uint8
+var rowwisePool = sync.Pool{New: func() any { return new(rowwiseBody) }}
 
-const (
-	rowwiseJob     jobKind = iota // abs-max, scale and quantize each row
-	absMaxJob                     // abs-max of a flat range
-	quantizeJob                   // quantize a flat range by t
-	dequantRowJob                 // dequantize rows with a scale each
-	dequantFlatJob                // dequantize a flat range by t, or by a full-shape scale
-)
-
-// run splits units (rows, or elements) into parts of at least minUnits and
-// runs them on the workers, the caller's goroutine taking the last part.
-// Parts are contiguous and equal: every unit costs about the same, and
-// results never depend on how the work was split.
-func (b *cpuBackend) run(j *job, units, minUnits int) {
-	parts := min(b.workers+1, max(1, units/max(1, minUnits)))
-	if cap(j.partMax) < parts {
-		j.partMax = make([]uint32, parts)
-		j.firstBad = make([]int, parts)
+func (w *rowwiseBody) run(lo, hi int) {
+	if r := quantizeRows(w.dt, w.src, w.dst, w.scales, w.k, w.seed, lo, hi); r >= 0 {
+		w.bad.report(r)
 	}
-	j.partMax, j.firstBad = j.partMax[:parts], j.firstBad[:parts]
-	j.wg.Add(parts - 1)
-	for p := range parts - 1 {
-		b.tasks <- task{j, p, units * p / parts, units * (p + 1) / parts}
-	}
-	j.part(parts-1, units*(parts-1)/parts, units)
-	j.wg.Wait()
 }
 
-func (j *job) part(p, lo, hi int) {
-	j.partMax[p], j.firstBad[p] = 0, -1
-	switch j.kind {
-	case rowwiseJob:
-		j.firstBad[p] = j.rows(lo, hi)
-	case absMaxJob:
-		size := j.dt.Size()
-		m := absMaxBits(j.dt, j.src[lo*size:hi*size])
-		j.partMax[p] = m
-		if m >= infBits(j.dt) {
-			j.firstBad[p] = lo + firstNonFinite(j.dt, j.src[lo*size:hi*size])
+// quantizeTensorwise: the abs-max of x in parallel, then quantization by
+// one divisor in parallel.
+func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized, error) {
+	x := a.X
+	src, err := x.Bytes()
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	n := x.Numel()
+	k := 1
+	if x.Rank() > 0 {
+		k = x.Dim(-1)
+	}
+	w := flatPool.Get().(*flatBody)
+	defer func() { *w = flatBody{}; flatPool.Put(w) }()
+	w.dt, w.src, w.seed = x.DType(), src, a.Seed
+	minElems := max(1, grainBytes/w.dt.Size())
+
+	// Pass 1: abs-max, which also finds NaN and infinity (checked whatever
+	// the scale's source).
+	w.bad.reset()
+	if err := parallelFor(ctx, w, n, minElems); err != nil {
+		return op.Quantized{}, err
+	}
+	if i := w.bad.get(); i >= 0 {
+		return op.Quantized{}, backend.NonFinite(op.QuantizeTensorwise.Name(), i/k)
+	}
+	var s float32
+	switch {
+	case a.ScaleValue != nil:
+		s = *a.ScaleValue
+	case a.Scale != nil:
+		sb, err := a.Scale.Bytes()
+		if err != nil {
+			return op.Quantized{}, err
 		}
-	case quantizeJob:
-		size := j.dt.Size()
-		quantize(j.dt, j.src[lo*size:hi*size], j.dst[lo:hi], j.t, j.seed, uint64(lo))
-	case dequantRowJob:
-		size := j.dt.Size()
+		s = loadScale(a.Scale.DType(), sb, 0)
+	default:
+		s = scaleFor(widenBits(w.dt, w.max.v.Load()))
+	}
+
+	// Pass 2: quantize by t.
+	var dims [8]int
+	q, err := tensor.Zeros(dtype.Int8, x.AppendShape(dims[:0])...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	scale, err := tensor.FromFloat32(dtype.Float32, []float32{s}, []int{}...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	w.quantize, w.t = true, divisor(w.dt, s)
+	w.dst, _ = q.Bytes()
+	if err := parallelFor(ctx, w, n, minElems); err != nil {
+		return op.Quantized{}, err
+	}
+	return op.Quantized{Q: q, Scale: scale}, nil
+}
+
+// flatBody is a tensor-wise pass over a flat range of elements: the abs-max
+// pass, or (quantize set) the quantization by t.
+type flatBody struct {
+	dt       dtype.DType
+	src, dst []byte
+	quantize bool
+	t        float32
+	seed     int64
+	max      maxBits    // abs-max bits over x
+	bad      firstIndex // first element that is NaN or an infinity
+}
+
+var flatPool = sync.Pool{New: func() any { return new(flatBody) }}
+
+func (w *flatBody) run(lo, hi int) {
+	size := w.dt.Size()
+	src := w.src[lo*size : hi*size]
+	if w.quantize {
+		quantize(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo))
+		return
+	}
+	m := absMaxBits(w.dt, src)
+	w.max.report(m)
+	if m >= infBits(w.dt) {
+		w.bad.report(lo + firstNonFinite(w.dt, src))
+	}
+}
+
+func dequantizeSimple(ctx context.Context, a *op.DequantizeArgs) (op.Dequantized, error) {
+	return dequantizeTo(ctx, a, dtype.Float32)
+}
+
+func dequantizeDType(ctx context.Context, a *op.DequantizeDTypeArgs) (op.Dequantized, error) {
+	return dequantizeTo(ctx, &a.DequantizeArgs, a.OutDType)
+}
+
+// dequantizeTo computes rOut(f32(q) * f32(scale)) in parallel: by rows for
+// a row-wise scale, by elements otherwise.
+func dequantizeTo(ctx context.Context, a *op.DequantizeArgs, outDType dtype.DType) (op.Dequantized, error) {
+	src, err := a.Q.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	sb, err := a.Scale.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	var dims [8]int
+	out, err := tensor.Zeros(outDType, a.Q.AppendShape(dims[:0])...)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	n := a.Q.Numel()
+	w := dequantPool.Get().(*dequantBody)
+	defer func() { *w = dequantBody{}; dequantPool.Put(w) }()
+	w.dt, w.src, w.sdt = outDType, src, a.Scale.DType()
+	w.dst, _ = out.Bytes()
+	switch m := a.Scale.Numel(); {
+	case m == 1:
+		w.t = loadScale(w.sdt, sb, 0)
+		err = parallelFor(ctx, w, n, grainBytes)
+	case m == n:
+		w.scales = sb
+		err = parallelFor(ctx, w, n, grainBytes)
+	default: // one scale per row
+		w.scales, w.k = sb, n/m
+		err = parallelFor(ctx, w, m, max(1, grainBytes/w.k))
+	}
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	return op.Dequantized{Out: out}, nil
+}
+
+// dequantBody dequantizes a range of elements by one scale (t) or by a
+// scale of q's shape, or (k > 0) a range of rows of k elements with a scale
+// each.
+type dequantBody struct {
+	dt       dtype.DType // the output's
+	src, dst []byte
+	scales   []byte
+	sdt      dtype.DType
+	t        float32
+	k        int
+}
+
+var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
+
+func (w *dequantBody) run(lo, hi int) {
+	size := w.dt.Size()
+	switch {
+	case w.k > 0:
 		for r := lo; r < hi; r++ {
-			s := loadScale(j.sdt, j.scales, r)
-			dequantize(j.dt, j.src[r*j.k:(r+1)*j.k], s, j.dst[r*j.k*size:(r+1)*j.k*size])
+			dequantize(w.dt, w.src[r*w.k:(r+1)*w.k], loadScale(w.sdt, w.scales, r), w.dst[r*w.k*size:(r+1)*w.k*size])
 		}
-	case dequantFlatJob:
-		size := j.dt.Size()
-		if j.scales == nil {
-			dequantize(j.dt, j.src[lo:hi], j.t, j.dst[lo*size:hi*size])
-		} else {
-			ss := j.sdt.Size()
-			dequantizeFullGeneric(j.dt, j.src[lo:hi], j.sdt, j.scales[lo*ss:hi*ss], j.dst[lo*size:hi*size])
-		}
+	case w.scales == nil:
+		dequantize(w.dt, w.src[lo:hi], w.t, w.dst[lo*size:hi*size])
+	default:
+		ss := w.sdt.Size()
+		dequantizeFullGeneric(w.dt, w.src[lo:hi], w.sdt, w.scales[lo*ss:hi*ss], w.dst[lo*size:hi*size])
 	}
 }
 
-// rows quantizes rows [lo, hi) and returns the first row holding NaN or an
-// infinity, or -1.
-func (j *job) rows(lo, hi int) int {
-	size := j.dt.Size()
+// quantizeRows quantizes rows [lo, hi) of k elements of dt from src into
+// dst, writing each row's float32 scale to scales, and returns the first
+// row holding NaN or an infinity, or -1.
+func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
+	size := dt.Size()
 	for r := lo; r < hi; r++ {
-		src := j.src[r*j.k*size : (r+1)*j.k*size]
-		bits := absMaxBits(j.dt, src)
-		if bits >= infBits(j.dt) {
+		row := src[r*k*size : (r+1)*k*size]
+		bits := absMaxBits(dt, row)
+		if bits >= infBits(dt) {
 			return r
 		}
-		s := scaleFor(widenBits(j.dt, bits))
-		binary.LittleEndian.PutUint32(j.scales[4*r:], math.Float32bits(s))
-		quantize(j.dt, src, j.dst[r*j.k:(r+1)*j.k], divisor(j.dt, s), j.seed, uint64(r*j.k))
+		s := scaleFor(widenBits(dt, bits))
+		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
+		quantize(dt, row, dst[r*k:(r+1)*k], divisor(dt, s), seed, uint64(r*k))
 	}
 	return -1
 }
@@ -203,155 +307,4 @@ func firstNonFinite(dt dtype.DType, src []byte) int {
 		}
 	}
 	return -1
-}
-
-func (b *cpuBackend) getJob(kind jobKind) *job {
-	b.start()
-	var j *job
-	select {
-	case j = <-b.free:
-	default:
-		j = &job{}
-	}
-	j.kind = kind
-	return j
-}
-
-func (b *cpuBackend) putJob(j *job) {
-	// Drop references so an idle job keeps no caller memory alive.
-	*j = job{partMax: j.partMax, firstBad: j.firstBad}
-	select {
-	case b.free <- j:
-	default:
-	}
-}
-
-// firstBadAll returns the first part's non-negative result, or -1.
-func (j *job) firstBadAll() int {
-	for _, r := range j.firstBad {
-		if r >= 0 {
-			return r // parts are in order, so the first found is the first
-		}
-	}
-	return -1
-}
-
-func (b *cpuBackend) quantizeRowwise(_ context.Context, c *backend.Call) (backend.Result, error) {
-	x := c.X
-	src, err := x.Bytes()
-	if err != nil {
-		return backend.Result{}, err
-	}
-	k := x.Dim(-1)
-	rows := x.Numel() / k
-	var dims [8]int
-	shape := x.AppendShape(dims[:0])
-	q, err := tensor.Zeros(dtype.Int8, shape...)
-	if err != nil {
-		return backend.Result{}, err
-	}
-	shape[len(shape)-1] = 1
-	scale, err := tensor.Zeros(dtype.Float32, shape...)
-	if err != nil {
-		return backend.Result{}, err
-	}
-	j := b.getJob(rowwiseJob)
-	defer b.putJob(j)
-	j.dt, j.src, j.k, j.seed = x.DType(), src, k, c.Seed
-	j.dst, _ = q.Bytes()
-	j.scales, _ = scale.Bytes()
-	b.run(j, rows, max(1, grainBytes/(k*j.dt.Size())))
-	if r := j.firstBadAll(); r >= 0 {
-		return backend.Result{}, backend.NonFinite(c.Op, r)
-	}
-	return backend.Result{Q: q, Scale: scale}, nil
-}
-
-func (b *cpuBackend) quantizeTensorwise(_ context.Context, c *backend.Call) (backend.Result, error) {
-	x := c.X
-	src, err := x.Bytes()
-	if err != nil {
-		return backend.Result{}, err
-	}
-	n := x.Numel()
-	k := 1
-	if x.Rank() > 0 {
-		k = x.Dim(-1)
-	}
-	j := b.getJob(absMaxJob)
-	defer b.putJob(j)
-	j.dt, j.src, j.seed = x.DType(), src, c.Seed
-	minElems := max(1, grainBytes/j.dt.Size())
-
-	// Pass 1: abs-max, which also finds NaN and infinity (checked whatever
-	// the scale's source).
-	b.run(j, n, minElems)
-	if i := j.firstBadAll(); i >= 0 {
-		return backend.Result{}, backend.NonFinite(c.Op, i/k)
-	}
-	var s float32
-	switch {
-	case c.ScaleValue != nil:
-		s = *c.ScaleValue
-	case c.Scale != nil:
-		sb, err := c.Scale.Bytes()
-		if err != nil {
-			return backend.Result{}, err
-		}
-		s = loadScale(c.Scale.DType(), sb, 0)
-	default:
-		var m uint32
-		for _, pm := range j.partMax {
-			m = max(m, pm)
-		}
-		s = scaleFor(widenBits(j.dt, m))
-	}
-
-	// Pass 2: quantize by t.
-	var dims [8]int
-	q, err := tensor.Zeros(dtype.Int8, x.AppendShape(dims[:0])...)
-	if err != nil {
-		return backend.Result{}, err
-	}
-	scale, err := tensor.FromFloat32(dtype.Float32, []float32{s}, []int{}...)
-	if err != nil {
-		return backend.Result{}, err
-	}
-	j.kind, j.t = quantizeJob, divisor(j.dt, s)
-	j.dst, _ = q.Bytes()
-	b.run(j, n, minElems)
-	return backend.Result{Q: q, Scale: scale}, nil
-}
-
-func (b *cpuBackend) dequantize(_ context.Context, c *backend.Call) (backend.Result, error) {
-	src, err := c.Q.Bytes()
-	if err != nil {
-		return backend.Result{}, err
-	}
-	sb, err := c.Scale.Bytes()
-	if err != nil {
-		return backend.Result{}, err
-	}
-	var dims [8]int
-	out, err := tensor.Zeros(c.OutDType, c.Q.AppendShape(dims[:0])...)
-	if err != nil {
-		return backend.Result{}, err
-	}
-	n := c.Q.Numel()
-	j := b.getJob(dequantFlatJob)
-	defer b.putJob(j)
-	j.dt, j.src, j.sdt = c.OutDType, src, c.Scale.DType()
-	j.dst, _ = out.Bytes()
-	switch m := c.Scale.Numel(); {
-	case m == 1:
-		j.t = loadScale(j.sdt, sb, 0)
-		b.run(j, n, grainBytes)
-	case m == n:
-		j.scales = sb
-		b.run(j, n, grainBytes)
-	default: // one scale per row
-		j.kind, j.scales, j.k = dequantRowJob, sb, n/m
-		b.run(j, m, max(1, grainBytes/j.k))
-	}
-	return backend.Result{Out: out}, nil
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -14,21 +14,20 @@ import (
 // work split at different minimum part sizes: the measurement behind the
 // grain constant. Run: go test -run X -bench Grain ./backend/cpu
 func BenchmarkGrain(b *testing.B) {
-	be := &cpuBackend{}
 	defer func(g int) { grainBytes = g }(grainBytes)
 	for _, rows := range []int{8, 32, 128, 512} {
 		v := make([]float32, rows*1024)
 		for i := range v {
 			v[i] = float32(i%255) - 127
 		}
-		x, _ := tensor.FromFloat32(dtype.BFloat16, v, rows, 1024)
+		x := must(tensor.FromFloat32(dtype.BFloat16, v, rows, 1024))
 		for _, g := range []int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 30} {
 			grainBytes = g
 			b.Run(fmt.Sprintf("%dKiB/grain=%dKiB", rows*2, g>>10), func(b *testing.B) {
 				b.SetBytes(int64(rows * 1024 * 3))
-				c := &backend.Call{Op: backend.QuantizeRowwise, X: x}
+				args := &op.RowwiseArgs{X: x}
 				for b.Loop() {
-					if _, err := be.quantizeRowwise(context.Background(), c); err != nil {
+					if _, err := quantizeRowwise(context.Background(), args); err != nil {
 						b.Fatal(err)
 					}
 				}

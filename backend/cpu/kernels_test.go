@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	xcpu "golang.org/x/sys/cpu"
 
 	"github.com/gokitchen/kitchen/dtype"
 )
@@ -51,17 +54,41 @@ func TestKernelsMatchGeneric(t *testing.T) { forEachImpl(t, testKernelsMatchGene
 
 // forEachImpl runs a test once with each assembly kernel set this CPU
 // supports, comparing it with the Go kernels. (The Go kernels themselves
-// are compared with eager by the golden and agreement tests.)
-func forEachImpl(t *testing.T, f func(t *testing.T)) {
+// are compared with eager by the conformance suite.)
+func forEachImpl(t *testing.T, f func(t *testing.T)) { forEachKernelSet(t, false, f) }
+
+// kernelSetNames names the kernel sets by their impl value.
+var kernelSetNames = []string{"generic", "avx2", "avx512"}
+
+// forEachKernelSet runs f as a subtest once with each kernel set this
+// build and CPU run (the generic one too when generic is set), lowering
+// impl, and logs which sets ran and why the others did not.
+func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
+	t.Helper()
 	defer func(saved int) { impl = saved }(impl)
-	sets := impls()[1:]
-	if len(sets) == 0 {
-		t.Skip("no assembly kernels in this build or on this CPU")
+	sets := impls()
+	if !generic {
+		sets = sets[1:]
 	}
+	var ran []string
 	for _, i := range sets {
 		impl = i
-		t.Run([]string{"generic", "avx2", "avx512"}[i], f)
+		ran = append(ran, kernelSetNames[i])
+		t.Run(kernelSetNames[i], f)
 	}
+	x := xcpu.X86
+	hardware := []bool{true, x.HasAVX2 && x.HasF16C, x.HasAVX2 && x.HasF16C && x.HasAVX512F && x.HasAVX512BW}
+	for i := len(impls()); i < len(kernelSetNames); i++ {
+		why := "this CPU lacks it"
+		if hardware[i] {
+			why = "not in this build (purego, or not amd64)"
+		}
+		t.Logf("kernel set %s skipped: %s", kernelSetNames[i], why)
+	}
+	if len(ran) == 0 {
+		t.Skip("no assembly kernels in this build or on this CPU")
+	}
+	t.Logf("kernel sets run: %s", strings.Join(ran, ", "))
 }
 
 func testKernelsMatchGeneric(t *testing.T) {

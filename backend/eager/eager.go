@@ -1,7 +1,8 @@
-// Package eager is kitchen's reference backend: the INT8 contract written
-// step by step over the primitives of tensor.Device, so it runs on every
-// device, for every float dtype and both rounding modes. It registers itself
-// with backend.Default at the lowest priority; faster backends are tested
+// Package eager is kitchen's reference backend: each operation of the
+// contract written step by step over a few device primitives (Primitives),
+// so it runs on every device that implements them (the host always does),
+// for every float dtype and both rounding modes. It registers itself with
+// backend.Default at the lowest priority; faster backends are tested
 // against it.
 package eager
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -22,22 +24,16 @@ func init() { backend.Register(New()) }
 // New returns the eager backend, for registering with a Registry other than
 // the default.
 func New() backend.Backend {
-	any := backend.Capability{Run: run}
-	return backend.Backend{Name: Name, Kind: backend.Reference, Ops: map[backend.Op]backend.Capability{
-		backend.QuantizeRowwise:    any,
-		backend.QuantizeTensorwise: any,
-		backend.Dequantize:         any,
-		backend.DequantizeDType:    any,
+	any := backend.Constraints{Hardware: []backend.HardwareRule{{
+		Desc: "implements eager.Primitives",
+		OK:   func(dev tensor.Device) bool { _, ok := primitivesOf(dev); return ok },
+	}}}
+	return backend.Backend{Name: Name, Kind: backend.Reference, Caps: []backend.Capability{
+		op.QuantizeRowwise.Implement(any, quantizeRowwise),
+		op.QuantizeTensorwise.Implement(any, quantizeTensorwise),
+		op.Dequantize.Implement(any, dequantize),
+		op.DequantizeDType.Implement(any, dequantizeDType),
 	}}
-}
-
-func run(ctx context.Context, c *backend.Call) (backend.Result, error) {
-	if c.Op == backend.Dequantize || c.Op == backend.DequantizeDType {
-		out, err := Dequantize(c.Q, c.Scale, c.OutDType)
-		return backend.Result{Out: out}, err
-	}
-	q, scale, err := Quantize(c)
-	return backend.Result{Q: q, Scale: scale}, err
 }
 
 // temps releases intermediate tensors when the operation ends.
@@ -58,11 +54,19 @@ func (ts *temps) release() {
 	}
 }
 
-// Quantize runs QuantizeRowwise or QuantizeTensorwise as the contract
-// states them, on x's device.
-func Quantize(c *backend.Call) (q, scale *tensor.Tensor, err error) {
-	x := c.X
-	dev := x.Device()
+func quantizeRowwise(_ context.Context, a *op.RowwiseArgs) (op.Quantized, error) {
+	return quantize(op.QuantizeRowwise.Name(), true, a.X, nil, nil, a.Seed)
+}
+
+func quantizeTensorwise(_ context.Context, a *op.TensorwiseArgs) (op.Quantized, error) {
+	return quantize(op.QuantizeTensorwise.Name(), false, a.X, a.Scale, a.ScaleValue, a.Seed)
+}
+
+// quantize runs the quantize operation called name as the contract states
+// it, on x's device: row-wise, or tensor-wise with a supplied scale tensor
+// or value, or one recalculated from x.
+func quantize(name string, rowwise bool, x, scaleT *tensor.Tensor, scaleV *float32, seed int64) (res op.Quantized, err error) {
+	dev, _ := primitivesOf(x.Device()) // the constraints checked it
 	T := x.DType()
 	k := 1 // a scalar is one row of one
 	if x.Rank() > 0 {
@@ -75,25 +79,25 @@ func Quantize(c *backend.Call) (q, scale *tensor.Tensor, err error) {
 	// call checks, whichever scale it uses).
 	rowMax, err := tmp.keep(dev.AbsMaxRows(x, k))
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
-	row, err := dev.Find(rowMax, tensor.NotFinite)
+	row, err := dev.Find(rowMax, NotFinite)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	if row >= 0 {
-		return nil, nil, backend.NonFinite(c.Op, row)
+		return res, backend.NonFinite(name, row)
 	}
 
 	// 2. s = max(a / 127, 1e-30), or the supplied scale in float32.
 	var s *tensor.Tensor
 	switch {
-	case c.Op == backend.QuantizeRowwise:
+	case rowwise:
 		s, err = scaleFromMax(dev, &tmp, rowMax)
-	case c.ScaleValue != nil:
-		s, err = dev.Fill(dtype.Float32, nil, *c.ScaleValue)
-	case c.Scale != nil:
-		s, err = dev.Cast(c.Scale, dtype.Float32)
+	case scaleV != nil:
+		s, err = dev.Fill(dtype.Float32, nil, *scaleV)
+	case scaleT != nil:
+		s, err = dev.Cast(scaleT, dtype.Float32)
 	default:
 		var m *tensor.Tensor
 		if m, err = tmp.keep(dev.AbsMaxRows(rowMax, rowMax.Numel())); err == nil {
@@ -101,7 +105,7 @@ func Quantize(c *backend.Call) (q, scale *tensor.Tensor, err error) {
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	// From here on s is the result's scale; release it only on failure.
 	defer func() {
@@ -113,53 +117,65 @@ func Quantize(c *backend.Call) (q, scale *tensor.Tensor, err error) {
 	// 3. t = rT(s), with zero replaced by T's smallest normal.
 	t, err := tmp.keep(dev.Cast(s, T))
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	if t, err = tmp.keep(dev.ReplaceZero(t, T.TinyNormal())); err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	// 4. y = rT(x / t), t broadcast over each row (or the whole tensor).
-	y, err := tmp.keep(dev.Binary(tensor.Div, x, t, T))
+	y, err := tmp.keep(dev.Binary(Div, x, t, T))
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	// 5. Round to int8: half-even, or floor after adding rT(noise).
-	mode := tensor.HalfEven
-	if c.Stochastic() {
-		u, err := tmp.keep(dev.Noise(c.Seed, x.Shape(), T))
+	mode := HalfEven
+	if seed > 0 {
+		u, err := tmp.keep(dev.Noise(seed, x.Shape(), T))
 		if err != nil {
-			return nil, nil, err
+			return res, err
 		}
-		if y, err = tmp.keep(dev.Binary(tensor.Add, y, u, T)); err != nil {
-			return nil, nil, err
+		if y, err = tmp.keep(dev.Binary(Add, y, u, T)); err != nil {
+			return res, err
 		}
-		mode = tensor.Floor
+		mode = Floor
 	}
-	if q, err = dev.RoundToInt8(y, mode); err != nil {
-		return nil, nil, err
+	q, err := dev.RoundToInt8(y, mode)
+	if err != nil {
+		return res, err
 	}
 	shape := []int{} // tensor-wise: a scalar
-	if c.Op == backend.QuantizeRowwise {
+	if rowwise {
 		shape = append(x.Shape()[:x.Rank()-1], 1)
 	}
-	if scale, err = s.Reshape(shape...); err != nil {
+	scale, err := s.Reshape(shape...)
+	if err != nil {
 		q.Release()
-		return nil, nil, err
+		return res, err
 	}
-	return q, scale, nil
+	return op.Quantized{Q: q, Scale: scale}, nil
 }
 
 // scaleFromMax computes max(m / 127, 1e-30) in float32.
-func scaleFromMax(dev tensor.Device, tmp *temps, m *tensor.Tensor) (*tensor.Tensor, error) {
-	d, err := tmp.keep(dev.BinaryScalar(tensor.Div, m, quant.QMax, dtype.Float32))
+func scaleFromMax(dev Primitives, tmp *temps, m *tensor.Tensor) (*tensor.Tensor, error) {
+	d, err := tmp.keep(dev.BinaryScalar(Div, m, quant.QMax, dtype.Float32))
 	if err != nil {
 		return nil, err
 	}
-	return dev.BinaryScalar(tensor.Max, d, quant.MinScale, dtype.Float32)
+	return dev.BinaryScalar(Max, d, quant.MinScale, dtype.Float32)
 }
 
-// Dequantize computes rOut(f32(q) * f32(scale)) with scale broadcast as the
-// contract allows.
-func Dequantize(q, scale *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
-	return q.Device().Binary(tensor.Mul, q, scale, out)
+func dequantize(_ context.Context, a *op.DequantizeArgs) (op.Dequantized, error) {
+	return dequantizeTo(a, dtype.Float32)
+}
+
+func dequantizeDType(_ context.Context, a *op.DequantizeDTypeArgs) (op.Dequantized, error) {
+	return dequantizeTo(&a.DequantizeArgs, a.OutDType)
+}
+
+// dequantizeTo computes rOut(f32(q) * f32(scale)) with scale broadcast as
+// the contract allows.
+func dequantizeTo(a *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+	dev, _ := primitivesOf(a.Q.Device())
+	t, err := dev.Binary(Mul, a.Q, a.Scale, out)
+	return op.Dequantized{Out: t}, err
 }

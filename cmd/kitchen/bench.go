@@ -99,7 +99,8 @@ func printBench(w io.Writer, r *bench.Result) error {
 	}
 	// The seed's table: eager against the fastest other backend.
 	var rows []string
-	for _, op := range backend.Ops() {
+	for _, o := range backend.Ops() {
+		op := o.Name()
 		var eager, best *bench.OpResult
 		for i := range r.Ops {
 			o := &r.Ops[i]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/op"
 )
 
 // runCLI runs the command line in-process and returns stdout and the error.
@@ -47,7 +48,7 @@ func TestBackendsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BACKEND", "eager", "reference", "available", string(backend.DequantizeDType)} {
+	for _, want := range []string{"BACKEND", "eager", "reference", "available", op.DequantizeDType.Name(), "ascend"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -91,10 +92,10 @@ func TestBenchJSON(t *testing.T) {
 	for _, o := range res.Ops {
 		seen[o.Op+"/"+o.Backend] = true
 	}
-	for _, op := range backend.Ops() {
+	for _, o := range backend.Ops() {
 		for _, b := range []string{"eager", "cpu"} {
-			if !seen[string(op)+"/"+b] {
-				t.Errorf("no entry for %s on %s in %s", op, b, out)
+			if !seen[o.Name()+"/"+b] {
+				t.Errorf("no entry for %s on %s in %s", o.Name(), b, out)
 			}
 		}
 	}

@@ -75,8 +75,8 @@ func printBackends(w io.Writer, infos []backend.Info) error {
 		}
 		fmt.Fprintf(w, "\n%s:\n", b.Name)
 		for _, op := range backend.Ops() {
-			if cs, ok := b.Capabilities[op]; ok {
-				fmt.Fprintf(w, "  %-30s %s\n", op, strings.Join(cs, "; "))
+			if cs, ok := b.Capabilities[op.Name()]; ok {
+				fmt.Fprintf(w, "  %-30s %s\n", op.Name(), strings.Join(cs, "; "))
 			}
 		}
 	}

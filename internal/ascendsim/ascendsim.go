@@ -167,6 +167,11 @@ type Stats struct {
 	PendingTasks int64 // queued operators not yet run
 
 	DeviceRefs int64 // aclrtSetDevice calls not yet undone by aclrtResetDevice
+
+	// InitCalls counts aclInit calls, failed and repeated ones included:
+	// how many times a process loaded CANN (backend/ascend's Load calls it
+	// once per Runtime).
+	InitCalls int64
 }
 
 // Sub returns s - base, field by field.
@@ -180,6 +185,7 @@ func (s Stats) Sub(base Stats) Stats {
 		s.LiveIntArrays - base.LiveIntArrays, s.LiveExecutors - base.LiveExecutors,
 		s.Launches - base.Launches, s.Syncs - base.Syncs, s.PendingTasks - base.PendingTasks,
 		s.DeviceRefs - base.DeviceRefs,
+		s.InitCalls - base.InitCalls,
 	}
 }
 

@@ -333,3 +333,25 @@ func TestUnalignedTensor(t *testing.T) {
 		}
 	})
 }
+
+// TestInitCalls checks the aclInit counter: every call counts, a repeated
+// one (which returns ACL_ERROR_REPEAT_INITIALIZE) and one failed by fault
+// injection included.
+func TestInitCalls(t *testing.T) {
+	r := load(t) // aclInit has run at least once
+	dir := ascendsim.Build(t)
+	before := ascendsim.ReadStats(t, dir)
+	if before.InitCalls < 1 {
+		t.Fatalf("InitCalls %d after aclInit ran", before.InitCalls)
+	}
+	if st := r.init(nil); st != 100002 || !strings.Contains(r.errMsg(), "already initialized") {
+		t.Errorf("second aclInit: %d, want 100002", st)
+	}
+	t.Setenv(ascendsim.EnvFail, "aclInit:100003:sim: bad configuration")
+	if st := r.init(nil); st != 100003 || r.errMsg() != "sim: bad configuration" {
+		t.Errorf("aclInit made to fail: %d", st)
+	}
+	if d := ascendsim.ReadStats(t, dir).Sub(before); d.InitCalls != 2 || !d.SameLive(ascendsim.Stats{}) {
+		t.Errorf("after a repeated and a failed aclInit: %+v, want InitCalls 2 and nothing else live", d)
+	}
+}

@@ -23,7 +23,10 @@ var probe struct {
 
 // bind loads libascendcl.so from dir (the very object the backend loaded,
 // since the dynamic loader keeps one copy per path) and binds the
-// simulator's test-only functions.
+// simulator's test-only functions. It calls no CANN function (aclInit
+// included), but it does map the library into the process: a test that
+// checks whether the backend has loaded CANN must look before reading the
+// counters.
 func bind(tb testing.TB, dir string) {
 	tb.Helper()
 	probe.mu.Lock()

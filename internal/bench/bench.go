@@ -47,10 +47,10 @@ type Result struct {
 
 // OpResult is one operation on one backend.
 type OpResult struct {
-	Op       backend.Op `json:"op"`
-	Backend  string     `json:"backend"`
-	MeanMs   float64    `json:"mean_ms"`
-	MedianMs float64    `json:"median_ms"`
+	Op       string  `json:"op"`
+	Backend  string  `json:"backend"`
+	MeanMs   float64 `json:"mean_ms"`
+	MedianMs float64 `json:"median_ms"`
 	// Bytes is what the operation must read and write at the least.
 	Bytes int64 `json:"bytes"`
 	// CopyGBPerS is the copy speed measured alongside this backend; FloorMs
@@ -74,13 +74,6 @@ func ShortName(d dtype.DType) string {
 	return d.String()
 }
 
-type op struct {
-	name  backend.Op
-	bytes int64
-	call  backend.Call // what the backend is asked to accept
-	run   func(ctx context.Context, opt kitchen.Option) ([]*tensor.Tensor, error)
-}
-
 // Run measures every operation on every chosen backend against a parallel
 // copy of the input measured in the same rounds.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
@@ -97,39 +90,28 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, scale, err := kitchen.QuantizeInt8Rowwise(ctx, x)
-	if err != nil {
-		return nil, fmt.Errorf("bench: preparing dequantize inputs: %w", err)
-	}
 	n := int64(x.Numel())
-	rows := n / int64(x.Dim(-1))
 	size := int64(cfg.DType.Size())
-	two := func(a, b *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a, b}, err }
-	one := func(a *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a}, err }
-	ops := []op{
-		{backend.QuantizeRowwise, n*size + n + 4*rows, backend.Call{Op: backend.QuantizeRowwise, X: x},
-			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
-				return two(kitchen.QuantizeInt8Rowwise(ctx, x, o))
-			}},
-		{backend.QuantizeTensorwise, 2*n*size + n, backend.Call{Op: backend.QuantizeTensorwise, X: x},
-			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
-				return two(kitchen.QuantizeInt8Tensorwise(ctx, x, o))
-			}},
-		{backend.Dequantize, n + 4*rows + 4*n, backend.Call{Op: backend.Dequantize, Q: q, Scale: scale, OutDType: dtype.Float32},
-			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
-				return one(kitchen.DequantizeInt8(ctx, q, scale, o))
-			}},
-		{backend.DequantizeDType, n + 4*rows + n*size, backend.Call{Op: backend.DequantizeDType, Q: q, Scale: scale, OutDType: cfg.DType},
-			func(ctx context.Context, o kitchen.Option) ([]*tensor.Tensor, error) {
-				return one(kitchen.DequantizeInt8To(ctx, q, scale, cfg.DType, o))
-			}},
+	type prepared struct {
+		name string
+		w    *backend.Workload
+	}
+	var ops []prepared
+	for _, o := range backend.Ops() {
+		w, err := o.Workload(ctx, backend.Default, x)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if w != nil {
+			ops = append(ops, prepared{o.Name(), w})
+		}
 	}
 	// The copy floor is a host-memory figure: it means nothing for tensors
 	// on an accelerator, so there it is left out.
 	host := x.Device() == tensor.CPU()
 
 	type series struct {
-		op    op
+		op    prepared
 		times []time.Duration
 	}
 	names := backendsFor(cfg.Backends)
@@ -155,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		var all []*series
 		for _, o := range ops {
 			// Only what the backend accepts for these tensors, on this device.
-			if _, _, err := backend.Default.Select(ctx, &o.call, name); err == nil {
+			if o.w.Check(ctx, backend.Default, name) == nil {
 				all = append(all, &series{op: o})
 			}
 		}
@@ -175,16 +157,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 			for _, s := range all {
-				var outs []*tensor.Tensor
-				d, err := timeIt(func() (err error) {
-					outs, err = s.op.run(ctx, kitchen.UsingBackend(name))
-					return err
-				})
+				d, err := timeIt(func() error { return s.op.w.Run(ctx, backend.Default, name) })
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
-				}
-				for _, t := range outs {
-					t.Release() // device memory would pile up otherwise
 				}
 				if measured {
 					s.times = append(s.times, d)
@@ -202,10 +177,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, s := range all {
 			r := OpResult{
 				Op: s.op.name, Backend: name, MeanMs: ms(mean(s.times)), MedianMs: ms(median(s.times)),
-				Bytes: s.op.bytes, CopyGBPerS: gbps,
+				Bytes: s.op.w.Bytes, CopyGBPerS: gbps,
 			}
 			if host {
-				r.FloorMs = float64(s.op.bytes) / (gbps * 1e9) * 1e3
+				r.FloorMs = float64(s.op.w.Bytes) / (gbps * 1e9) * 1e3
 				r.RatioToFloor = r.MedianMs / r.FloorMs
 			}
 			res.Ops = append(res.Ops, r)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 )
 
@@ -19,7 +18,7 @@ import (
 // ScaleShape, OutDType and Out. Byte fields are little-endian.
 type Case struct {
 	Name       string      `json:"name"`
-	Op         backend.Op  `json:"op"`
+	Op         string      `json:"op"`
 	DType      dtype.DType `json:"dtype"`
 	Shape      []int       `json:"shape"`
 	X          Hex         `json:"x"`

@@ -106,6 +106,7 @@ typedef struct kitchenSimStats {
     int64_t liveTensors, liveScalars, liveIntArrays, liveExecutors;
     int64_t launches, syncs, pendingTasks;
     int64_t deviceRefs; /* aclrtSetDevice calls not yet undone by aclrtResetDevice */
+    int64_t initCalls;  /* aclInit calls, failed and repeated ones included */
 } kitchenSimStats;
 
 static kitchenSimStats stats;
@@ -248,6 +249,9 @@ static int device_count(void) {
 
 KSIM_API aclError aclInit(const char *configPath) {
     (void)configPath;
+    pthread_mutex_lock(&mu);
+    stats.initCalls++;
+    pthread_mutex_unlock(&mu);
     FAIL_POINT("aclInit");
     pthread_mutex_lock(&mu);
     int again = initialized;

@@ -1,0 +1,125 @@
+package cpu
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/backend/eager"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/backendtest"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// TestMain starts at least one worker (parallelFor starts them up to
+// GOMAXPROCS-1), so that split calls run on more than one goroutine even
+// under go test -cpu 1.
+func TestMain(m *testing.M) {
+	prev := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+	parallelFor(context.Background(), nopBody{}, 1, 1)
+	runtime.GOMAXPROCS(prev)
+	os.Exit(m.Run())
+}
+
+type nopBody struct{}
+
+func (nopBody) run(int, int) {}
+
+// newRegistry returns a registry holding eager and cpu only, so the tests
+// do not depend on backend.Default.
+func newRegistry(t *testing.T) *backend.Registry {
+	t.Helper()
+	reg := backend.NewRegistry(nil)
+	for _, b := range []backend.Backend{eager.New(), New()} {
+		if err := reg.Register(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+// TestConformance runs the conformance suite on cpu with each kernel set
+// this build and CPU run. cpu accepts every host call, so a declined case
+// fails.
+func TestConformance(t *testing.T) {
+	reg := newRegistry(t)
+	forEachKernelSet(t, true, func(t *testing.T) {
+		backendtest.Run(t, reg, Name, tensor.CPU(), backendtest.AcceptsAll())
+	})
+}
+
+// partCounter is a context that counts the calls of its Err method.
+// parallelFor checks the context before each part it runs, once more per
+// goroutine that finds no part left, and once at the end (or, for a call
+// it does not split, once in all), so the count bounds the number of parts.
+type partCounter struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *partCounter) Err() error {
+	c.n.Add(1)
+	return c.Context.Err()
+}
+
+// TestSuiteSplits checks that the inputs of the conformance suite's split
+// paths are large enough for cpu to split each operation into parts, so
+// that the suite reaches the code that joins them (the noise index and the
+// reported row of each part).
+func TestSuiteSplits(t *testing.T) {
+	shape := backendtest.SplitShape()
+	rows := shape[0]
+	for _, dt := range dtype.Floats() {
+		x := must(tensor.Zeros(dt, shape...))
+		q := must(tensor.Zeros(dtype.Int8, shape...))
+		row := must(tensor.Zeros(dt, rows, 1))
+		kernels := []struct {
+			name   string
+			passes int
+			run    func(ctx context.Context) error
+		}{
+			{"rowwise", 1, func(ctx context.Context) error {
+				_, err := quantizeRowwise(ctx, &op.RowwiseArgs{X: x, Seed: 1})
+				return err
+			}},
+			{"tensorwise", 2, func(ctx context.Context) error {
+				_, err := quantizeTensorwise(ctx, &op.TensorwiseArgs{X: x, Seed: 1})
+				return err
+			}},
+			{"dequantize by rows", 1, func(ctx context.Context) error {
+				_, err := dequantizeTo(ctx, &op.DequantizeArgs{Q: q, Scale: row}, dt)
+				return err
+			}},
+			{"dequantize by elements", 1, func(ctx context.Context) error {
+				_, err := dequantizeTo(ctx, &op.DequantizeArgs{Q: q, Scale: x}, dt)
+				return err
+			}},
+		}
+		for _, k := range kernels {
+			ctx := &partCounter{Context: context.Background()}
+			if err := k.run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Each pass checks the context parts + goroutines + 1 times,
+			// with at most 1 + workers.n goroutines.
+			n := int(ctx.n.Load())
+			least := n - k.passes*(2+int(workers.n.Load()))
+			if least < 2*k.passes {
+				t.Errorf("%s of %v%v: %d context checks: not split into parts", k.name, dt, shape, n)
+			} else {
+				t.Logf("%s of %v%v: at least %d parts", k.name, dt, shape, least)
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

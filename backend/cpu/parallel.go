@@ -1,0 +1,146 @@
+package cpu
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// grainBytes is the smallest number of bytes of input worth handing to a
+// worker; below it a call runs on one goroutine. BenchmarkGrain measures
+// the choice (see BENCHMARKS.md); tests may change it.
+var grainBytes = 64 << 10
+
+// partsPerThread splits a large call into several parts per thread, so that
+// threads that finish early take more, and a cancelled context stops the
+// call after at most a part per thread.
+const partsPerThread = 4
+
+// A body is the work of one call, split into contiguous ranges of units
+// (rows or elements). Every unit costs about the same, and a body's result
+// never depends on how the units were split.
+type body interface {
+	run(lo, hi int)
+}
+
+// workers are goroutines, started on first use (and more when GOMAXPROCS
+// grows), that help callers with their parts. They live as long as the
+// process, idle on a channel between calls, like the runtime's own worker
+// threads; concurrent calls share them, and a call whose helpers are all
+// busy runs its parts itself.
+var workers = struct {
+	mu    sync.Mutex
+	n     atomic.Int32 // started
+	loops chan *loop
+}{loops: make(chan *loop)}
+
+// helpers starts workers up to GOMAXPROCS-1 and returns how many there are.
+func helpers() int {
+	want := runtime.GOMAXPROCS(0) - 1
+	if n := int(workers.n.Load()); n >= want {
+		return n
+	}
+	workers.mu.Lock()
+	defer workers.mu.Unlock()
+	for int(workers.n.Load()) < want {
+		go func() {
+			for l := range workers.loops {
+				l.work()
+				l.wg.Done()
+			}
+		}()
+		workers.n.Add(1)
+	}
+	return want
+}
+
+// loop is one parallel-for in progress: the caller and the workers that
+// join it claim its parts in turn.
+type loop struct {
+	ctx   context.Context
+	b     body
+	units int
+	size  int          // units per part
+	next  atomic.Int64 // the next part to claim
+	wg    sync.WaitGroup
+}
+
+var loops = sync.Pool{New: func() any { return new(loop) }}
+
+// parallelFor runs b over [0, units) in parts of at least minUnits units,
+// on the calling goroutine and idle workers. It returns ctx.Err() if the
+// context was cancelled before every part ran.
+func parallelFor(ctx context.Context, b body, units, minUnits int) error {
+	n := helpers()
+	parts := min(max(1, units/max(1, minUnits)), partsPerThread*(n+1))
+	if parts == 1 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.run(0, units)
+		return nil
+	}
+	l := loops.Get().(*loop)
+	l.ctx, l.b, l.units, l.size = ctx, b, units, (units+parts-1)/parts
+	l.next.Store(0)
+	for range min(n, parts-1) {
+		l.wg.Add(1)
+		select {
+		case workers.loops <- l:
+		default: // every worker is busy with another call
+			l.wg.Done()
+		}
+	}
+	l.work()
+	l.wg.Wait()
+	*l = loop{} // keep no caller memory alive in the pool
+	loops.Put(l)
+	return ctx.Err()
+}
+
+// work claims and runs parts until none is left or the context is done.
+func (l *loop) work() {
+	for l.ctx.Err() == nil {
+		lo := int(l.next.Add(1)-1) * l.size
+		if lo >= l.units {
+			return
+		}
+		l.b.run(lo, min(lo+l.size, l.units))
+	}
+}
+
+// firstIndex records the smallest index that any part reports.
+type firstIndex struct{ v atomic.Int64 }
+
+func (f *firstIndex) reset() { f.v.Store(math.MaxInt64) }
+
+func (f *firstIndex) report(i int) {
+	for {
+		old := f.v.Load()
+		if int64(i) >= old || f.v.CompareAndSwap(old, int64(i)) {
+			return
+		}
+	}
+}
+
+// get returns the smallest index reported, or -1.
+func (f *firstIndex) get() int {
+	if v := f.v.Load(); v != math.MaxInt64 {
+		return int(v)
+	}
+	return -1
+}
+
+// maxBits records the largest abs-bits value that any part reports.
+type maxBits struct{ v atomic.Uint32 }
+
+func (m *maxBits) report(b uint32) {
+	for {
+		old := m.v.Load()
+		if b <= old || m.v.CompareAndSwap(old, b) {
+			return
+		}
+	}
+}

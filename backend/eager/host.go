@@ -1,0 +1,154 @@
+package eager
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// host is the host's implementation of the primitives: plain loops over
+// tensor.CPU() tensors, written for clarity; the cpu backend has the fast
+// kernels.
+type host struct{}
+
+// hostArgs returns the host bytes of each tensor, failing for tensors that
+// live elsewhere.
+func hostArgs(ts ...*tensor.Tensor) ([][]byte, error) {
+	out := make([][]byte, len(ts))
+	for i, t := range ts {
+		b, err := t.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// mapTo allocates a host tensor of dt and shape and sets element i to f(i).
+func mapTo(dt dtype.DType, shape []int, f func(i int) float32) (*tensor.Tensor, error) {
+	out, err := tensor.Zeros(dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := out.Bytes()
+	for i := range out.Numel() {
+		dtype.Store(b, dt, i, f(i))
+	}
+	return out, nil
+}
+
+func (host) AbsMaxRows(x *tensor.Tensor, rowLen int) (*tensor.Tensor, error) {
+	bs, err := hostArgs(x)
+	if err != nil {
+		return nil, err
+	}
+	if rowLen <= 0 || x.Numel()%rowLen != 0 {
+		return nil, fmt.Errorf("eager: host abs-max rows of %d over %v: %w", rowLen, x, tensor.ErrShape)
+	}
+	b := bs[0]
+	return mapTo(dtype.Float32, []int{x.Numel() / rowLen}, func(r int) float32 {
+		m := float32(0)
+		for k := r * rowLen; k < (r+1)*rowLen; k++ {
+			a := float32(math.Abs(float64(dtype.Load(b, x.DType(), k))))
+			if a != a {
+				return a
+			}
+			m = max(m, a)
+		}
+		return m
+	})
+}
+
+func (host) Find(x *tensor.Tensor, cond Condition) (int, error) {
+	bs, err := hostArgs(x)
+	if err != nil {
+		return 0, err
+	}
+	for i := range x.Numel() {
+		v := float64(dtype.Load(bs[0], x.DType(), i))
+		bad := math.IsNaN(v) || math.IsInf(v, 0)
+		if cond == NotFinitePositive {
+			bad = bad || v <= 0
+		}
+		if bad {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+func (host) Binary(op BinaryOp, a, b *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
+	bs, err := hostArgs(a, b)
+	if err != nil {
+		return nil, err
+	}
+	n, m := a.Numel(), b.Numel()
+	var index func(i int) int
+	switch {
+	case m == n:
+		index = func(i int) int { return i }
+	case m == 1:
+		index = func(int) int { return 0 }
+	case a.Rank() > 0 && a.Dim(-1) > 0 && m*a.Dim(-1) == n:
+		k := a.Dim(-1)
+		index = func(i int) int { return i / k }
+	default:
+		return nil, fmt.Errorf("eager: host %v of %v and %v: %w: cannot broadcast", op, a, b, tensor.ErrShape)
+	}
+	return mapTo(out, a.Shape(), func(i int) float32 {
+		return op.Apply(dtype.Load(bs[0], a.DType(), i), dtype.Load(bs[1], b.DType(), index(i)))
+	})
+}
+
+func (host) BinaryScalar(op BinaryOp, a *tensor.Tensor, c float32, out dtype.DType) (*tensor.Tensor, error) {
+	bs, err := hostArgs(a)
+	if err != nil {
+		return nil, err
+	}
+	return mapTo(out, a.Shape(), func(i int) float32 { return op.Apply(dtype.Load(bs[0], a.DType(), i), c) })
+}
+
+func (host) Cast(x *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
+	bs, err := hostArgs(x)
+	if err != nil {
+		return nil, err
+	}
+	return mapTo(out, x.Shape(), func(i int) float32 { return dtype.Load(bs[0], x.DType(), i) })
+}
+
+func (host) ReplaceZero(x *tensor.Tensor, v float32) (*tensor.Tensor, error) {
+	bs, err := hostArgs(x)
+	if err != nil {
+		return nil, err
+	}
+	return mapTo(x.DType(), x.Shape(), func(i int) float32 {
+		if e := dtype.Load(bs[0], x.DType(), i); e != 0 {
+			return e
+		}
+		return v
+	})
+}
+
+func (host) Noise(seed int64, shape []int, out dtype.DType) (*tensor.Tensor, error) {
+	return mapTo(out, shape, func(i int) float32 { return quant.Noise(seed, uint64(i)) })
+}
+
+func (host) RoundToInt8(y *tensor.Tensor, mode RoundMode) (*tensor.Tensor, error) {
+	bs, err := hostArgs(y)
+	if err != nil {
+		return nil, err
+	}
+	round := quant.RoundHalfEven
+	if mode == Floor {
+		round = quant.Floor
+	}
+	return mapTo(dtype.Int8, y.Shape(), func(i int) float32 { return float32(round(dtype.Load(bs[0], y.DType(), i))) })
+}
+
+func (host) Fill(dt dtype.DType, shape []int, v float32) (*tensor.Tensor, error) {
+	return mapTo(dt, shape, func(int) float32 { return v })
+}

@@ -1,0 +1,35 @@
+package eager
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// TestPrimitives checks the host primitives on small hand-worked inputs.
+func TestPrimitives(t *testing.T) {
+	dev := host{}
+	x, _ := tensor.FromFloat32(dtype.Float16, []float32{1, -3, 2, 0, 0, 0}, 2, 3)
+	m, err := dev.AbsMaxRows(x, 3)
+	if v, _ := m.Float32s(); err != nil || !slices.Equal(v, []float32{3, 0}) {
+		t.Errorf("AbsMaxRows = %v, %v", v, err)
+	}
+	if i, _ := dev.Find(m, NotFinitePositive); i != 1 {
+		t.Errorf("Find(not finite positive) = %d, want 1", i)
+	}
+	if i, _ := dev.Find(m, NotFinite); i != -1 {
+		t.Errorf("Find(not finite) = %d, want -1", i)
+	}
+	rows, _ := tensor.FromFloat32(dtype.Float32, []float32{2, 4})
+	d, err := dev.Binary(Div, x, rows, dtype.Float16)
+	if v, _ := d.Float32s(); err != nil || !slices.Equal(v, []float32{0.5, -1.5, 1, 0, 0, 0}) {
+		t.Errorf("row-broadcast Div = %v, %v", v, err)
+	}
+	three, _ := tensor.FromFloat32(dtype.Float32, []float32{1, 2, 3, 4})
+	if _, err := dev.Binary(Add, x, three, dtype.Float32); !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("bad broadcast: %v", err)
+	}
+}

@@ -1,0 +1,180 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// Args are the typed arguments of one call of an operation. Each operation
+// declares its own Args type (see package op), so a kernel receives exactly
+// the parameters of its operation, named and typed, rather than a bag of
+// optional fields shared by every operation.
+type Args interface {
+	// Device is the device the call runs on: its main tensor's.
+	Device() tensor.Device
+	// Tensor returns the tensor parameter of that name, or nil when the
+	// operation has no such parameter or the call leaves it out.
+	Tensor(param string) *tensor.Tensor
+	// DType returns the dtype of the parameter of that name: a tensor's
+	// element type, or the value of a dtype parameter such as out_dtype.
+	DType(param string) (dtype.DType, bool)
+	// Validate checks the arguments against the contract: presence,
+	// dtypes, shapes, devices and scalars. It reads no tensor data except
+	// single-element scale tensors; kernels report NaN and infinity in x.
+	Validate() error
+}
+
+// Stochastic is implemented by the Args of operations that can round
+// stochastically; StochasticRoundingOff declines calls that ask for it.
+type Stochastic interface {
+	Stochastic() bool
+}
+
+// Result is what an operation returns: one or more tensors.
+type Result interface {
+	// Outputs lists the tensors the call made, so that generic code (the
+	// benchmark, the conformance suite) can compare and release them.
+	Outputs() []*tensor.Tensor
+}
+
+// Operation is the part of an operation's declaration that does not depend
+// on its argument types: what the registry, `kitchen backends` and `kitchen
+// bench` need to handle every operation alike.
+type Operation interface {
+	// Name is comfy-kitchen's name of the operation.
+	Name() string
+	// Workload prepares a typical call of the operation on inputs derived
+	// from the float tensor x, for benchmarks. It returns nil when the
+	// operation declares none.
+	Workload(ctx context.Context, r *Registry, x *tensor.Tensor) (*Workload, error)
+}
+
+// Workload is one prepared call of an operation.
+type Workload struct {
+	// Bytes is the least the call must read and write.
+	Bytes int64
+	// Check reports whether the named backend of r accepts the call.
+	Check func(ctx context.Context, r *Registry, backend string) error
+	// Run calls the operation once on the named backend of r and releases
+	// its outputs.
+	Run func(ctx context.Context, r *Registry, backend string) error
+}
+
+// Op declares an operation whose calls take arguments A and return R. Create
+// it with Declare, once, in the package that holds the operation's contract.
+type Op[A Args, R Result] struct {
+	name    string
+	prepare func(ctx context.Context, r *Registry, x *tensor.Tensor) (A, int64, error)
+}
+
+// Declare declares the operation of that name. prepare, which may be nil,
+// makes a typical call from a float input for benchmarks and returns the
+// bytes the call must move at the least. Declaring a name twice panics: it
+// is meant for package-level variables.
+func Declare[A Args, R Result](name string, prepare func(ctx context.Context, r *Registry, x *tensor.Tensor) (A, int64, error)) *Op[A, R] {
+	o := &Op[A, R]{name: name, prepare: prepare}
+	declared.mu.Lock()
+	defer declared.mu.Unlock()
+	for _, d := range declared.ops {
+		if d.Name() == name {
+			panic("backend: operation " + name + " declared twice")
+		}
+	}
+	declared.ops = append(declared.ops, o)
+	return o
+}
+
+var declared struct {
+	mu  sync.Mutex
+	ops []Operation
+}
+
+// Ops returns every declared operation, sorted by name (declaration order
+// follows Go's package initialization, which no one should have to read).
+func Ops() []Operation {
+	declared.mu.Lock()
+	ops := slices.Clone(declared.ops)
+	declared.mu.Unlock()
+	slices.SortFunc(ops, func(a, b Operation) int { return strings.Compare(a.Name(), b.Name()) })
+	return ops
+}
+
+// Name returns the operation's name.
+func (o *Op[A, R]) Name() string { return o.name }
+
+// String returns the operation's name.
+func (o *Op[A, R]) String() string { return o.name }
+
+// Kernel runs one call of an operation. The registry has validated the
+// arguments against the contract and the backend's constraints before it
+// is called.
+type Kernel[A Args, R Result] func(ctx context.Context, args A) (R, error)
+
+// Implement makes the capability of running o with kernel k on the calls
+// that cs accepts, for a Backend's list.
+func (o *Op[A, R]) Implement(cs Constraints, k Kernel[A, R]) Capability {
+	return Capability{Op: o.name, Constraints: cs, run: k}
+}
+
+// Run validates args, picks the backend (the one named, or else the first
+// in r's priority order whose constraints accept the call) and runs the
+// call there. It returns the name of the backend that ran it.
+func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R, string, error) {
+	var zero R
+	if ctx == nil {
+		return zero, "", &ArgError{Op: o.name, Param: "ctx", Row: -1, Err: ErrNil, Detail: "nil context"}
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, "", err
+	}
+	cap, err := r.pick(ctx, o.name, args, name)
+	if err != nil {
+		return zero, "", err
+	}
+	k, ok := cap.run.(Kernel[A, R])
+	if !ok {
+		return zero, "", fmt.Errorf("backend: %s: %s kernel of %s has type %T", cap.backend, o.name, cap.backend, cap.run)
+	}
+	res, err := k(ctx, args)
+	if err != nil {
+		for _, t := range res.Outputs() {
+			t.Release() // nothing is returned on error
+		}
+		return zero, cap.backend, fmt.Errorf("backend %s: %w", cap.backend, err)
+	}
+	return res, cap.backend, nil
+}
+
+// Workload implements Operation.
+func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, x *tensor.Tensor) (*Workload, error) {
+	if o.prepare == nil {
+		return nil, nil
+	}
+	args, n, err := o.prepare(ctx, r, x)
+	if err != nil {
+		return nil, fmt.Errorf("%s: preparing a workload: %w", o.name, err)
+	}
+	return &Workload{
+		Bytes: n,
+		Check: func(ctx context.Context, r *Registry, name string) error {
+			_, err := r.pick(ctx, o.name, args, name)
+			return err
+		},
+		Run: func(ctx context.Context, r *Registry, name string) error {
+			res, _, err := o.Run(ctx, r, args, name)
+			if err != nil {
+				return err
+			}
+			for _, t := range res.Outputs() {
+				t.Release() // device memory would pile up otherwise
+			}
+			return nil
+		},
+	}, nil
+}
