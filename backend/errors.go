@@ -9,13 +9,13 @@ import (
 // Sentinel errors, wrapped by ArgError; match them with errors.Is. A shape
 // that does not fit wraps tensor.ErrShape.
 var (
-	ErrNil       = errors.New("missing")
-	ErrEmpty     = errors.New("empty tensor")
-	ErrDType     = errors.New("wrong dtype")
-	ErrDevice    = errors.New("wrong device")
-	ErrNonFinite = errors.New("NaN or infinity")
-	ErrScale     = errors.New("invalid scale")
-	ErrOption    = errors.New("option not accepted")
+	ErrNil       = errors.New("backend: missing")
+	ErrEmpty     = errors.New("backend: empty tensor")
+	ErrDType     = errors.New("backend: wrong dtype")
+	ErrDevice    = errors.New("backend: wrong device")
+	ErrNonFinite = errors.New("backend: NaN or infinity")
+	ErrScale     = errors.New("backend: invalid scale")
+	ErrOption    = errors.New("backend: option not accepted")
 )
 
 // ArgError reports a bad argument: the operation, the parameter, what is
@@ -34,7 +34,15 @@ type ArgError struct {
 
 func (e *ArgError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kitchen: %s: %s: %v", e.Op, e.Param, e.Err)
+	// The sentinel's own package prefix would repeat what "kitchen:" says.
+	what := "invalid"
+	if e.Err != nil {
+		what = e.Err.Error()
+	}
+	for _, pkg := range []string{"backend: ", "tensor: "} {
+		what = strings.TrimPrefix(what, pkg)
+	}
+	fmt.Fprintf(&b, "kitchen: %s: %s: %s", e.Op, e.Param, what)
 	if e.Row >= 0 {
 		fmt.Fprintf(&b, " in row %d", e.Row)
 	}
