@@ -74,3 +74,23 @@ func ExampleUsingBackend() {
 	// eager <nil>
 	// backend: "nosuch": no backend of that name is registered
 }
+
+func ExampleQuantizeInt8ConvRotWeight() {
+	ctx := context.Background()
+	// One output channel with an outlier: rotation spreads it over the
+	// group, so the other weights keep more precision.
+	w, _ := kitchen.FromFloat32(kitchen.BFloat16, []float32{0.01, -0.02, 0.03, 8, 0.05, -0.06, 0.07, -0.08,
+		0.09, 0.1, -0.11, 0.12, 0.13, -0.14, 0.15, 0.16}, 1, 16)
+	q, scale, err := kitchen.QuantizeInt8ConvRotWeight(ctx, w, kitchen.WithConvRotGroup(16))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	back, _ := kitchen.DequantizeInt8ConvRotWeightTo(ctx, q, scale, kitchen.BFloat16, kitchen.WithConvRotGroup(16))
+	v, _ := back.Float32s()
+	fmt.Println(q.Shape(), scale.Shape())
+	fmt.Printf("%.3f\n", v)
+	// Output:
+	// [1 16] [1 1]
+	// [0.009 -0.017 0.026 8.000 0.052 -0.060 0.069 -0.078 0.095 0.104 -0.112 0.121 0.121 -0.146 0.155 0.164]
+}

@@ -24,6 +24,7 @@ package kitchen
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
 	_ "github.com/gokitchen/kitchen/backend/cpu"   // the fused host backend
@@ -65,7 +66,7 @@ func FromBytes(dt DType, b []byte, shape ...int) (*Tensor, error) {
 type Option struct {
 	kind     optionKind
 	name     string
-	seed     int64
+	n        int64 // a seed or a group size
 	value    float32
 	tensor   *Tensor
 	registry *backend.Registry
@@ -81,6 +82,7 @@ const (
 	optScaleTensor
 	optRegistry
 	optReport
+	optGroup
 )
 
 // param is the parameter an option sets, for errors.
@@ -92,6 +94,8 @@ func (k optionKind) param() string {
 		return "scale"
 	case optRegistry:
 		return "registry"
+	case optGroup:
+		return "group_size"
 	case optBackend, optReport:
 		return "backend"
 	}
@@ -105,7 +109,7 @@ func UsingBackend(name string) Option { return Option{kind: optBackend, name: na
 // WithStochasticRounding rounds stochastically with the given seed (> 0)
 // instead of to nearest even. The noise depends only on the seed and each
 // element's index, so results are reproducible on every backend.
-func WithStochasticRounding(seed int64) Option { return Option{kind: optSeed, seed: seed} }
+func WithStochasticRounding(seed int64) Option { return Option{kind: optSeed, n: seed} }
 
 // WithScale gives QuantizeInt8Tensorwise a scale instead of recalculating it.
 func WithScale(s float32) Option { return Option{kind: optScale, value: s} }
@@ -113,6 +117,11 @@ func WithScale(s float32) Option { return Option{kind: optScale, value: s} }
 // WithScaleTensor gives QuantizeInt8Tensorwise a one-element scale tensor
 // (any float dtype, on x's device) instead of recalculating it.
 func WithScaleTensor(s *Tensor) Option { return Option{kind: optScaleTensor, tensor: s} }
+
+// WithConvRotGroup sets the ConvRot rotation's group size, a power of 4 of
+// at least 4 (the rotation operations default to 256; an int8 embedding
+// table is not rotated unless this is given).
+func WithConvRotGroup(g int) Option { return Option{kind: optGroup, n: int64(g)} }
 
 // WithRegistry dispatches through r instead of backend.Default.
 func WithRegistry(r *backend.Registry) Option { return Option{kind: optRegistry, registry: r} }
@@ -138,6 +147,7 @@ type settings struct {
 	scale       *float32
 	scaleTensor *Tensor
 	value       float32 // backs scale
+	group       int     // 0: the operation's default
 }
 
 // settle applies opts for the operation named op, which takes the
@@ -177,13 +187,18 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 		case optReport:
 			s.report = o.chosen
 		case optSeed:
-			if o.seed <= 0 {
+			if o.n <= 0 {
 				return nil, bad(o, "WithStochasticRounding wants a seed > 0")
 			}
-			s.seed = o.seed
+			s.seed = o.n
 		case optScale:
 			s.value = o.value
 			s.scale = &s.value
+		case optGroup:
+			s.group = int(o.n) // checked by the operation
+			if s.group == 0 || int64(s.group) != o.n {
+				return nil, bad(o, fmt.Sprintf("WithConvRotGroup(%d)", o.n))
+			}
 		case optScaleTensor:
 			if o.tensor == nil {
 				return nil, bad(o, "WithScaleTensor(nil)")

@@ -16,7 +16,13 @@ var (
 	ErrNonFinite = errors.New("backend: NaN or infinity")
 	ErrScale     = errors.New("backend: invalid scale")
 	ErrOption    = errors.New("backend: option not accepted")
+	ErrIndex     = errors.New("backend: index out of range")
 )
+
+// ErrNoWorkload is returned by an operation's workload preparation when
+// the input does not fit the operation (a shape it cannot take); the
+// benchmark then leaves the operation out.
+var ErrNoWorkload = errors.New("backend: no workload for this input")
 
 // ArgError reports a bad argument: the operation, the parameter, what is
 // wrong (Err, one of the sentinels) and, for NaN or infinity in x, the first
@@ -55,8 +61,12 @@ func (e *ArgError) Error() string {
 func (e *ArgError) Unwrap() error { return e.Err }
 
 // NonFinite returns the error for NaN or infinity in x at the given row.
-func NonFinite(op string, row int) error {
-	return &ArgError{Op: op, Param: "x", Row: row, Err: ErrNonFinite}
+func NonFinite(op string, row int) error { return NonFiniteIn(op, "x", row) }
+
+// NonFiniteIn returns the error for NaN or infinity in the named parameter
+// at the given row.
+func NonFiniteIn(op, param string, row int) error {
+	return &ArgError{Op: op, Param: param, Row: row, Err: ErrNonFinite}
 }
 
 // BackendNotFoundError reports a backend asked for by name that cannot be

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,7 +52,7 @@ type Operation interface {
 	Name() string
 	// Workload prepares a typical call of the operation on inputs derived
 	// from the float tensor x, for benchmarks. It returns nil when the
-	// operation declares none.
+	// operation declares none or x does not fit it.
 	Workload(ctx context.Context, r *Registry, x *tensor.Tensor) (*Workload, error)
 }
 
@@ -157,6 +158,9 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, x *tensor.Tensor) 
 		return nil, nil
 	}
 	args, n, err := o.prepare(ctx, r, x)
+	if errors.Is(err, ErrNoWorkload) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: preparing a workload: %w", o.name, err)
 	}

@@ -26,6 +26,7 @@ const (
 	Int8
 	Int32
 	Uint8
+	Int64
 )
 
 var names = [...]string{
@@ -36,9 +37,10 @@ var names = [...]string{
 	Int8:     "int8",
 	Int32:    "int32",
 	Uint8:    "uint8",
+	Int64:    "int64",
 }
 
-var sizes = [...]int{Float32: 4, Float16: 2, BFloat16: 2, Int8: 1, Int32: 4, Uint8: 1}
+var sizes = [...]int{Float32: 4, Float16: 2, BFloat16: 2, Int8: 1, Int32: 4, Uint8: 1, Int64: 8}
 
 // Floats returns the floating-point types in the order they are usually
 // shown.
@@ -82,8 +84,10 @@ func Parse(s string) (DType, error) {
 		return Int32, nil
 	case "uint8", "u8":
 		return Uint8, nil
+	case "int64", "i64":
+		return Int64, nil
 	}
-	return Invalid, fmt.Errorf("dtype: unknown type %q (want float32, float16, bfloat16, int8, int32 or uint8)", s)
+	return Invalid, fmt.Errorf("dtype: unknown type %q (want float32, float16, bfloat16, int8, int32, int64 or uint8)", s)
 }
 
 // MarshalText encodes d as its String form.
@@ -224,8 +228,26 @@ func Load(b []byte, dt DType, i int) float32 {
 		return float32(b[i])
 	case Int32:
 		return float32(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	case Int64:
+		return float32(int64(binary.LittleEndian.Uint64(b[8*i:])))
 	}
 	panic("dtype: load of " + dt.String())
+}
+
+// LoadInt returns element i of little-endian integer data b of type dt
+// (int8, uint8, int32 or int64) exactly.
+func LoadInt(b []byte, dt DType, i int) int64 {
+	switch dt {
+	case Int8:
+		return int64(int8(b[i]))
+	case Uint8:
+		return int64(b[i])
+	case Int32:
+		return int64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	case Int64:
+		return int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	panic("dtype: integer load of " + dt.String())
 }
 
 // Store rounds v to dt (nearest, ties to even; integer types truncate) and
@@ -244,6 +266,8 @@ func Store(b []byte, dt DType, i int, v float32) {
 		b[i] = byte(v)
 	case Int32:
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
+	case Int64:
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
 	default:
 		panic("dtype: store of " + dt.String())
 	}

@@ -29,6 +29,8 @@ func aclType(dt dtype.DType) int32 {
 		return aclInt32
 	case dtype.Uint8:
 		return aclUint8
+	case dtype.Int64:
+		return aclInt64
 	}
 	panic("ascend: no CANN type for " + dt.String())
 }

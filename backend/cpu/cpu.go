@@ -41,11 +41,23 @@ func New() backend.Backend {
 	deq := backend.Constraints{Devices: host, DTypes: []backend.DTypeRule{
 		{Param: "q", DTypes: []dtype.DType{dtype.Int8}}, {Param: "scale", DTypes: floats}, {Param: "out_dtype", DTypes: floats},
 	}}
+	rotQuantize := func(param string) backend.Constraints {
+		return backend.Constraints{Devices: host, DTypes: []backend.DTypeRule{{Param: param, DTypes: floats}}}
+	}
+	embedding := backend.Constraints{Devices: host, DTypes: []backend.DTypeRule{
+		{Param: "q", DTypes: []dtype.DType{dtype.Int8}}, {Param: "scale", DTypes: floats},
+		{Param: "indices", DTypes: []dtype.DType{dtype.Int32, dtype.Int64}}, {Param: "out_dtype", DTypes: floats},
+	}}
 	return backend.Backend{Name: Name, Kind: backend.Host, Caps: []backend.Capability{
 		op.QuantizeRowwise.Implement(quantize, quantizeRowwise),
 		op.QuantizeTensorwise.Implement(quantize, quantizeTensorwise),
 		op.Dequantize.Implement(deq, dequantizeSimple),
 		op.DequantizeDType.Implement(deq, dequantizeDType),
+		op.QuantizeConvRotWeight.Implement(rotQuantize("weight"), quantizeConvRotWeight),
+		op.QuantizeAndRotateRowwise.Implement(rotQuantize("x"), quantizeAndRotateRowwise),
+		op.DequantizeConvRotWeight.Implement(deq, dequantizeConvRotWeight),
+		op.DequantizeConvRotWeightDType.Implement(deq, dequantizeConvRotWeightDType),
+		op.DequantizeEmbedding.Implement(embedding, dequantizeEmbedding),
 	}}
 }
 

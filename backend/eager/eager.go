@@ -33,6 +33,11 @@ func New() backend.Backend {
 		op.QuantizeTensorwise.Implement(any, quantizeTensorwise),
 		op.Dequantize.Implement(any, dequantize),
 		op.DequantizeDType.Implement(any, dequantizeDType),
+		op.QuantizeConvRotWeight.Implement(rotating, quantizeConvRotWeight),
+		op.QuantizeAndRotateRowwise.Implement(rotating, quantizeAndRotateRowwise),
+		op.DequantizeConvRotWeight.Implement(rotating, dequantizeConvRotWeight),
+		op.DequantizeConvRotWeightDType.Implement(rotating, dequantizeConvRotWeightDType),
+		op.DequantizeEmbedding.Implement(rotating, dequantizeEmbedding),
 	}}
 }
 
@@ -55,17 +60,17 @@ func (ts *temps) release() {
 }
 
 func quantizeRowwise(_ context.Context, a *op.RowwiseArgs) (op.Quantized, error) {
-	return quantize(op.QuantizeRowwise.Name(), true, a.X, nil, nil, a.Seed)
+	return quantize(op.QuantizeRowwise.Name(), "x", true, a.X, nil, nil, a.Seed)
 }
 
 func quantizeTensorwise(_ context.Context, a *op.TensorwiseArgs) (op.Quantized, error) {
-	return quantize(op.QuantizeTensorwise.Name(), false, a.X, a.Scale, a.ScaleValue, a.Seed)
+	return quantize(op.QuantizeTensorwise.Name(), "x", false, a.X, a.Scale, a.ScaleValue, a.Seed)
 }
 
 // quantize runs the quantize operation called name as the contract states
 // it, on x's device: row-wise, or tensor-wise with a supplied scale tensor
-// or value, or one recalculated from x.
-func quantize(name string, rowwise bool, x, scaleT *tensor.Tensor, scaleV *float32, seed int64) (res op.Quantized, err error) {
+// or value, or one recalculated from x. param names x in errors.
+func quantize(name, param string, rowwise bool, x, scaleT *tensor.Tensor, scaleV *float32, seed int64) (res op.Quantized, err error) {
 	dev, _ := primitivesOf(x.Device()) // the constraints checked it
 	T := x.DType()
 	k := 1 // a scalar is one row of one
@@ -86,7 +91,7 @@ func quantize(name string, rowwise bool, x, scaleT *tensor.Tensor, scaleV *float
 		return res, err
 	}
 	if row >= 0 {
-		return res, backend.NonFinite(name, row)
+		return res, backend.NonFiniteIn(name, param, row)
 	}
 
 	// 2. s = max(a / 127, 1e-30), or the supplied scale in float32.

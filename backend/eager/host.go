@@ -152,3 +152,40 @@ func (host) RoundToInt8(y *tensor.Tensor, mode RoundMode) (*tensor.Tensor, error
 func (host) Fill(dt dtype.DType, shape []int, v float32) (*tensor.Tensor, error) {
 	return mapTo(dt, shape, func(int) float32 { return v })
 }
+
+func (host) Rotate(x *tensor.Tensor, g int, out dtype.DType) (*tensor.Tensor, error) {
+	v, err := x.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	if x.Rank() == 0 || x.Dim(-1)%g != 0 {
+		return nil, fmt.Errorf("eager: host rotate of %v in groups of %d: %w", x, g, tensor.ErrShape)
+	}
+	quant.Rotate(v, g)
+	return mapTo(out, x.Shape(), func(i int) float32 { return v[i] })
+}
+
+func (host) GatherRows(x, indices *tensor.Tensor) (*tensor.Tensor, error) {
+	bs, err := hostArgs(x, indices)
+	if err != nil {
+		return nil, err
+	}
+	if x.Rank() != 2 {
+		return nil, fmt.Errorf("eager: host gather from %v: %w", x, tensor.ErrShape)
+	}
+	rows, d, size := x.Dim(0), x.Dim(1), x.DType().Size()
+	n := indices.Numel()
+	out, err := tensor.Zeros(x.DType(), append(indices.Shape(), d)...)
+	if err != nil {
+		return nil, err
+	}
+	ob, _ := out.Bytes()
+	for i := range n {
+		r := dtype.LoadInt(bs[1], indices.DType(), i)
+		if r < 0 || r >= int64(rows) {
+			return nil, &IndexError{At: i, Index: r, Rows: rows}
+		}
+		copy(ob[i*d*size:(i+1)*d*size], bs[0][int(r)*d*size:])
+	}
+	return out, nil
+}

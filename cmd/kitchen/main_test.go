@@ -65,10 +65,11 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestBenchJSON runs the benchmark on a tiny shape and checks the shape of
+// TestBenchJSON runs the benchmark on a tiny shape (rows of 256, so that
+// every operation, ConvRot included, has a workload) and checks the shape of
 // its JSON (the numbers are timings, so only their presence is checked).
 func TestBenchJSON(t *testing.T) {
-	out, err := runCLI(t, "bench", "--shape", "4,40", "--dtype", "fp16", "--warmup", "1", "--runs", "3", "--json")
+	out, err := runCLI(t, "bench", "--shape", "4,256", "--dtype", "fp16", "--warmup", "1", "--runs", "3", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}

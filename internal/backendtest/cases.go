@@ -82,7 +82,8 @@ var goldenOnce struct {
 	err   error
 }
 
-// goldenCases loads testdata/golden/int8.json from the module's root,
+// goldenCases loads testdata/golden/int8.json and convrot.json from the
+// module's root,
 // found by walking up from the working directory to kitchen's go.mod.
 func goldenCases(t testing.TB) []golden.Case {
 	goldenOnce.Do(func() {
@@ -91,9 +92,19 @@ func goldenCases(t testing.TB) []golden.Case {
 			goldenOnce.err = err
 			return
 		}
-		goldenOnce.cases, goldenOnce.err = golden.Load(filepath.Join(root, "testdata", "golden", "int8.json"))
-		if goldenOnce.err == nil && len(goldenOnce.cases) < 500 {
-			goldenOnce.err = fmt.Errorf("only %d golden cases", len(goldenOnce.cases))
+		for _, f := range []struct {
+			name  string
+			least int
+		}{{"int8.json", 500}, {"convrot.json", 100}} {
+			cs, err := golden.Load(filepath.Join(root, "testdata", "golden", f.name))
+			if err == nil && len(cs) < f.least {
+				err = fmt.Errorf("%s: only %d golden cases", f.name, len(cs))
+			}
+			if err != nil {
+				goldenOnce.err = err
+				return
+			}
+			goldenOnce.cases = append(goldenOnce.cases, cs...)
 		}
 	})
 	if goldenOnce.err != nil {

@@ -19,6 +19,7 @@ type gen struct {
 	shape []int
 	seed  int64
 	sel   uint64
+	group int // a ConvRot group size, set by the cases that need one
 }
 
 // pick returns a choice in [0, n), taken from the case's choices.

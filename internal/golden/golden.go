@@ -1,6 +1,8 @@
-// Package golden reads testdata/golden/int8.json: INT8 Q/DQ vectors
-// computed by PyTorch (tools/golden/gen_golden.py), an implementation of
-// the contract independent of kitchen's, for every backend's tests.
+// Package golden reads the golden vectors computed by PyTorch, an
+// implementation of the contract independent of kitchen's, for every
+// backend's tests: testdata/golden/int8.json (INT8 Q/DQ,
+// tools/golden/gen_golden.py) and testdata/golden/convrot.json (the ConvRot
+// operations, tools/golden/gen_convrot.py).
 package golden
 
 import (
@@ -16,6 +18,18 @@ import (
 // ("recalculate", "value" or "tensor"), ScaleValue, Q, Scale and
 // ScaleShape; dequantize cases fill Q, QShape, Scale, ScaleDType,
 // ScaleShape, OutDType and Out. Byte fields are little-endian.
+//
+// ConvRot cases (convrot.json) also fill Group, the rotation's group size
+// (0 for an embedding without rotation). Their quantize cases
+// (quantize_int8_convrot_weight, quantize_and_rotate_rowwise) fill DType,
+// Shape, X, Seed, Q, QShape, Scale (float32), ScaleDType and ScaleShape
+// from PyTorch's matrix-product rotation, and QButterfly and
+// ScaleButterfly from kitchen's radix-4 summation order. Their dequantize
+// cases (dequantize_int8_convrot_weight[_dtype], dequantize_int8_embedding)
+// fill Q, QShape, Scale, ScaleDType, ScaleShape, OutDType, OutShape, Out
+// (matrix product) and OutButterfly (kitchen's order); embeddings also fill
+// Indices, IndicesDType (int32 or int64) and IndicesShape. ButterflyEqual
+// tells whether the two orders gave the same float32 rotated values.
 type Case struct {
 	Name       string      `json:"name"`
 	Op         string      `json:"op"`
@@ -32,6 +46,16 @@ type Case struct {
 	ScaleShape []int       `json:"scale_shape"`
 	OutDType   dtype.DType `json:"out_dtype"`
 	Out        Hex         `json:"out"`
+
+	Group          int         `json:"group"`
+	Indices        Hex         `json:"indices"`
+	IndicesDType   dtype.DType `json:"indices_dtype"`
+	IndicesShape   []int       `json:"indices_shape"`
+	OutShape       []int       `json:"out_shape"`
+	ButterflyEqual bool        `json:"butterfly_equal"`
+	QButterfly     Hex         `json:"q_butterfly"`
+	ScaleButterfly Hex         `json:"scale_butterfly"`
+	OutButterfly   Hex         `json:"out_butterfly"`
 }
 
 // Hex is bytes written as a hex string in the JSON.

@@ -1,0 +1,237 @@
+package cpu
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// The ConvRot operations and int8 embeddings: each row is rotated in a
+// float32 buffer (quant.Rotate, the contract's one summation order), then
+// quantized or stored, in one pass per row over memory.
+
+// rowBufs are per-part scratch rows: two float32 rows and a row of the
+// input dtype.
+type rowBufs struct {
+	f, f2 []float32
+	b     []byte
+}
+
+var rowBufPool = sync.Pool{New: func() any { return new(rowBufs) }}
+
+func getRowBufs(k, size int) *rowBufs {
+	r := rowBufPool.Get().(*rowBufs)
+	if cap(r.f) < k {
+		r.f, r.f2 = make([]float32, k), make([]float32, k)
+	}
+	if cap(r.b) < k*size {
+		r.b = make([]byte, k*size)
+	}
+	r.f, r.f2, r.b = r.f[:k], r.f2[:k], r.b[:k*size]
+	return r
+}
+
+func quantizeConvRotWeight(ctx context.Context, a *op.ConvRotWeightArgs) (op.Quantized, error) {
+	return rotateQuantize(ctx, op.QuantizeConvRotWeight.Name(), "weight", a.Weight, a.Group, a.Seed)
+}
+
+func quantizeAndRotateRowwise(ctx context.Context, a *op.RotateRowwiseArgs) (op.Quantized, error) {
+	return rotateQuantize(ctx, op.QuantizeAndRotateRowwise.Name(), "x", a.X, a.Group, a.Seed)
+}
+
+// rotateQuantize rotates each row of x in groups of g, rounds it to x's
+// dtype and quantizes it row-wise.
+func rotateQuantize(ctx context.Context, name, param string, x *tensor.Tensor, g int, seed int64) (op.Quantized, error) {
+	src, err := x.Bytes()
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	k := x.Dim(-1)
+	var dims [8]int
+	shape := x.AppendShape(dims[:0])
+	q, err := tensor.Zeros(dtype.Int8, shape...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	shape[len(shape)-1] = 1
+	scale, err := tensor.Zeros(dtype.Float32, shape...)
+	if err != nil {
+		return op.Quantized{}, err
+	}
+	w := &rotateQuantizeBody{dt: x.DType(), src: src, k: k, g: g, seed: seed}
+	w.dst, _ = q.Bytes()
+	w.scales, _ = scale.Bytes()
+	w.bad.reset()
+	if err := parallelFor(ctx, w, x.Numel()/k, max(1, grainBytes/(k*w.dt.Size()))); err != nil {
+		return op.Quantized{}, err
+	}
+	if r := w.bad.get(); r >= 0 {
+		return op.Quantized{}, backend.NonFiniteIn(name, param, r)
+	}
+	return op.Quantized{Q: q, Scale: scale}, nil
+}
+
+type rotateQuantizeBody struct {
+	dt       dtype.DType
+	src, dst []byte
+	scales   []byte
+	k, g     int
+	seed     int64
+	bad      firstIndex
+}
+
+func (w *rotateQuantizeBody) run(lo, hi int) {
+	size := w.dt.Size()
+	buf := getRowBufs(w.k, size)
+	defer rowBufPool.Put(buf)
+	for r := lo; r < hi; r++ {
+		widenBlock(w.dt, w.src, r*w.k, buf.f)
+		rotate(buf.f, w.g)
+		storeBlock(w.dt, buf.b, 0, buf.f) // rT(rotate(x)), as the row to quantize
+		if quantizeRow(w.dt, buf.b, w.dst[r*w.k:(r+1)*w.k], w.scales[4*r:], w.seed, uint64(r*w.k)) {
+			w.bad.report(r)
+			return
+		}
+	}
+}
+
+// quantizeRow quantizes one row of dt into dst, writing its float32 scale
+// to scale[:4]; it reports whether the row holds NaN or an infinity.
+func quantizeRow(dt dtype.DType, row, dst, scale []byte, seed int64, base uint64) (bad bool) {
+	bits := absMaxBits(dt, row)
+	if bits >= infBits(dt) {
+		return true
+	}
+	s := scaleFor(widenBits(dt, bits))
+	binary.LittleEndian.PutUint32(scale, math.Float32bits(s))
+	quantize(dt, row, dst, divisor(dt, s), seed, base)
+	return false
+}
+
+func dequantizeConvRotWeight(ctx context.Context, a *op.ConvRotDequantizeArgs) (op.Dequantized, error) {
+	return dequantizeRotate(ctx, a, dtype.Float32)
+}
+
+func dequantizeConvRotWeightDType(ctx context.Context, a *op.ConvRotDequantizeDTypeArgs) (op.Dequantized, error) {
+	return dequantizeRotate(ctx, &a.ConvRotDequantizeArgs, a.OutDType)
+}
+
+// dequantizeRotate computes rotate(f32(q) * f32(scale), g) row by row in
+// float32 and rounds it once to out.
+func dequantizeRotate(ctx context.Context, a *op.ConvRotDequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+	src, err := a.Q.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	sb, err := a.Scale.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	var dims [8]int
+	o, err := tensor.Zeros(out, a.Q.AppendShape(dims[:0])...)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	k := a.Q.Dim(-1)
+	w := &rotatedRows{out: out, q: src, scales: sb, sdt: a.Scale.DType(), perRow: a.Scale.Numel() == a.Q.Numel()/k,
+		full: a.Scale.Numel() == a.Q.Numel(), k: k, g: a.Group}
+	w.dst, _ = o.Bytes()
+	if err := parallelFor(ctx, w, a.Q.Numel()/k, max(1, grainBytes/k)); err != nil {
+		return op.Dequantized{}, err
+	}
+	return op.Dequantized{Out: o}, nil
+}
+
+// rotatedRows writes rows of rOut(rotate(f32(q) * f32(scale), g)): output
+// row r from table row index(r) (r itself without indices). g = 0 leaves
+// out the rotation.
+type rotatedRows struct {
+	out          dtype.DType
+	q, dst       []byte
+	scales       []byte
+	sdt          dtype.DType
+	perRow, full bool // one scale per row, or one per element; else a single one
+	k, g         int
+	indices      []byte
+	idt          dtype.DType
+	bad          firstIndex // the first index out of range (embeddings)
+}
+
+func (w *rotatedRows) run(lo, hi int) {
+	buf := getRowBufs(w.k, 1)
+	defer rowBufPool.Put(buf)
+	v, sf := buf.f, buf.f2 // sf holds a full-shape scale row, widened
+	rows := len(w.q) / w.k
+	size := w.out.Size()
+	for r := lo; r < hi; r++ {
+		src := r
+		if w.indices != nil {
+			i := dtype.LoadInt(w.indices, w.idt, r)
+			if i < 0 || i >= int64(rows) {
+				w.bad.report(r)
+				return
+			}
+			src = int(i)
+		}
+		widenBlock(dtype.Int8, w.q, src*w.k, v)
+		switch {
+		case w.full:
+			widenBlock(w.sdt, w.scales, src*w.k, sf)
+			for j := range v {
+				v[j] *= sf[j]
+			}
+		default:
+			si := 0
+			if w.perRow {
+				si = src
+			}
+			f := loadScale(w.sdt, w.scales, si)
+			for j := range v {
+				v[j] *= f
+			}
+		}
+		if w.g > 0 {
+			rotate(v, w.g)
+		}
+		storeBlock(w.out, w.dst[r*w.k*size:(r+1)*w.k*size], 0, v)
+	}
+}
+
+func dequantizeEmbedding(ctx context.Context, a *op.EmbeddingArgs) (op.Dequantized, error) {
+	q, err := a.Q.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	sb, err := a.Scale.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	ib, err := a.Indices.Bytes()
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	d := a.Q.Dim(1)
+	shape := append(a.Indices.Shape(), d)
+	o, err := tensor.Zeros(a.OutDType, shape...)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	w := &rotatedRows{out: a.OutDType, q: q, scales: sb, sdt: a.Scale.DType(), perRow: a.Scale.Numel() != 1,
+		k: d, g: a.Group, indices: ib, idt: a.Indices.DType()}
+	w.dst, _ = o.Bytes()
+	w.bad.reset()
+	n := a.Indices.Numel()
+	if err := parallelFor(ctx, w, n, max(1, grainBytes/d)); err != nil {
+		return op.Dequantized{}, err
+	}
+	if i := w.bad.get(); i >= 0 {
+		return op.Dequantized{}, op.BadIndex(i, dtype.LoadInt(ib, a.Indices.DType(), i), a.Q.Dim(0))
+	}
+	return op.Dequantized{Out: o}, nil
+}

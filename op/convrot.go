@@ -1,0 +1,361 @@
+package op
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// The ConvRot operations: the group-wise Hadamard rotation (quant.Rotate
+// fixes its summation order) fused with row-wise quantization or with
+// dequantization, and int8 embeddings.
+var (
+	// QuantizeConvRotWeight is quantize_int8_convrot_weight: a weight
+	// [N, K] rotated, then quantized row-wise.
+	QuantizeConvRotWeight = backend.Declare[*ConvRotWeightArgs, Quantized]("quantize_int8_convrot_weight", prepareConvRotWeight)
+	// QuantizeAndRotateRowwise is quantize_and_rotate_rowwise: activations
+	// [..., K] rotated, then quantized row-wise.
+	QuantizeAndRotateRowwise = backend.Declare[*RotateRowwiseArgs, Quantized]("quantize_and_rotate_rowwise", prepareRotateRowwise)
+	// DequantizeConvRotWeight is dequantize_int8_convrot_weight: float32
+	// rotate(q * scale).
+	DequantizeConvRotWeight = backend.Declare[*ConvRotDequantizeArgs, Dequantized]("dequantize_int8_convrot_weight", prepareConvRotDequantize)
+	// DequantizeConvRotWeightDType is dequantize_int8_convrot_weight_dtype:
+	// rotate(q * scale) rounded once to an output dtype.
+	DequantizeConvRotWeightDType = backend.Declare[*ConvRotDequantizeDTypeArgs, Dequantized]("dequantize_int8_convrot_weight_dtype", prepareConvRotDequantizeDType)
+	// DequantizeEmbedding is dequantize_int8_embedding: rows of an int8
+	// table gathered by index, dequantized, rotated when the table is
+	// ConvRot.
+	DequantizeEmbedding = backend.Declare[*EmbeddingArgs, Dequantized]("dequantize_int8_embedding", prepareEmbedding)
+)
+
+// DefaultGroup is the ConvRot group size used unless a call says otherwise.
+const DefaultGroup = 256
+
+// checkGroup checks a group size against the last dimension k of param.
+func checkGroup(name, param string, g, k int) error {
+	if !quant.ValidGroup(g) {
+		return argError(name, "group_size", backend.ErrOption, "%d: want a power of 4, at least 4", g)
+	}
+	if k%g != 0 {
+		return argError(name, param, tensor.ErrShape, "last dimension %d is not a multiple of the group size %d", k, g)
+	}
+	return nil
+}
+
+// ConvRotWeightArgs are the arguments of quantize_int8_convrot_weight.
+type ConvRotWeightArgs struct {
+	// Weight is float32, float16 or bfloat16 of shape [N, K], K a multiple
+	// of Group.
+	Weight *tensor.Tensor
+	// Group is the rotation's group size, a power of 4 (DefaultGroup is
+	// 256).
+	Group int
+	// Seed > 0 selects stochastic rounding with that seed.
+	Seed int64
+}
+
+// Device implements backend.Args.
+func (a *ConvRotWeightArgs) Device() tensor.Device { return deviceOf(a.Weight) }
+
+// Tensor implements backend.Args.
+func (a *ConvRotWeightArgs) Tensor(param string) *tensor.Tensor {
+	if param == "weight" {
+		return a.Weight
+	}
+	return nil
+}
+
+// DType implements backend.Args.
+func (a *ConvRotWeightArgs) DType(param string) (dtype.DType, bool) { return dtypeOf(a.Tensor(param)) }
+
+// Stochastic implements backend.Stochastic.
+func (a *ConvRotWeightArgs) Stochastic() bool { return a.Seed > 0 }
+
+// Validate implements backend.Args.
+func (a *ConvRotWeightArgs) Validate() error {
+	name := QuantizeConvRotWeight.Name()
+	if err := checkTensor(name, "weight", a.Weight, true, nil, ""); err != nil {
+		return err
+	}
+	if a.Weight.Rank() != 2 {
+		return argError(name, "weight", tensor.ErrShape, "shape %v, want [N, K]", a.Weight.Shape())
+	}
+	return checkGroup(name, "weight", a.Group, a.Weight.Dim(-1))
+}
+
+// RotateRowwiseArgs are the arguments of quantize_and_rotate_rowwise.
+type RotateRowwiseArgs struct {
+	// X is float32, float16 or bfloat16 of shape [..., K], K a multiple of
+	// Group; a 1-D x is one row.
+	X *tensor.Tensor
+	// Group is the rotation's group size, a power of 4.
+	Group int
+	// Seed > 0 selects stochastic rounding with that seed.
+	Seed int64
+}
+
+// Device implements backend.Args.
+func (a *RotateRowwiseArgs) Device() tensor.Device { return deviceOf(a.X) }
+
+// Tensor implements backend.Args.
+func (a *RotateRowwiseArgs) Tensor(param string) *tensor.Tensor {
+	if param == "x" {
+		return a.X
+	}
+	return nil
+}
+
+// DType implements backend.Args.
+func (a *RotateRowwiseArgs) DType(param string) (dtype.DType, bool) { return dtypeOf(a.Tensor(param)) }
+
+// Stochastic implements backend.Stochastic.
+func (a *RotateRowwiseArgs) Stochastic() bool { return a.Seed > 0 }
+
+// Validate implements backend.Args.
+func (a *RotateRowwiseArgs) Validate() error {
+	name := QuantizeAndRotateRowwise.Name()
+	if err := checkTensor(name, "x", a.X, true, nil, ""); err != nil {
+		return err
+	}
+	if a.X.Rank() == 0 {
+		return argError(name, "x", tensor.ErrShape, "got a scalar, want shape [..., K]")
+	}
+	return checkGroup(name, "x", a.Group, a.X.Dim(-1))
+}
+
+// ConvRotDequantizeArgs are the arguments of dequantize_int8_convrot_weight.
+type ConvRotDequantizeArgs struct {
+	// Q is int8 of shape [N, K], K a multiple of Group.
+	Q *tensor.Tensor
+	// Scale is float32, float16 or bfloat16 on q's device, with one element,
+	// one per row ([N, 1]), or q's shape.
+	Scale *tensor.Tensor
+	// Group is the rotation's group size, a power of 4.
+	Group int
+}
+
+// Device implements backend.Args.
+func (a *ConvRotDequantizeArgs) Device() tensor.Device { return deviceOf(a.Q) }
+
+// Tensor implements backend.Args.
+func (a *ConvRotDequantizeArgs) Tensor(param string) *tensor.Tensor {
+	switch param {
+	case "q":
+		return a.Q
+	case "scale":
+		return a.Scale
+	}
+	return nil
+}
+
+// DType implements backend.Args; out_dtype is float32.
+func (a *ConvRotDequantizeArgs) DType(param string) (dtype.DType, bool) {
+	if param == "out_dtype" {
+		return dtype.Float32, true
+	}
+	return dtypeOf(a.Tensor(param))
+}
+
+// Validate implements backend.Args.
+func (a *ConvRotDequantizeArgs) Validate() error { return a.validate(DequantizeConvRotWeight.Name()) }
+
+func (a *ConvRotDequantizeArgs) validate(name string) error {
+	d := DequantizeArgs{Q: a.Q, Scale: a.Scale}
+	if err := d.validate(name); err != nil {
+		return err
+	}
+	if a.Q.Rank() != 2 {
+		return argError(name, "q", tensor.ErrShape, "shape %v, want [N, K]", a.Q.Shape())
+	}
+	return checkGroup(name, "q", a.Group, a.Q.Dim(-1))
+}
+
+// ConvRotDequantizeDTypeArgs are the arguments of
+// dequantize_int8_convrot_weight_dtype.
+type ConvRotDequantizeDTypeArgs struct {
+	ConvRotDequantizeArgs
+	// OutDType is float32, float16 or bfloat16.
+	OutDType dtype.DType
+}
+
+// DType implements backend.Args.
+func (a *ConvRotDequantizeDTypeArgs) DType(param string) (dtype.DType, bool) {
+	if param == "out_dtype" {
+		return a.OutDType, true
+	}
+	return a.ConvRotDequantizeArgs.DType(param)
+}
+
+// Validate implements backend.Args.
+func (a *ConvRotDequantizeDTypeArgs) Validate() error {
+	name := DequantizeConvRotWeightDType.Name()
+	if err := a.validate(name); err != nil {
+		return err
+	}
+	return checkOutDType(name, a.OutDType)
+}
+
+// checkOutDType checks an output dtype parameter.
+func checkOutDType(name string, dt dtype.DType) error {
+	if !dt.IsFloat() {
+		return argError(name, "out_dtype", backend.ErrDType, "got %v, want float32, float16 or bfloat16", dt)
+	}
+	return nil
+}
+
+// EmbeddingArgs are the arguments of dequantize_int8_embedding.
+type EmbeddingArgs struct {
+	// Q is the int8 table [V, D].
+	Q *tensor.Tensor
+	// Scale is float32, float16 or bfloat16 with one element or one per
+	// row ([V, 1]).
+	Scale *tensor.Tensor
+	// Indices are int32 or int64 rows of q, of any shape; each must be in
+	// [0, V) (the kernels check, and name the first that is not).
+	Indices *tensor.Tensor
+	// Group is the table's ConvRot group size, or 0 for a table that is
+	// not rotated.
+	Group int
+	// OutDType is float32, float16 or bfloat16.
+	OutDType dtype.DType
+}
+
+// Device implements backend.Args.
+func (a *EmbeddingArgs) Device() tensor.Device { return deviceOf(a.Q) }
+
+// Tensor implements backend.Args.
+func (a *EmbeddingArgs) Tensor(param string) *tensor.Tensor {
+	switch param {
+	case "q":
+		return a.Q
+	case "scale":
+		return a.Scale
+	case "indices":
+		return a.Indices
+	}
+	return nil
+}
+
+// DType implements backend.Args.
+func (a *EmbeddingArgs) DType(param string) (dtype.DType, bool) {
+	if param == "out_dtype" {
+		return a.OutDType, true
+	}
+	return dtypeOf(a.Tensor(param))
+}
+
+// Validate implements backend.Args.
+func (a *EmbeddingArgs) Validate() error {
+	name := DequantizeEmbedding.Name()
+	if err := checkTensor(name, "q", a.Q, false, nil, ""); err != nil {
+		return err
+	}
+	if a.Q.DType() != dtype.Int8 || a.Q.Rank() != 2 {
+		return argError(name, "q", backend.ErrDType, "got %v, want an int8 table [V, D]", a.Q)
+	}
+	if err := checkTensor(name, "scale", a.Scale, true, a.Q.Device(), "q"); err != nil {
+		return err
+	}
+	if n := a.Scale.Numel(); n != 1 && !(a.Scale.Rank() == 2 && a.Scale.Dim(0) == a.Q.Dim(0) && a.Scale.Dim(1) == 1) {
+		return argError(name, "scale", tensor.ErrShape, "shape %v, want one element or [%d, 1]", a.Scale.Shape(), a.Q.Dim(0))
+	}
+	if err := checkTensor(name, "indices", a.Indices, false, a.Q.Device(), "q"); err != nil {
+		return err
+	}
+	if dt := a.Indices.DType(); dt != dtype.Int32 && dt != dtype.Int64 {
+		return argError(name, "indices", backend.ErrDType, "got %v, want int32 or int64", dt)
+	}
+	if a.Group != 0 {
+		if err := checkGroup(name, "q", a.Group, a.Q.Dim(-1)); err != nil {
+			return err
+		}
+	}
+	return checkOutDType(name, a.OutDType)
+}
+
+// BadIndex returns the error for an embedding index out of range, which
+// the kernels find: the first bad index's flat position and value.
+func BadIndex(at int, index int64, rows int) error {
+	return &backend.ArgError{Op: DequantizeEmbedding.Name(), Param: "indices", Row: -1, Err: backend.ErrIndex,
+		Detail: fmt.Sprintf("indices[%d] = %d is not a row of a %d-row table", at, index, rows)}
+}
+
+// rotatable reports whether x fits a ConvRot workload of the default group.
+func rotatable(x *tensor.Tensor, rank int) error {
+	if (rank > 0 && x.Rank() != rank) || x.Rank() == 0 || x.Dim(-1)%DefaultGroup != 0 {
+		return fmt.Errorf("%w: x %v is not rank %d with a last dimension that is a multiple of %d", backend.ErrNoWorkload, x.Shape(), rank, DefaultGroup)
+	}
+	return nil
+}
+
+// rowwiseBytes is what a row-wise quantization of x must move at the least.
+func rowwiseBytes(x *tensor.Tensor) int64 {
+	n, rows := int64(x.Numel()), int64(x.Numel()/x.Dim(-1))
+	return n*int64(x.DType().Size()) + n + 4*rows
+}
+
+func prepareConvRotWeight(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*ConvRotWeightArgs, int64, error) {
+	if err := rotatable(x, 2); err != nil {
+		return nil, 0, err
+	}
+	return &ConvRotWeightArgs{Weight: x, Group: DefaultGroup}, rowwiseBytes(x), nil
+}
+
+func prepareRotateRowwise(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*RotateRowwiseArgs, int64, error) {
+	if err := rotatable(x, 0); err != nil {
+		return nil, 0, err
+	}
+	return &RotateRowwiseArgs{X: x, Group: DefaultGroup}, rowwiseBytes(x), nil
+}
+
+func prepareConvRotDequantize(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*ConvRotDequantizeArgs, int64, error) {
+	if err := rotatable(x, 2); err != nil {
+		return nil, 0, err
+	}
+	a, in, err := dequantizeInputs(x)
+	return &ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, in + 4*int64(x.Numel()), err
+}
+
+func prepareConvRotDequantizeDType(ctx context.Context, r *backend.Registry, x *tensor.Tensor) (*ConvRotDequantizeDTypeArgs, int64, error) {
+	a, in, err := prepareConvRotDequantize(ctx, r, x)
+	if err != nil {
+		return nil, 0, err
+	}
+	in -= 4 * int64(x.Numel())
+	return &ConvRotDequantizeDTypeArgs{*a, x.DType()}, in + int64(x.Numel()*x.DType().Size()), nil
+}
+
+// prepareEmbedding looks up every row of a table of x's shape once, in a
+// shuffled order.
+func prepareEmbedding(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*EmbeddingArgs, int64, error) {
+	if x.Rank() != 2 {
+		return nil, 0, fmt.Errorf("%w: x %v is not 2-D", backend.ErrNoWorkload, x.Shape())
+	}
+	a, in, err := dequantizeInputs(x)
+	if err != nil {
+		return nil, 0, err
+	}
+	v := x.Dim(0)
+	idx := make([]byte, 4*v)
+	for i := range v {
+		r := uint32((i * 7919) % v)
+		idx[4*i], idx[4*i+1], idx[4*i+2], idx[4*i+3] = byte(r), byte(r>>8), byte(r>>16), byte(r>>24)
+	}
+	indices, err := tensor.FromBytes(dtype.Int32, idx, v)
+	if err == nil {
+		indices, err = indices.To(x.Device())
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	g := 0
+	if x.Dim(-1)%DefaultGroup == 0 {
+		g = DefaultGroup
+	}
+	return &EmbeddingArgs{Q: a.Q, Scale: a.Scale, Indices: indices, Group: g, OutDType: x.DType()},
+		in + int64(len(idx)) + int64(x.Numel()*x.DType().Size()), nil
+}
