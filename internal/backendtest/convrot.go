@@ -173,7 +173,7 @@ func convRotQuantizePaths(weight bool, t *testing.T, e *env, tl *tally) {
 	for i, dt := range dtype.Floats() {
 		x := rotatableSplitX(dt, uint64(20+i))
 		for j, g := range []int{4, 16, 64, 256} {
-			seed := int64(j % 2 * (1<<40 + 99))
+			seed := int64(j%2) * (1<<40 + 99)
 			e.match(t, tl, convRotQuantizeCall(weight, hostTensor(dt, x, splitShape...), g, seed))
 		}
 		bad, row := lateNonFinite(dt, x, splitShape)
