@@ -3,13 +3,11 @@ package kitchen_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
-	"github.com/gokitchen/kitchen/tensor"
 )
 
 // The benchmarks run each operation on the shape of the seed's table
@@ -18,20 +16,6 @@ import (
 // with BenchmarkCopy, the same machine copying the input's bytes.
 
 var benchShapes = [][2]int{{8352, 3840}, {64, 256}}
-
-func benchInput(b *testing.B, dt dtype.DType, rows, k int) *tensor.Tensor {
-	b.Helper()
-	rng := rand.New(rand.NewPCG(1, 1))
-	v := make([]float32, rows*k)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
-	x, err := tensor.FromFloat32(dt, v, rows, k)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return x
-}
 
 func BenchmarkCopy(b *testing.B) {
 	for _, s := range benchShapes {
@@ -51,9 +35,9 @@ func BenchmarkCopy(b *testing.B) {
 func benchOps(b *testing.B, dt dtype.DType) {
 	ctx := context.Background()
 	for _, s := range benchShapes {
-		x := benchInput(b, dt, s[0], s[1])
+		spec := &backend.Spec{Shape: s[:], DType: dt}
 		for _, o := range backend.Ops() {
-			w, err := o.Workload(ctx, backend.Default, x)
+			w, err := o.Workload(ctx, backend.Default, spec)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -83,6 +83,10 @@ const (
 	optRegistry
 	optReport
 	optGroup
+	optBias
+	optOutDType
+	optConvRot
+	optInputAct
 )
 
 // param is the parameter an option sets, for errors.
@@ -94,8 +98,14 @@ func (k optionKind) param() string {
 		return "scale"
 	case optRegistry:
 		return "registry"
-	case optGroup:
+	case optGroup, optConvRot:
 		return "group_size"
+	case optBias:
+		return "bias"
+	case optOutDType:
+		return "out_dtype"
+	case optInputAct:
+		return "input_act"
 	case optBackend, optReport:
 		return "backend"
 	}
@@ -123,6 +133,22 @@ func WithScaleTensor(s *Tensor) Option { return Option{kind: optScaleTensor, ten
 // table is not rotated unless this is given).
 func WithConvRotGroup(g int) Option { return Option{kind: optGroup, n: int64(g)} }
 
+// WithBias adds a bias [N] (any float dtype) to Int8Linear's output.
+func WithBias(b *Tensor) Option { return Option{kind: optBias, tensor: b} }
+
+// WithOutDType sets Int8Linear's output dtype (default bfloat16, as
+// ComfyUI's).
+func WithOutDType(dt DType) Option { return Option{kind: optOutDType, n: int64(dt)} }
+
+// WithConvRot makes Int8Linear rotate x by ConvRot in groups of g (a power
+// of 4; ComfyUI's files use 256) before quantizing it: for weights that
+// were quantized with QuantizeInt8ConvRotWeight and the same group.
+func WithConvRot(g int) Option { return Option{kind: optConvRot, n: int64(g)} }
+
+// WithInputAct applies an activation function to Int8Linear's x first:
+// "gelu_tanh", or "swiglu" (x's last dimension is [gate | up]).
+func WithInputAct(name string) Option { return Option{kind: optInputAct, name: name} }
+
 // WithRegistry dispatches through r instead of backend.Default.
 func WithRegistry(r *backend.Registry) Option { return Option{kind: optRegistry, registry: r} }
 
@@ -148,6 +174,9 @@ type settings struct {
 	scaleTensor *Tensor
 	value       float32 // backs scale
 	group       int     // 0: the operation's default
+	bias        *Tensor
+	outDType    DType
+	act         string
 }
 
 // settle applies opts for the operation named op, which takes the
@@ -194,11 +223,20 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 		case optScale:
 			s.value = o.value
 			s.scale = &s.value
-		case optGroup:
+		case optGroup, optConvRot:
 			s.group = int(o.n) // checked by the operation
 			if s.group == 0 || int64(s.group) != o.n {
-				return nil, bad(o, fmt.Sprintf("WithConvRotGroup(%d)", o.n))
+				return nil, bad(o, fmt.Sprintf("group size %d", o.n))
 			}
+		case optBias:
+			if o.tensor == nil {
+				return nil, bad(o, "WithBias(nil)")
+			}
+			s.bias = o.tensor
+		case optOutDType:
+			s.outDType = DType(o.n) // checked by the operation
+		case optInputAct:
+			s.act = o.name
 		case optScaleTensor:
 			if o.tensor == nil {
 				return nil, bad(o, "WithScaleTensor(nil)")

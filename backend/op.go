@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -50,16 +51,58 @@ type Result interface {
 type Operation interface {
 	// Name is comfy-kitchen's name of the operation.
 	Name() string
-	// Workload prepares a typical call of the operation on inputs derived
-	// from the float tensor x, for benchmarks. It returns nil when the
-	// operation declares none or x does not fit it.
-	Workload(ctx context.Context, r *Registry, x *tensor.Tensor) (*Workload, error)
+	// Workload prepares a typical call of the operation for benchmarks,
+	// with inputs made as spec says. It returns nil when the operation
+	// declares none or the spec does not fit it.
+	Workload(ctx context.Context, r *Registry, spec *Spec) (*Workload, error)
+}
+
+// Spec says what a benchmark workload's inputs are: a shape (a float
+// input's, for the quantize and dequantize operations; M, K, N for the
+// matrix products), a float dtype and the device that holds them.
+type Spec struct {
+	Shape  []int
+	DType  dtype.DType
+	Device tensor.Device // nil: the host
+
+	once sync.Once
+	x    *tensor.Tensor
+	err  error
+}
+
+// Input returns the spec's float input: deterministic normal values of its
+// shape and dtype on its device, made once and shared by the workloads.
+func (s *Spec) Input() (*tensor.Tensor, error) {
+	s.once.Do(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		v := make([]float32, tensor.Numel(s.Shape))
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		s.x, s.err = tensor.FromFloat32(s.DType, v, s.Shape...)
+		if s.err == nil && s.Device != nil {
+			s.x, s.err = s.x.To(s.Device)
+		}
+	})
+	return s.x, s.err
+}
+
+// Cost is what a workload must do at the least.
+type Cost struct {
+	// Bytes is what the call must read and write.
+	Bytes int64
+	// CopyBytes is the size of the copy whose same-run speed is the
+	// workload's memory reference (the input, or the weight a matrix
+	// product streams).
+	CopyBytes int64
+	// Ops counts the arithmetic operations of a matrix product (2·M·N·K),
+	// 0 for the others.
+	Ops int64
 }
 
 // Workload is one prepared call of an operation.
 type Workload struct {
-	// Bytes is the least the call must read and write.
-	Bytes int64
+	Cost
 	// Check reports whether the named backend of r accepts the call.
 	Check func(ctx context.Context, r *Registry, backend string) error
 	// Run calls the operation once on the named backend of r and releases
@@ -71,14 +114,14 @@ type Workload struct {
 // it with Declare, once, in the package that holds the operation's contract.
 type Op[A Args, R Result] struct {
 	name    string
-	prepare func(ctx context.Context, r *Registry, x *tensor.Tensor) (A, int64, error)
+	prepare func(ctx context.Context, r *Registry, spec *Spec) (A, Cost, error)
 }
 
 // Declare declares the operation of that name. prepare, which may be nil,
-// makes a typical call from a float input for benchmarks and returns the
-// bytes the call must move at the least. Declaring a name twice panics: it
-// is meant for package-level variables.
-func Declare[A Args, R Result](name string, prepare func(ctx context.Context, r *Registry, x *tensor.Tensor) (A, int64, error)) *Op[A, R] {
+// makes a typical call as a benchmark spec says and returns its cost;
+// it returns an error wrapping ErrNoWorkload for a spec that does not fit.
+// Declaring a name twice panics: it is meant for package-level variables.
+func Declare[A Args, R Result](name string, prepare func(ctx context.Context, r *Registry, spec *Spec) (A, Cost, error)) *Op[A, R] {
 	o := &Op[A, R]{name: name, prepare: prepare}
 	declared.mu.Lock()
 	defer declared.mu.Unlock()
@@ -153,11 +196,11 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 }
 
 // Workload implements Operation.
-func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, x *tensor.Tensor) (*Workload, error) {
+func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Workload, error) {
 	if o.prepare == nil {
 		return nil, nil
 	}
-	args, n, err := o.prepare(ctx, r, x)
+	args, cost, err := o.prepare(ctx, r, spec)
 	if errors.Is(err, ErrNoWorkload) {
 		return nil, nil
 	}
@@ -165,7 +208,7 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, x *tensor.Tensor) 
 		return nil, fmt.Errorf("%s: preparing a workload: %w", o.name, err)
 	}
 	return &Workload{
-		Bytes: n,
+		Cost: cost,
 		Check: func(ctx context.Context, r *Registry, name string) error {
 			_, err := r.pick(ctx, o.name, args, name)
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
@@ -23,6 +24,10 @@ type Options struct {
 	PerChannel bool
 	// OutDType is Dequantize's output type (default bfloat16).
 	OutDType dtype.DType
+	// AllowInf lets Dequantize write values too large for OutDType as
+	// infinities (as q * scale computed in PyTorch would be) instead of
+	// failing with ErrOverflow.
+	AllowInf bool
 	// Backend forces a kitchen backend; empty picks the fastest capable.
 	Backend string
 	// Force replaces existing outputs.
@@ -45,6 +50,8 @@ type Progress struct {
 
 // Summary describes a finished (or, with DryRun, planned) conversion.
 type Summary struct {
+	// Operation is "quantize" or "dequantize".
+	Operation   string   `json:"operation"`
 	Input       string   `json:"input"`
 	Output      string   `json:"output"`
 	Shards      int      `json:"shards"`
@@ -57,25 +64,95 @@ type Summary struct {
 	Seconds     float64  `json:"seconds"`
 	MBPerSecond float64  `json:"mb_per_second"`
 	Backends    []string `json:"backends,omitempty"`
-	Plan        []Item   `json:"plan,omitempty"`
+	// RemovedTemporaries are hidden temporary files of the outputs that a
+	// run killed before it could remove them had left behind, and that this
+	// run removed (see Quantize).
+	RemovedTemporaries []string `json:"removed_temporaries,omitempty"`
+	Plan               []Item   `json:"plan,omitempty"`
 }
 
-// unit is one step of writing a file: an input tensor (or a quantized
-// layer's tensors) and the output tensors it produces, in order.
+// unit is one step of writing a file: an input tensor (the weight, for a
+// layer) and the output tensors it produces. Units are kept small, since a
+// checkpoint may hold millions of tensors: they name their tensors by
+// index into the file's list, and what the plan shows and the output
+// tensors are derived from them when needed.
 type unit struct {
-	item  Item
-	in    []safetensors.TensorInfo // input tensors read
-	out   []safetensors.TensorInfo // output tensors written, in order
-	write func(ctx context.Context, c *conv, w *safetensors.Writer) error
+	in, scale int32 // the input tensor; dequantize: the layer's scale (else -1)
+	action    action
+	perRow    bool        // quantize: one scale per row
+	out       dtype.DType // dequantize: the output type
+	reason    string      // why a tensor is copied
+}
+
+// action is an Action in a byte.
+type action uint8
+
+const (
+	copyAction action = iota
+	quantizeAction
+	dequantizeAction
+)
+
+var actions = [...]Action{copyAction: ActionCopy, quantizeAction: ActionQuantize, dequantizeAction: ActionDequantize}
+
+func (u *unit) item(f *safetensors.File) Item {
+	t := f.Tensors[u.in]
+	it := Item{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Action: actions[u.action], Reason: u.reason}
+	if u.scale >= 0 {
+		it.Bytes += f.Tensors[u.scale].Size()
+	}
+	return it
+}
+
+// inputs calls each with the input tensors the unit reads.
+func (u *unit) inputs(f *safetensors.File, each func(t safetensors.TensorInfo)) {
+	each(f.Tensors[u.in])
+	if u.scale >= 0 {
+		each(f.Tensors[u.scale])
+	}
+}
+
+// appendOutputs appends the output tensors the unit writes, in order,
+// without offsets.
+func (u *unit) appendOutputs(f *safetensors.File, dst []safetensors.TensorInfo) []safetensors.TensorInfo {
+	t := f.Tensors[u.in]
+	switch u.action {
+	case quantizeAction:
+		base := strings.TrimSuffix(t.Name, weightSuffix)
+		// The float32 scale first keeps it aligned; the blob's padding
+		// ends the layer on a 4-byte boundary.
+		return append(dst,
+			safetensors.TensorInfo{Name: base + scaleSuffix, DType: "F32", Shape: scaleShape(t, u.perRow)},
+			safetensors.TensorInfo{Name: t.Name, DType: "I8", Shape: t.Shape},
+			safetensors.TensorInfo{Name: base + quantSuffix, DType: "U8", Shape: []int{len(layerBlob(t, u.perRow))}},
+		)
+	case dequantizeAction:
+		return append(dst, safetensors.TensorInfo{Name: t.Name, DType: safetensors.Name(u.out), Shape: t.Shape})
+	}
+	return append(dst, safetensors.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape})
 }
 
 // align is the alignment the unit's first output tensor needs.
-func (u *unit) align() int {
-	if len(u.out) == 0 {
-		return 1
+func (u *unit) align(f *safetensors.File) int {
+	switch u.action {
+	case quantizeAction:
+		return 4 // the float32 scale
+	case dequantizeAction:
+		return u.out.Size()
 	}
-	n, _ := safetensors.DTypeSize(u.out[0].DType)
+	n, _ := safetensors.DTypeSize(f.Tensors[u.in].DType)
 	return n
+}
+
+func (u *unit) write(ctx context.Context, c *conv, w *safetensors.Writer) error {
+	t := c.f.Tensors[u.in]
+	switch u.action {
+	case quantizeAction:
+		return writeQuantized(ctx, c, w, t, u.perRow)
+	case dequantizeAction:
+		return writeDequantized(ctx, c, w, t, c.f.Tensors[u.scale], u.out)
+	}
+	return writeCopy(ctx, c, w, t)
 }
 
 // conv is the state shared by the units of one conversion.
@@ -112,25 +189,82 @@ func (c *conv) input(t safetensors.TensorInfo) (*tensor.Tensor, error) {
 	return x, nil
 }
 
-func copyUnit(t safetensors.TensorInfo, reason string) unit {
-	return unit{
-		item: Item{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Action: ActionCopy, Reason: reason},
-		in:   []safetensors.TensorInfo{t},
-		out:  []safetensors.TensorInfo{{Name: t.Name, DType: t.DType, Shape: t.Shape}},
-		write: func(_ context.Context, c *conv, w *safetensors.Writer) error {
-			b, err := c.f.Data(t)
-			if err != nil {
-				return err
-			}
-			return w.WriteTensor(t.Name, b)
-		},
-	}
+func copyUnit(i int, reason string) unit {
+	return unit{in: int32(i), scale: -1, action: copyAction, reason: reason}
 }
 
-// writeFile writes units to out (a pending file) in an order that keeps
-// every tensor aligned to its element size: units sorted by the alignment
-// of their first tensor, largest first, each unit's size a multiple of it.
-// It returns the file's size and its tensors with their offsets.
+// copyPart is how much of a copied tensor is written between two looks at
+// the context, so that an interrupt does not wait for a large tensor.
+const copyPart = 64 << 20
+
+func writeCopy(ctx context.Context, c *conv, w *safetensors.Writer, t safetensors.TensorInfo) error {
+	b, err := c.f.Data(t)
+	if err != nil {
+		return err
+	}
+	for len(b) > copyPart {
+		if err := w.WriteTensor(t.Name, b[:copyPart]); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b = b[copyPart:]
+	}
+	return w.WriteTensor(t.Name, b)
+}
+
+// order is the order in which writeUnits writes units: by the alignment
+// of their first output tensor, largest first (and in input order among
+// equals), which keeps every tensor aligned to its element size, since
+// each unit's size is a multiple of that alignment.
+func order(f *safetensors.File, units []unit) []int32 {
+	idx := make([]int32, len(units))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(units[b].align(f), units[a].align(f)) })
+	return idx
+}
+
+// layout returns the output tensors of units in the given order, without
+// offsets.
+func layout(f *safetensors.File, units []unit, order []int32) []safetensors.TensorInfo {
+	n := 0
+	for i := range units {
+		if units[i].action == quantizeAction {
+			n += 3
+		} else {
+			n++
+		}
+	}
+	out := make([]safetensors.TensorInfo, 0, n)
+	for _, i := range order {
+		out = units[i].appendOutputs(f, out)
+	}
+	return out
+}
+
+// checkHeader refuses, before anything is written, an output whose header
+// would be over the limit that every safetensors reader enforces (each
+// quantized layer adds two tensors to the header).
+func checkHeader(j *job) error {
+	laid := layout(j.f, j.units, order(j.f, j.units))
+	var off int64
+	for i := range laid {
+		t := &laid[i]
+		size, _ := safetensors.DTypeSize(t.DType)
+		t.Begin, t.End = off, off+int64(size)*t.Numel()
+		off = t.End
+	}
+	if n := safetensors.HeaderSize(j.f.Metadata, laid); n > safetensors.MaxHeaderSize {
+		return &safetensors.HeaderSizeError{Path: j.out, Size: n}
+	}
+	return nil
+}
+
+// writeFile writes units to out (a pending file) in the order that order
+// gives, and returns the file's size and its tensors with their offsets.
 func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
 	n, layout, err := writeUnits(ctx, c, p, units)
 	if err != nil && ctx.Err() == nil {
@@ -140,29 +274,26 @@ func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, [
 }
 
 func writeUnits(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
-	slices.SortStableFunc(units, func(a, b unit) int { return cmp.Compare(b.align(), a.align()) })
-	var layout []safetensors.TensorInfo
-	for _, u := range units {
-		layout = append(layout, u.out...)
-	}
 	bw := bufio.NewWriterSize(p.f, 4<<20)
-	w, err := safetensors.NewWriter(bw, c.f.Metadata, layout)
+	ord := order(c.f, units)
+	w, err := safetensors.NewWriter(bw, c.f.Metadata, layout(c.f, units, ord))
 	if err != nil {
 		return 0, nil, err
 	}
-	for _, u := range units {
+	for _, i := range ord {
+		u := &units[i]
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
 		if err := u.write(ctx, c, w); err != nil {
 			return 0, nil, err
 		}
-		for _, t := range u.in {
+		u.inputs(c.f, func(t safetensors.TensorInfo) {
 			c.f.Release(t)
 			c.progress.BytesDone += t.Size()
-		}
+		})
 		c.progress.TensorsDone++
-		c.progress.Tensor = u.item.Name
+		c.progress.Tensor = c.f.Tensors[u.in].Name
 		if c.opts.Progress != nil {
 			c.opts.Progress(*c.progress)
 		}
@@ -184,33 +315,61 @@ type job struct {
 	layout  []safetensors.TensorInfo // the output's tensors, once written
 }
 
+// checkBackend refuses a backend asked for by name that no call could use,
+// before anything is written, even if the conversion makes no call.
+func checkBackend(name string) error {
+	if name == "" {
+		return nil
+	}
+	for _, b := range kitchen.ListBackends() {
+		switch {
+		case b.Name != name:
+		case !b.Available:
+			return &backend.BackendNotFoundError{Name: name, Reason: "unavailable: " + b.Reason}
+		case b.Disabled:
+			return &backend.BackendNotFoundError{Name: name, Reason: "disabled"}
+		default:
+			return nil
+		}
+	}
+	return &backend.BackendNotFoundError{Name: name, Reason: "no backend of that name is registered"}
+}
+
 // run converts every job, all or nothing: outputs are written under
-// temporary names and moved into place only when every one is complete,
-// extra (an index, if set) last.
+// temporary names and moved into place only when every one is complete
+// and the context has not ended, extra (an index, if set) last.
 func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra func() (string, []byte, error)) (err error) {
 	start := time.Now()
+	if err := checkBackend(opts.Backend); err != nil {
+		return err
+	}
 	prog := &Progress{}
 	for _, j := range jobs {
-		for _, u := range j.units {
+		for i := range j.units {
+			u := &j.units[i]
 			prog.TensorsTotal++
-			for _, t := range u.in {
-				prog.BytesTotal += t.Size()
-			}
-			sum.Plan = append(sum.Plan, u.item)
-			switch u.item.Action {
-			case ActionQuantize:
+			u.inputs(j.f, func(t safetensors.TensorInfo) { prog.BytesTotal += t.Size() })
+			switch u.action {
+			case quantizeAction:
 				sum.Quantized++
-			case ActionDequantize:
+			case dequantizeAction:
 				sum.Dequantized++
 			default:
 				sum.Copied++
 			}
 		}
 		sum.BytesIn += j.f.Size()
+		if err := checkHeader(j); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	sum.Shards = len(jobs)
 	if opts.DryRun {
 		sum.DryRun = true
+		sum.Plan = plan(jobs)
 		return nil
 	}
 	var done []*pending
@@ -223,6 +382,7 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 	}()
 	c := &conv{opts: opts, backends: map[string]bool{}, progress: prog}
 	for _, j := range jobs {
+		sum.RemovedTemporaries = append(sum.RemovedTemporaries, removeStale(j.out)...)
 		p, err := createPending(j.out)
 		if err != nil {
 			return err
@@ -244,6 +404,7 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		if err != nil {
 			return err
 		}
+		sum.RemovedTemporaries = append(sum.RemovedTemporaries, removeStale(path)...)
 		p, err := createPending(path)
 		if err != nil {
 			return err
@@ -257,7 +418,13 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		}
 		sum.BytesOut += int64(len(data))
 	}
+	// An interrupt that came during the last writes or syncs stops the
+	// conversion here, before anything takes a final name, and between
+	// moves (the deferred abort removes what was moved).
 	for _, p := range done {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := p.commit(opts.Force); err != nil {
 			return err
 		}
@@ -270,7 +437,23 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		sum.Backends = append(sum.Backends, b)
 	}
 	slices.Sort(sum.Backends)
+	sum.Plan = plan(jobs)
 	return nil
+}
+
+// plan lists every input tensor and what happens to it.
+func plan(jobs []*job) []Item {
+	n := 0
+	for _, j := range jobs {
+		n += len(j.units)
+	}
+	items := make([]Item, 0, n)
+	for _, j := range jobs {
+		for i := range j.units {
+			items = append(items, j.units[i].item(j.f))
+		}
+	}
+	return items
 }
 
 // countQuantized counts a file's quantized layers.

@@ -471,7 +471,7 @@ func TestSharded(t *testing.T) {
 	if got.Metadata["note"] != "kept" || got.Metadata["total_size"] != float64(total) {
 		t.Errorf("index metadata %v, want total_size %d", got.Metadata, total)
 	}
-	r, err := convert.Inspect(out)
+	r, err := convert.Inspect(context.Background(), out)
 	if err != nil || r.Formats["int8_tensorwise"] != 11 || len(r.Files) != 2 {
 		t.Errorf("inspect of the output index: %v %+v", err, r)
 	}
@@ -481,7 +481,7 @@ func TestSharded(t *testing.T) {
 	if err != nil || dsum.Dequantized != 11 || dsum.Shards != 2 {
 		t.Fatalf("dequantize of the sharded output: %v %+v", err, dsum)
 	}
-	rb, err := convert.Inspect(back)
+	rb, err := convert.Inspect(context.Background(), back)
 	if err != nil || len(rb.Tensors) != len(src.Tensors) || len(rb.Formats) != 0 || rb.DTypes["BF16"] != 36 {
 		t.Errorf("round trip of the shards: %v %+v", err, rb)
 	}
@@ -495,7 +495,7 @@ func TestSharded(t *testing.T) {
 }
 
 func TestInspect(t *testing.T) {
-	r, err := convert.Inspect(tiny)
+	r, err := convert.Inspect(context.Background(), tiny)
 	if err != nil {
 		t.Fatal(err)
 	}

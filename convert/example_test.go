@@ -20,7 +20,7 @@ func ExampleQuantize() {
 	}
 	fmt.Println(sum.Quantized, "quantized,", sum.Copied, "copied")
 
-	r, _ := convert.Inspect(out)
+	r, _ := convert.Inspect(context.Background(), out)
 	fmt.Println(r.Formats)
 	// Output:
 	// 11 quantized, 26 copied

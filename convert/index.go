@@ -3,12 +3,14 @@ package convert
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/gokitchen/kitchen/internal/strictjson"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
@@ -24,29 +26,119 @@ type index struct {
 }
 
 // readIndex reads an index and returns it with its shard files in order.
+// The JSON is read as strictly as a safetensors header (strictjson): keys
+// match exactly and none may repeat, so that no reader of the index can
+// find another shard for a tensor than kitchen does.
 func readIndex(path string) (*index, []string, error) {
-	data, err := os.ReadFile(path)
+	f, _, err := safetensors.OpenRegular(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	var idx index
-	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, nil, fmt.Errorf("%s: invalid index: %w", path, err)
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(idx.WeightMap) == 0 {
-		return nil, nil, fmt.Errorf("%s: invalid index: empty weight_map", path)
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%s: invalid index: %s", path, fmt.Sprintf(format, a...))
+	}
+	s := strictjson.NewScanner(data)
+	if s.Peek() != '{' {
+		return nil, nil, bad("not a JSON object")
+	}
+	var idx index
+	err = s.Object(func(key string) error {
+		switch key {
+		case "weight_map":
+			if s.Peek() != '{' {
+				return bad("weight_map is not an object")
+			}
+			idx.WeightMap = map[string]string{}
+			return s.Object(func(name string) error {
+				if s.Peek() != '"' {
+					return bad("tensor %q: the shard is not a string", name)
+				}
+				shard, err := s.String()
+				idx.WeightMap[name] = shard
+				return err
+			})
+		case "metadata":
+			v, err := s.Value()
+			if err != nil {
+				return err
+			}
+			m, ok := v.(map[string]any)
+			if v != nil && !ok {
+				return bad("metadata is not an object")
+			}
+			idx.Metadata = m
+			return nil
+		}
+		return s.Skip()
+	})
+	if err == nil {
+		err = s.End()
+	}
+	var syn *strictjson.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return nil, nil, bad("%v", err)
+	case err != nil:
+		return nil, nil, err
+	case len(idx.WeightMap) == 0:
+		return nil, nil, bad("empty or missing weight_map")
 	}
 	var shards []string
+	seen := map[string]bool{}
 	for name, shard := range idx.WeightMap {
-		if shard == "" || filepath.Base(shard) != shard {
-			return nil, nil, fmt.Errorf("%s: invalid index: tensor %q names shard %q, want a file name beside the index", path, name, shard)
+		if shard == "" || filepath.Base(shard) != shard || shard == "." || shard == ".." {
+			return nil, nil, bad("tensor %q names shard %q, want a file name beside the index", name, shard)
 		}
-		if !slices.Contains(shards, shard) {
+		if !seen[shard] {
+			seen[shard] = true
 			shards = append(shards, shard)
 		}
 	}
 	slices.Sort(shards)
 	return &idx, shards, nil
+}
+
+// openShards opens the shards of the index at path (as readIndex returned
+// them), checking that the index describes them exactly: every tensor of a
+// shard is placed in that shard, and every tensor placed in a shard is
+// there (so no tensor is in two shards, and none is missing). On error it
+// closes what it opened.
+func openShards(ctx context.Context, path string, idx *index, shards []string) ([]*safetensors.File, error) {
+	dir := filepath.Dir(path)
+	var files []*safetensors.File
+	fail := func(err error) ([]*safetensors.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	for _, shard := range shards {
+		f, err := safetensors.OpenContext(ctx, filepath.Join(dir, shard))
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, f)
+		for _, t := range f.Tensors {
+			if where, ok := idx.WeightMap[t.Name]; where != shard {
+				if !ok {
+					return fail(fmt.Errorf("%s: shard %s holds tensor %q, which the index does not list", path, shard, t.Name))
+				}
+				return fail(fmt.Errorf("%s: shard %s holds tensor %q, which the index places in %s", path, shard, t.Name, where))
+			}
+		}
+	}
+	for name, shard := range idx.WeightMap {
+		i, _ := slices.BinarySearch(shards, shard)
+		if _, ok := files[i].Tensor(name); !ok {
+			return fail(fmt.Errorf("%s: the index places tensor %q in %s, which does not hold it", path, name, shard))
+		}
+	}
+	return files, nil
 }
 
 // shardNames names the output shards after the output index:
@@ -74,53 +166,40 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(in)
-	var inputs []string
-	for _, s := range shards {
-		inputs = append(inputs, filepath.Join(dir, s))
-	}
 	if !opts.DryRun {
+		inputs := []string{in}
+		for _, s := range shards {
+			inputs = append(inputs, filepath.Join(filepath.Dir(in), s))
+		}
 		for _, o := range append([]string{out}, outShards...) {
-			if err := checkOutput(o, opts.Force, append(inputs, in)...); err != nil {
+			if err := checkOutput(o, opts.Force, inputs...); err != nil {
 				return err
 			}
 		}
 	}
+	files, err := openShards(ctx, in, idx, shards)
+	if err != nil {
+		return err
+	}
 	var jobs []*job
+	for i, f := range files {
+		jobs = append(jobs, &job{in: f.Path, out: outShards[i], f: f})
+	}
 	defer func() {
 		for _, j := range jobs {
 			j.f.Close()
 		}
 	}()
-	for i, shard := range inputs {
-		f, err := safetensors.Open(shard)
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, &job{in: shard, out: outShards[i], f: f})
-		// The index must describe the shard exactly.
-		for _, t := range f.Tensors {
-			if idx.WeightMap[t.Name] != shards[i] {
-				return fmt.Errorf("%s: shard %s holds tensor %q, which the index places in %q", in, shards[i], t.Name, idx.WeightMap[t.Name])
-			}
-		}
-	}
-	names := make(map[string]bool, len(idx.WeightMap))
-	for name := range idx.WeightMap {
-		names[name] = true
+	shardOf := func(name string) (string, bool) {
+		shard, ok := idx.WeightMap[name]
+		return shard, ok
 	}
 	for _, j := range jobs {
-		units, err := plan(j.f, opts, names)
+		units, err := plan(j.f, opts, shardOf)
 		if err != nil {
 			return err
 		}
 		j.units = units
-	}
-	for name, shard := range idx.WeightMap {
-		i := slices.Index(shards, shard)
-		if _, ok := jobs[i].f.Tensor(name); !ok {
-			return fmt.Errorf("%s: the index places tensor %q in %s, which does not hold it", in, name, shard)
-		}
 	}
 	writeIndex := func() (string, []byte, error) {
 		outIdx := index{Metadata: map[string]any{}, WeightMap: map[string]string{}}

@@ -1,8 +1,8 @@
 package convert
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/gokitchen/kitchen/safetensors"
@@ -30,25 +30,38 @@ type TensorReport struct {
 	Shard  string `json:"shard"`
 }
 
-// Inspect reads and checks a checkpoint (a file or a sharded index).
-func Inspect(path string) (*Report, error) {
-	files := []string{path}
+// Inspect reads and checks a checkpoint: a file, or a sharded index with
+// its shards, which the index must describe exactly (every tensor of every
+// shard listed, in that shard, and nothing else). It returns ctx.Err() if
+// ctx ends first.
+func Inspect(ctx context.Context, path string) (*Report, error) {
+	var files []*safetensors.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	if isIndex(path) {
-		_, shards, err := readIndex(path)
+		idx, shards, err := readIndex(path)
 		if err != nil {
 			return nil, err
 		}
-		files = files[:0]
-		for _, s := range shards {
-			files = append(files, filepath.Join(filepath.Dir(path), s))
+		if files, err = openShards(ctx, path, idx, shards); err != nil {
+			return nil, err
 		}
+	} else {
+		f, err := safetensors.OpenContext(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
-	r := &Report{Files: files, DTypes: map[string]int{}, Formats: map[string]int{}}
-	for _, file := range files {
-		f, err := safetensors.Open(file)
-		if err != nil {
+	r := &Report{DTypes: map[string]int{}, Formats: map[string]int{}}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		r.Files = append(r.Files, f.Path)
 		if r.Metadata == nil {
 			r.Metadata = f.Metadata
 		}
@@ -60,13 +73,12 @@ func Inspect(path string) (*Report, error) {
 			}
 			b, err := f.Data(t)
 			if err != nil {
-				f.Close()
 				return nil, err
 			}
 			cfg, err := parseQuantBlob(b)
+			f.Release(t)
 			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s: %s does not hold comfy_quant JSON: %w", file, t.Name, err)
+				return nil, fmt.Errorf("%s: tensor %q does not hold comfy_quant JSON: %w", f.Path, t.Name, err)
 			}
 			formats[base] = cfg.Format
 			if cfg.PerRow {
@@ -75,7 +87,7 @@ func Inspect(path string) (*Report, error) {
 			r.Formats[cfg.Format]++
 		}
 		for _, t := range f.Tensors {
-			tr := TensorReport{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Shard: file}
+			tr := TensorReport{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Shard: f.Path}
 			for _, suffix := range []string{weightSuffix, scaleSuffix, quantSuffix} {
 				if base, ok := strings.CutSuffix(t.Name, suffix); ok && formats[base] != "" {
 					tr.Format = formats[base]
@@ -84,9 +96,6 @@ func Inspect(path string) (*Report, error) {
 			r.Tensors = append(r.Tensors, tr)
 			r.DTypes[t.DType]++
 			r.DataBytes += t.Size()
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
 		}
 	}
 	return r, nil

@@ -8,21 +8,28 @@ package convert_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
-// The README's memory bound for `kitchen quantize`: peak RSS stays under a
-// fixed allowance, plus twice the largest tensor, plus a little for each
-// tensor's entry in the plan and the headers, whatever the file's size.
+// The README's memory bound for `kitchen quantize` and `dequantize`: peak
+// RSS stays under a fixed allowance, plus twice the largest tensor (input
+// or output), plus twice the input's and the output's headers, plus a
+// little for each tensor (its entries in the plan and the layout) and each
+// metadata entry, whatever the file's size.
 const (
 	rssAllowance = 64 << 20
 	perTensor    = 1 << 10
@@ -32,72 +39,128 @@ func TestMain(m *testing.M) {
 	// As a child process, convert and exit, so the parent can read this
 	// process's peak memory alone.
 	if in := os.Getenv("KITCHEN_TEST_CONVERT_IN"); in != "" {
-		if _, err := convert.Quantize(context.Background(), in, os.Getenv("KITCHEN_TEST_CONVERT_OUT"), convert.Options{}); err != nil {
+		out := os.Getenv("KITCHEN_TEST_CONVERT_OUT")
+		opts := convert.Options{}
+		opts.MinElements, _ = strconv.ParseInt(os.Getenv("KITCHEN_TEST_CONVERT_MIN"), 10, 64)
+		var err error
+		if dt := os.Getenv("KITCHEN_TEST_DEQUANTIZE"); dt != "" {
+			if opts.OutDType, err = dtype.Parse(dt); err == nil {
+				_, err = convert.Dequantize(context.Background(), in, out, opts)
+			}
+		} else {
+			_, err = convert.Quantize(context.Background(), in, out, opts)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		// The peak of this process's own memory: the rusage that the
+		// parent gets counts, from before the exec, the parent's.
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for line := range strings.Lines(string(status)) {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				fmt.Print(strings.TrimSpace(rest))
+			}
 		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-// TestMemoryBound converts checkpoints several times larger than the bound
-// in a child process and checks the child's peak resident set: one of large
-// tensors, and one of many small ones (where pages shared by neighbouring
-// tensors, and pages the kernel maps around each fault, must not pile up).
+// TestMemoryBound converts checkpoints several times larger than the bound's
+// variable parts in a child process and checks the child's peak resident
+// set: large tensors; many small ones (where pages shared by neighbouring
+// tensors, and pages the kernel maps around each fault, must not pile up);
+// and the hostile shapes of issue 12: a header of a 95 MB metadata value,
+// one of 9,000 names of 10,000 characters, 10^6 tensors, 10^6 metadata
+// entries, 160,000 layers whose quantized header nears the 100 MB limit,
+// and one int8 layer dequantized to float32 (the largest tensor is the
+// output's).
 func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes files of a few hundred MiB")
 	}
 	for _, c := range []struct {
-		name  string
-		count int
-		shape []int // bfloat16
+		name    string
+		write   func(path string)
+		min     int64  // --min-elements
+		dequant string // dequantize to this dtype instead
+		large   bool   // the file is several times the bound
 	}{
-		{"large tensors", 96, []int{1024, 2048}},  // 4 MiB each, 384 MiB
-		{"small tensors", 11000, []int{128, 128}}, // 32 KiB each, 344 MiB
+		{name: "large tensors", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true},  // 4 MiB each, 384 MiB
+		{name: "small tensors", write: func(p string) { writeBig(t, p, 11000, []int{128, 128}, 0, nil) }, large: true}, // 32 KiB each, 344 MiB
+		{name: "95 MB metadata", write: func(p string) {
+			writeBig(t, p, 4, []int{1024, 2048}, 0, map[string]string{"big": strings.Repeat("m", 95_000_000)})
+		}},
+		{name: "9000 long names", write: func(p string) { writeBig(t, p, 9000, []int{4}, 10000, nil) }},
+		{name: "a million tensors", write: func(p string) { writeBig(t, p, 1_000_000, []int{2}, 0, nil) }},
+		{name: "a million metadata entries", write: func(p string) {
+			meta := make(map[string]string, 1_000_000)
+			for i := range 1_000_000 {
+				meta[fmt.Sprintf("k%07d", i)] = "v"
+			}
+			writeBig(t, p, 4, []int{1024, 2048}, 0, meta)
+		}},
+		{name: "160000 quantized layers", write: func(p string) { writeBig(t, p, 160_000, []int{16, 16}, 110, nil) }, min: 1},
+		{name: "int8 to float32", write: func(p string) { writeInt8Layer(t, p, 8192, 16384) }, dequant: "fp32"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			in := filepath.Join(dir, "big.safetensors")
-			tensorBytes := writeBig(t, in, c.count, c.shape)
-			bound := int64(rssAllowance + 2*tensorBytes + perTensor*c.count)
-			if st, _ := os.Stat(in); st.Size() < 3*bound {
-				t.Fatalf("test file of %d bytes is not several times the %d-byte bound", st.Size(), bound)
-			}
+			in, out := filepath.Join(dir, "big.safetensors"), filepath.Join(dir, "out.safetensors")
+			c.write(in)
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "KITCHEN_TEST_CONVERT_IN="+in, "KITCHEN_TEST_CONVERT_OUT="+filepath.Join(dir, "out.safetensors"))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			cmd.Env = append(os.Environ(), "KITCHEN_TEST_CONVERT_IN="+in, "KITCHEN_TEST_CONVERT_OUT="+out,
+				"KITCHEN_TEST_CONVERT_MIN="+strconv.FormatInt(c.min, 10), "KITCHEN_TEST_DEQUANTIZE="+c.dequant)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			hwm, err := cmd.Output()
+			if err != nil {
 				if errors.Is(err, syscall.ENOEXEC) {
 					t.Skip("cannot re-execute the test binary here (under user-mode emulation?)")
 				}
-				t.Fatalf("child: %v\n%s", err, out)
+				t.Fatalf("child: %v\n%s", err, stderr.String())
 			}
-			peak := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) * 1024 // Linux reports KiB
-			st, _ := os.Stat(in)
-			t.Logf("converted %d MiB with a peak RSS of %.1f MiB (bound %.1f MiB)", st.Size()>>20, float64(peak)/(1<<20), float64(bound)/(1<<20))
+			kib, err := strconv.ParseInt(strings.TrimSuffix(string(hwm), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("child's VmHWM %q: %v", hwm, err)
+			}
+			peak := kib << 10
+			fi, fo := open(t, in), open(t, out)
+			largest := int64(0)
+			for _, ti := range append(fi.Tensors, fo.Tensors...) {
+				largest = max(largest, ti.Size())
+			}
+			headers := fi.DataStart + fo.DataStart
+			bound := rssAllowance + 2*largest + 2*headers + perTensor*int64(len(fi.Tensors)+len(fi.Metadata))
+			t.Logf("converted %d MiB (%d tensors, headers %d + %d MiB, largest tensor %d MiB) with a peak RSS of %.1f MiB (bound %.1f MiB)",
+				fi.Size()>>20, len(fi.Tensors), fi.DataStart>>20, fo.DataStart>>20, largest>>20, float64(peak)/(1<<20), float64(bound)/(1<<20))
 			if peak > bound {
 				t.Errorf("peak RSS %d bytes exceeds the bound of %d", peak, bound)
 			}
-			f, err := safetensors.Open(filepath.Join(dir, "out.safetensors"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if len(f.Tensors) != 3*c.count {
-				t.Errorf("output holds %d tensors, want %d", len(f.Tensors), 3*c.count)
+			if c.large && fi.Size() < 3*bound {
+				t.Errorf("test file of %d bytes is not several times the %d-byte bound", fi.Size(), bound)
 			}
 		})
 	}
 }
 
-// writeBig writes count bfloat16 weights of the given shape and returns
-// the size of one.
-func writeBig(t *testing.T, path string, count int, shape []int) int {
+// writeBig writes count bfloat16 tensors of the given shape, named
+// blocks.N.linear.weight (with a name part of nameLen characters if
+// nameLen > 0), and returns the size of one.
+func writeBig(t *testing.T, path string, count int, shape []int, nameLen int, metadata map[string]string) int {
 	t.Helper()
-	var infos []safetensors.TensorInfo
+	long := strings.Repeat("x", nameLen)
+	infos := make([]safetensors.TensorInfo, 0, count)
 	for i := range count {
-		infos = append(infos, safetensors.TensorInfo{Name: fmt.Sprintf("blocks.%d.linear.weight", i), DType: "BF16", Shape: shape})
+		name := fmt.Sprintf("blocks.%d.linear.weight", i)
+		if nameLen > 0 {
+			name = fmt.Sprintf("blocks.%d.%s.weight", i, long)
+		}
+		infos = append(infos, safetensors.TensorInfo{Name: name, DType: "BF16", Shape: shape})
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -105,13 +168,17 @@ func writeBig(t *testing.T, path string, count int, shape []int) int {
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w, err := safetensors.NewWriter(bw, nil, infos)
+	w, err := safetensors.NewWriter(bw, metadata, infos)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One block of finite bfloat16 values, varied per tensor by its first
 	// element: realistic enough for the kernels, quick to write.
-	data := make([]byte, 2*shape[0]*shape[1])
+	n := 2
+	for _, d := range shape {
+		n *= d
+	}
+	data := make([]byte, n)
 	x := uint32(1)
 	for i := 0; i < len(data); i += 2 {
 		x = x*1664525 + 1013904223
@@ -130,4 +197,46 @@ func writeBig(t *testing.T, path string, count int, shape []int) int {
 		t.Fatal(err)
 	}
 	return len(data)
+}
+
+// writeInt8Layer writes one int8_tensorwise layer of rows x k.
+func writeInt8Layer(t *testing.T, path string, rows, k int) {
+	t.Helper()
+	blob := []byte(`{"format":"int8_tensorwise"}`)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	w, err := safetensors.NewWriter(bw, nil, []safetensors.TensorInfo{
+		{Name: "l.weight_scale", DType: "F32", Shape: []int{}},
+		{Name: "l.weight", DType: "I8", Shape: []int{rows, k}},
+		{Name: "l.comfy_quant", DType: "U8", Shape: []int{len(blob)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := make([]byte, k)
+	for i := range row {
+		row[i] = byte(i * 7)
+	}
+	err = w.WriteTensor("l.weight_scale", binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.01)))
+	for range rows {
+		if err == nil {
+			err = w.WriteTensor("l.weight", row)
+		}
+	}
+	if err == nil {
+		err = w.WriteTensor("l.comfy_quant", blob)
+	}
+	if err == nil {
+		err = w.Finish()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -12,10 +12,12 @@ package convert
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/gokitchen/kitchen/internal/strictjson"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
@@ -129,9 +131,36 @@ func quantBlob(perRow bool, before int64) []byte {
 	return b
 }
 
-// parseQuantBlob reads a comfy_quant tensor's bytes.
+// parseQuantBlob reads a comfy_quant tensor's bytes as ComfyUI (Python's
+// json) reads them, and refuses what it could read otherwise: keys match
+// exactly ("FORMAT" is not "format"), a repeated key is an error (Python
+// keeps the last), "format" must be there, a string, and "per_row" a
+// bool; other keys are ignored.
 func parseQuantBlob(b []byte) (quantConfig, error) {
 	var c quantConfig
-	err := json.Unmarshal(b, &c)
+	s := strictjson.NewScanner(b)
+	if s.Peek() != '{' {
+		return c, errors.New("not a JSON object")
+	}
+	hasFormat := false
+	err := s.Object(func(key string) error {
+		var err error
+		switch key {
+		case "format":
+			hasFormat = true
+			c.Format, err = s.String()
+		case "per_row":
+			c.PerRow, err = s.Bool()
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
+	if err == nil {
+		err = s.End()
+	}
+	if err == nil && !hasFormat {
+		err = errors.New(`no "format"`)
+	}
 	return c, err
 }

@@ -284,60 +284,66 @@ func BadIndex(at int, index int64, rows int) error {
 		Detail: fmt.Sprintf("indices[%d] = %d is not a row of a %d-row table", at, index, rows)}
 }
 
-// rotatable reports whether x fits a ConvRot workload of the default group.
-func rotatable(x *tensor.Tensor, rank int) error {
-	if (rank > 0 && x.Rank() != rank) || x.Rank() == 0 || x.Dim(-1)%DefaultGroup != 0 {
-		return fmt.Errorf("%w: x %v is not rank %d with a last dimension that is a multiple of %d", backend.ErrNoWorkload, x.Shape(), rank, DefaultGroup)
+// rotatableInput is a ConvRot workload's float input: rank (when > 0) and
+// last dimension a multiple of the default group.
+func rotatableInput(spec *backend.Spec, rank int) (*tensor.Tensor, backend.Cost, error) {
+	if n := len(spec.Shape); n == 0 || (rank > 0 && n != rank) || spec.Shape[n-1]%DefaultGroup != 0 {
+		return nil, backend.Cost{}, fmt.Errorf("%w: shape %v is not rank %d with a last dimension that is a multiple of %d", backend.ErrNoWorkload, spec.Shape, rank, DefaultGroup)
 	}
-	return nil
+	return qdqInput(spec)
 }
 
-// rowwiseBytes is what a row-wise quantization of x must move at the least.
-func rowwiseBytes(x *tensor.Tensor) int64 {
-	n, rows := int64(x.Numel()), int64(x.Numel()/x.Dim(-1))
-	return n*int64(x.DType().Size()) + n + 4*rows
-}
-
-func prepareConvRotWeight(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*ConvRotWeightArgs, int64, error) {
-	if err := rotatable(x, 2); err != nil {
-		return nil, 0, err
+func prepareConvRotWeight(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*ConvRotWeightArgs, backend.Cost, error) {
+	x, cost, err := rotatableInput(spec, 2)
+	if err != nil {
+		return nil, cost, err
 	}
-	return &ConvRotWeightArgs{Weight: x, Group: DefaultGroup}, rowwiseBytes(x), nil
+	cost.Bytes = rowwiseBytes(x)
+	return &ConvRotWeightArgs{Weight: x, Group: DefaultGroup}, cost, nil
 }
 
-func prepareRotateRowwise(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*RotateRowwiseArgs, int64, error) {
-	if err := rotatable(x, 0); err != nil {
-		return nil, 0, err
+func prepareRotateRowwise(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*RotateRowwiseArgs, backend.Cost, error) {
+	x, cost, err := rotatableInput(spec, 0)
+	if err != nil {
+		return nil, cost, err
 	}
-	return &RotateRowwiseArgs{X: x, Group: DefaultGroup}, rowwiseBytes(x), nil
+	cost.Bytes = rowwiseBytes(x)
+	return &RotateRowwiseArgs{X: x, Group: DefaultGroup}, cost, nil
 }
 
-func prepareConvRotDequantize(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*ConvRotDequantizeArgs, int64, error) {
-	if err := rotatable(x, 2); err != nil {
-		return nil, 0, err
+func prepareConvRotDequantize(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*ConvRotDequantizeArgs, backend.Cost, error) {
+	x, cost, err := rotatableInput(spec, 2)
+	if err != nil {
+		return nil, cost, err
 	}
 	a, in, err := dequantizeInputs(x)
-	return &ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, in + 4*int64(x.Numel()), err
+	cost.Bytes = in + 4*int64(x.Numel())
+	return &ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, cost, err
 }
 
-func prepareConvRotDequantizeDType(ctx context.Context, r *backend.Registry, x *tensor.Tensor) (*ConvRotDequantizeDTypeArgs, int64, error) {
-	a, in, err := prepareConvRotDequantize(ctx, r, x)
+func prepareConvRotDequantizeDType(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*ConvRotDequantizeDTypeArgs, backend.Cost, error) {
+	x, cost, err := rotatableInput(spec, 2)
 	if err != nil {
-		return nil, 0, err
+		return nil, cost, err
 	}
-	in -= 4 * int64(x.Numel())
-	return &ConvRotDequantizeDTypeArgs{*a, x.DType()}, in + int64(x.Numel()*x.DType().Size()), nil
+	a, in, err := dequantizeInputs(x)
+	cost.Bytes = in + int64(x.Nbytes())
+	return &ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, x.DType()}, cost, err
 }
 
 // prepareEmbedding looks up every row of a table of x's shape once, in a
 // shuffled order.
-func prepareEmbedding(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*EmbeddingArgs, int64, error) {
-	if x.Rank() != 2 {
-		return nil, 0, fmt.Errorf("%w: x %v is not 2-D", backend.ErrNoWorkload, x.Shape())
+func prepareEmbedding(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*EmbeddingArgs, backend.Cost, error) {
+	if len(spec.Shape) != 2 {
+		return nil, backend.Cost{}, fmt.Errorf("%w: shape %v is not 2-D", backend.ErrNoWorkload, spec.Shape)
+	}
+	x, cost, err := qdqInput(spec)
+	if err != nil {
+		return nil, cost, err
 	}
 	a, in, err := dequantizeInputs(x)
 	if err != nil {
-		return nil, 0, err
+		return nil, cost, err
 	}
 	v := x.Dim(0)
 	idx := make([]byte, 4*v)
@@ -350,12 +356,12 @@ func prepareEmbedding(_ context.Context, _ *backend.Registry, x *tensor.Tensor) 
 		indices, err = indices.To(x.Device())
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, cost, err
 	}
 	g := 0
 	if x.Dim(-1)%DefaultGroup == 0 {
 		g = DefaultGroup
 	}
-	return &EmbeddingArgs{Q: a.Q, Scale: a.Scale, Indices: indices, Group: g, OutDType: x.DType()},
-		in + int64(len(idx)) + int64(x.Numel()*x.DType().Size()), nil
+	cost.Bytes = in + int64(len(idx)) + int64(x.Nbytes())
+	return &EmbeddingArgs{Q: a.Q, Scale: a.Scale, Indices: indices, Group: g, OutDType: x.DType()}, cost, nil
 }

@@ -3,6 +3,7 @@ package op
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/gokitchen/kitchen/backend"
@@ -156,12 +157,30 @@ func dequantizeInputs(x *tensor.Tensor) (DequantizeArgs, int64, error) {
 	return DequantizeArgs{Q: q, Scale: scale}, int64(n + len(sb)), nil
 }
 
-func prepareDequantize(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*DequantizeArgs, int64, error) {
+func prepareDequantize(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*DequantizeArgs, backend.Cost, error) {
+	x, cost, err := qdqInput(spec)
+	if err != nil {
+		return nil, cost, err
+	}
 	a, in, err := dequantizeInputs(x)
-	return &a, in + 4*int64(x.Numel()), err
+	cost.Bytes = in + 4*int64(x.Numel())
+	return &a, cost, err
 }
 
-func prepareDequantizeDType(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*DequantizeDTypeArgs, int64, error) {
+func prepareDequantizeDType(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*DequantizeDTypeArgs, backend.Cost, error) {
+	x, cost, err := qdqInput(spec)
+	if err != nil {
+		return nil, cost, err
+	}
 	a, in, err := dequantizeInputs(x)
-	return &DequantizeDTypeArgs{a, x.DType()}, in + int64(x.Numel()*x.DType().Size()), err
+	cost.Bytes = in + int64(x.Nbytes())
+	return &DequantizeDTypeArgs{a, x.DType()}, cost, err
+}
+
+// BadScale returns the error for a dequantize scale whose element i (flat
+// index) is not a finite number > 0, which the kernels find as they read
+// the scales.
+func BadScale(op string, i int) error {
+	return &backend.ArgError{Op: op, Param: "scale", Row: -1, Err: backend.ErrScale,
+		Detail: fmt.Sprintf("element %d: want a finite number > 0", i)}
 }

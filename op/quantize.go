@@ -2,6 +2,7 @@ package op
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
@@ -129,12 +130,40 @@ func (a *TensorwiseArgs) Validate() error {
 	return nil
 }
 
-func prepareRowwise(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*RowwiseArgs, int64, error) {
-	n, rows := int64(x.Numel()), int64(x.Numel()/x.Dim(-1))
-	return &RowwiseArgs{X: x}, n*int64(x.DType().Size()) + n + 4*rows, nil
+// qdqInput is a Q/DQ workload's float input, as the spec says, and the
+// cost of copying it.
+func qdqInput(spec *backend.Spec) (*tensor.Tensor, backend.Cost, error) {
+	if len(spec.Shape) == 0 || !spec.DType.IsFloat() {
+		return nil, backend.Cost{}, fmt.Errorf("%w: a float input of some shape is needed", backend.ErrNoWorkload)
+	}
+	x, err := spec.Input()
+	if err != nil {
+		return nil, backend.Cost{}, err
+	}
+	return x, backend.Cost{CopyBytes: int64(x.Nbytes())}, nil
 }
 
-func prepareTensorwise(_ context.Context, _ *backend.Registry, x *tensor.Tensor) (*TensorwiseArgs, int64, error) {
+func prepareRowwise(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*RowwiseArgs, backend.Cost, error) {
+	x, cost, err := qdqInput(spec)
+	if err != nil {
+		return nil, cost, err
+	}
+	cost.Bytes = rowwiseBytes(x)
+	return &RowwiseArgs{X: x}, cost, nil
+}
+
+func prepareTensorwise(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*TensorwiseArgs, backend.Cost, error) {
+	x, cost, err := qdqInput(spec)
+	if err != nil {
+		return nil, cost, err
+	}
 	n := int64(x.Numel())
-	return &TensorwiseArgs{X: x}, 2*n*int64(x.DType().Size()) + n, nil
+	cost.Bytes = 2*n*int64(x.DType().Size()) + n
+	return &TensorwiseArgs{X: x}, cost, nil
+}
+
+// rowwiseBytes is what a row-wise quantization of x must move at the least.
+func rowwiseBytes(x *tensor.Tensor) int64 {
+	n, rows := int64(x.Numel()), int64(x.Numel()/x.Dim(-1))
+	return n*int64(x.DType().Size()) + n + 4*rows
 }

@@ -1,7 +1,9 @@
 package safetensors
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
 	"os"
 )
 
@@ -15,21 +17,16 @@ type File struct {
 }
 
 // Open opens and validates a safetensors file.
-func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+func Open(path string) (*File, error) { return OpenContext(context.Background(), path) }
+
+// OpenContext is Open, returning ctx.Err() if ctx ends while the header is
+// read.
+func OpenContext(ctx context.Context, path string) (*File, error) {
+	f, st, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, &FormatError{Path: path, Problem: "not a regular file"}
-	}
-	h, err := ReadHeader(f, st.Size(), path)
+	h, err := readHeader(ctx, f, st.Size(), path)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -40,6 +37,52 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return sf, nil
+}
+
+// OpenRegular opens path for reading if it is a regular file (or a link to
+// one), and refuses anything else with a *FormatError saying what it is.
+// It never blocks: a named pipe is refused before it is opened, and opened
+// without waiting for a writer where the platform allows (in case one
+// took the file's place in between), then refused.
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkRegular(path, st); err != nil {
+		return nil, nil, err
+	}
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err = f.Stat(); err == nil {
+		err = checkRegular(path, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
+func checkRegular(path string, st fs.FileInfo) error {
+	m := st.Mode()
+	if m.IsRegular() {
+		return nil
+	}
+	what := "not a regular file"
+	switch {
+	case m.IsDir():
+		what = "a directory, not a regular file"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO), not a regular file"
+	case m&fs.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		what = "a device, not a regular file"
+	}
+	return &FormatError{Path: path, Problem: what}
 }
 
 // Size is the file's length in bytes.

@@ -51,9 +51,12 @@ func (m *mapping) bytes(_ *os.File, off, n int64) ([]byte, error) {
 	return m.data[off : off+n : off+n], nil
 }
 
-// release drops the pages holding [off, off+n), rounding outward: the
-// mapping is read-only and shared, so a dropped page that is still in use
-// (a neighbour's) is simply read from the file again.
+// release drops the pages that lie wholly inside [off, off+n) at once,
+// and the pages at its ends, which it may share with its neighbours, at
+// the next sweep: dropping a page that the next tensor is about to read
+// would cost a fault per tensor (and a system call per tensor) for
+// tensors smaller than a page. The mapping is read-only and shared, so a
+// dropped page that is still in use is simply read from the file again.
 func (m *mapping) release(off, n int64) {
 	if m.data == nil {
 		return
@@ -63,18 +66,20 @@ func (m *mapping) release(off, n int64) {
 	}
 	m.lo, m.hi = min(m.lo, off), max(m.hi, off+n)
 	m.released += n
+	page := int64(os.Getpagesize())
 	if m.released >= sweepEvery {
-		m.dontNeed(m.lo-faultAround, m.hi+faultAround)
+		m.dontNeed(m.lo-faultAround, m.hi+faultAround, page)
 		m.released = 0
 		return
 	}
-	m.dontNeed(off, off+n)
+	if start, end := (off+page-1)/page*page, (off+n)/page*page; end > start {
+		m.dontNeed(start, end, page)
+	}
 }
 
 // dontNeed drops the pages of [start, end), widened to whole pages and
 // clipped to the mapping.
-func (m *mapping) dontNeed(start, end int64) {
-	page := int64(os.Getpagesize())
+func (m *mapping) dontNeed(start, end, page int64) {
 	start = max(start, 0) / page * page
 	end = min((end+page-1)/page*page, int64(len(m.data)))
 	if end > start {
@@ -89,4 +94,11 @@ func (m *mapping) close() error {
 	err := unix.Munmap(m.data)
 	m.data = nil
 	return err
+}
+
+// openNonBlocking opens path read-only with O_NONBLOCK, so that opening a
+// named pipe does not wait for a writer; for a regular file the flag
+// changes nothing.
+func openNonBlocking(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 }

@@ -4,17 +4,21 @@
 //
 // The reader treats every file as hostile: each number in the header is
 // checked before use, and a bad file is a *FormatError naming the file and
-// the problem, never a panic or a read out of bounds. Files are memory-mapped
-// where the platform allows, so tensors are read in place and dropped from
+// the problem, never a panic or a read out of bounds. The JSON is read as
+// the reference reader reads it (exact field names, unknown fields
+// ignored) and a key repeated anywhere is an error, so no reader can see
+// other tensors in a file than kitchen does. Files are memory-mapped where
+// the platform allows, so tensors are read in place and dropped from
 // memory once used. The writer streams: it takes the complete header first
-// (output sizes are known in advance) and then each tensor's bytes in order.
+// (output sizes are known in advance), encodes it without holding it whole,
+// refusing one over MaxHeaderSize, and then each tensor's bytes in order.
 package safetensors
 
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +29,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/strictjson"
 )
 
 // MaxHeaderSize is the largest header accepted, as in the reference
@@ -132,6 +137,15 @@ type Header struct {
 
 // Tensor returns the tensor of that name.
 func (h *Header) Tensor(name string) (TensorInfo, bool) {
+	i := h.Index(name)
+	if i < 0 {
+		return TensorInfo{}, false
+	}
+	return h.Tensors[i], true
+}
+
+// Index returns the index in Tensors of the tensor of that name, or -1.
+func (h *Header) Index(name string) int {
 	if h.byName == nil {
 		h.byName = make(map[string]int, len(h.Tensors))
 		for i, t := range h.Tensors {
@@ -140,9 +154,9 @@ func (h *Header) Tensor(name string) (TensorInfo, bool) {
 	}
 	i, ok := h.byName[name]
 	if !ok {
-		return TensorInfo{}, false
+		return -1
 	}
-	return h.Tensors[i], true
+	return i
 }
 
 // DataSize is the length of the data section.
@@ -156,6 +170,10 @@ func (h *Header) DataSize() int64 {
 // ReadHeader reads and validates the header of a file of the given size.
 // path is used in errors only.
 func ReadHeader(r io.ReaderAt, size int64, path string) (*Header, error) {
+	return readHeader(context.Background(), r, size, path)
+}
+
+func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string) (*Header, error) {
 	bad := func(format string, a ...any) error {
 		return &FormatError{Path: path, Problem: fmt.Sprintf(format, a...)}
 	}
@@ -179,7 +197,7 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*Header, error) {
 	if _, err := r.ReadAt(raw, 8); err != nil {
 		return nil, fmt.Errorf("%s: reading header: %w", path, err)
 	}
-	h, err := parseHeader(raw, path)
+	h, err := parseHeader(ctx, raw, path)
 	if err != nil {
 		return nil, err
 	}
@@ -190,67 +208,81 @@ func ReadHeader(r io.ReaderAt, size int64, path string) (*Header, error) {
 	return h, nil
 }
 
-type rawInfo struct {
-	DType       *string  `json:"dtype"`
-	Shape       *[]int64 `json:"shape"`
-	DataOffsets *[]int64 `json:"data_offsets"`
-}
+// dtypeNames maps each header dtype name to itself, so that every tensor
+// of a dtype shares one string.
+var dtypeNames = func() map[string]string {
+	m := make(map[string]string, len(elementSizes))
+	for name := range elementSizes {
+		m[name] = name
+	}
+	return m
+}()
 
-// parseHeader decodes the JSON header token by token, so that duplicate
-// names are caught (encoding/json would keep the last silently), and checks
-// every entry.
-func parseHeader(raw []byte, path string) (*Header, error) {
+// parseHeader reads the JSON header as the reference reader (serde_json
+// into the reference's structs) does, with internal/strictjson: names match
+// exactly ("DTYPE" is not "dtype"), an unknown field of a tensor's entry is
+// ignored, as there, and a key that appears twice in any object is an
+// error (the reference refuses a repeated field and keeps the last of a
+// repeated tensor or metadata key; refusing them all leaves no reading on
+// which two readers could differ). It checks every entry.
+func parseHeader(ctx context.Context, raw []byte, path string) (*Header, error) {
 	bad := func(tensor, format string, a ...any) error {
 		return &FormatError{Path: path, Tensor: tensor, Problem: fmt.Sprintf(format, a...)}
 	}
 	if !utf8.Valid(raw) {
 		return nil, bad("", "header is not valid UTF-8")
 	}
-	trimmed := bytes.TrimRight(raw, " ")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	if raw[0] != '{' {
 		return nil, bad("", "header does not start with a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	if _, err := dec.Token(); err != nil {
-		return nil, bad("", "invalid JSON header: %v", err)
-	}
-	h := &Header{}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, bad("", "invalid JSON header: %v", err)
-		}
-		name := tok.(string) // object keys are always strings
-		if seen[name] {
-			return nil, bad(name, "appears twice in the header")
-		}
-		seen[name] = true
-		if name == "__metadata__" {
-			if err := dec.Decode(&h.Metadata); err != nil {
-				return nil, bad("", "__metadata__ must map strings to strings: %v", err)
+	s := strictjson.NewScanner(raw)
+	// Size the table and the list once: every entry names data_offsets,
+	// in at least 47 bytes (a header can name it more often than it has
+	// entries, but not more often than that).
+	n := min(bytes.Count(raw, []byte(`"data_offsets"`)), len(raw)/47)
+	h := &Header{byName: make(map[string]int, n), Tensors: make([]TensorInfo, 0, n)}
+	var (
+		metadata bool   // seen
+		current  string // the tensor being read, for errors
+		count    int
+	)
+	err := s.Members(func(name string) error {
+		if count++; count%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			continue
 		}
-		var ri rawInfo
-		if err := dec.Decode(&ri); err != nil {
-			return nil, bad(name, "invalid entry: %v", err)
+		if name == "__metadata__" {
+			if metadata {
+				return bad(name, "appears twice in the header")
+			}
+			metadata = true
+			return parseMetadata(s, h)
 		}
-		info, err := checkInfo(name, ri)
+		if _, dup := h.byName[name]; dup {
+			return bad(name, "appears twice in the header")
+		}
+		current = name
+		info, err := parseInfo(s, name)
 		if err != nil {
-			return nil, bad(name, "%v", err)
+			return err
 		}
+		current = ""
+		h.byName[name] = len(h.Tensors)
 		h.Tensors = append(h.Tensors, info)
+		return nil
+	})
+	if err == nil {
+		err = s.End()
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, bad("", "invalid JSON header: %v", err)
-	}
-	if dec.More() {
-		return nil, bad("", "invalid JSON header: data after the object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, bad("", "invalid JSON header: data after the object")
+	var syn *strictjson.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return nil, bad(current, "invalid JSON header: %v", err)
+	case errors.As(err, new(*infoError)):
+		return nil, bad(current, "%v", err)
+	case err != nil:
+		return nil, err
 	}
 	// The data must be covered exactly: sorted by offset, each tensor starts
 	// where the previous one ends, the first at 0.
@@ -258,7 +290,7 @@ func parseHeader(raw []byte, path string) (*Header, error) {
 		return cmp.Or(cmp.Compare(a.Begin, b.Begin), cmp.Compare(a.End, b.End))
 	})
 	var end int64
-	for _, t := range h.Tensors {
+	for i, t := range h.Tensors {
 		switch {
 		case t.Begin < end:
 			return nil, bad(t.Name, "data [%d, %d) overlaps the previous tensor, which ends at %d", t.Begin, t.End, end)
@@ -266,43 +298,127 @@ func parseHeader(raw []byte, path string) (*Header, error) {
 			return nil, bad(t.Name, "data starts at %d, leaving a gap after the previous tensor, which ends at %d", t.Begin, end)
 		}
 		end = t.End
+		h.byName[t.Name] = i
 	}
 	return h, nil
 }
 
-func checkInfo(name string, ri rawInfo) (TensorInfo, error) {
-	if ri.DType == nil || ri.Shape == nil || ri.DataOffsets == nil {
-		return TensorInfo{}, errors.New("entry needs dtype, shape and data_offsets")
+// parseMetadata reads "__metadata__": null, or an object of strings.
+func parseMetadata(s *strictjson.Scanner, h *Header) error {
+	if null, err := s.Null(); null || err != nil {
+		return err
 	}
-	size, ok := elementSizes[*ri.DType]
-	if !ok {
-		return TensorInfo{}, fmt.Errorf("unknown dtype %q", *ri.DType)
+	if s.Peek() != '{' {
+		return &infoError{"__metadata__ must map strings to strings"}
 	}
-	offs := *ri.DataOffsets
-	if len(offs) != 2 {
-		return TensorInfo{}, fmt.Errorf("data_offsets has %d numbers, want 2", len(offs))
-	}
-	if offs[0] < 0 || offs[1] < offs[0] {
-		return TensorInfo{}, fmt.Errorf("data_offsets [%d, %d] out of order", offs[0], offs[1])
-	}
-	info := TensorInfo{Name: name, DType: *ri.DType, Begin: offs[0], End: offs[1]}
-	nbytes := uint64(size)
-	for _, d := range *ri.Shape {
-		if d < 0 || uint64(d) > math.MaxInt {
-			return TensorInfo{}, fmt.Errorf("bad dimension %d in shape", d)
+	h.Metadata = map[string]string{}
+	// Members, not Object: the map itself finds a repeated key.
+	return s.Members(func(key string) error {
+		if _, dup := h.Metadata[key]; dup {
+			return &infoError{fmt.Sprintf("__metadata__: key %q appears twice", key)}
 		}
+		if s.Peek() != '"' {
+			return &infoError{fmt.Sprintf("__metadata__ must map strings to strings: %q is not a string", key)}
+		}
+		v, err := s.String()
+		h.Metadata[key] = v
+		return err
+	})
+}
+
+// infoError is a tensor entry's problem, other than its JSON syntax.
+type infoError struct{ msg string }
+
+func (e *infoError) Error() string { return e.msg }
+
+func infoErrorf(format string, a ...any) error { return &infoError{fmt.Sprintf(format, a...)} }
+
+// parseInfo reads one tensor's entry and checks it.
+func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
+	if s.Peek() != '{' {
+		return TensorInfo{}, infoErrorf("invalid entry: want an object with dtype, shape and data_offsets")
+	}
+	info := TensorInfo{Name: name}
+	var (
+		dims  [8]int
+		shape = dims[:0]
+		offs  [2]int64
+		nOffs int
+		have  [3]bool // dtype, shape, data_offsets
+	)
+	err := s.Object(func(key string) error {
+		switch key {
+		case "dtype":
+			have[0] = true
+			d, err := s.String()
+			if err != nil {
+				return err
+			}
+			canon, ok := dtypeNames[d]
+			if !ok {
+				return infoErrorf("unknown dtype %q", d)
+			}
+			info.DType = canon
+		case "shape":
+			have[1] = true
+			return s.Array(func(int) error {
+				d, err := s.Uint()
+				if err != nil {
+					return infoErrorf("bad dimension in shape: %v", err)
+				}
+				if uint64(d) > math.MaxInt {
+					return infoErrorf("bad dimension %d in shape", d)
+				}
+				shape = append(shape, int(d))
+				return nil
+			})
+		case "data_offsets":
+			have[2] = true
+			return s.Array(func(i int) error {
+				v, err := s.Uint()
+				if err != nil {
+					return infoErrorf("bad data_offsets: %v", err)
+				}
+				if i < 2 {
+					offs[i] = v
+				}
+				nOffs = i + 1
+				return nil
+			})
+		default:
+			// The reference reader ignores fields it does not know.
+			return s.Skip()
+		}
+		return nil
+	})
+	if err != nil {
+		return TensorInfo{}, err
+	}
+	if !have[0] || !have[1] || !have[2] {
+		return TensorInfo{}, infoErrorf("entry needs dtype, shape and data_offsets")
+	}
+	if nOffs != 2 {
+		return TensorInfo{}, infoErrorf("data_offsets has %d numbers, want 2", nOffs)
+	}
+	if offs[1] < offs[0] {
+		return TensorInfo{}, infoErrorf("data_offsets [%d, %d] out of order", offs[0], offs[1])
+	}
+	info.Begin, info.End = offs[0], offs[1]
+	size, _ := DTypeSize(info.DType)
+	nbytes := uint64(size)
+	for _, d := range shape {
 		hi, lo := bits.Mul64(nbytes, uint64(d))
 		if hi != 0 || lo > math.MaxInt64 {
-			return TensorInfo{}, fmt.Errorf("shape %v is too large", *ri.Shape)
+			return TensorInfo{}, infoErrorf("shape %v is too large", shape)
 		}
 		nbytes = lo
-		info.Shape = append(info.Shape, int(d))
 	}
-	if info.Shape == nil {
-		info.Shape = []int{}
+	info.Shape = []int{}
+	if len(shape) > 0 {
+		info.Shape = append(make([]int, 0, len(shape)), shape...)
 	}
 	if int64(nbytes) != info.Size() {
-		return TensorInfo{}, fmt.Errorf("shape %v of %s needs %d bytes but data_offsets span %d", info.Shape, info.DType, nbytes, info.Size())
+		return TensorInfo{}, infoErrorf("shape %v of %s needs %d bytes but data_offsets span %d", info.Shape, info.DType, nbytes, info.Size())
 	}
 	return info, nil
 }

@@ -21,13 +21,14 @@ func TestConformance(t *testing.T) {
 
 // TestEagerConformance runs the suite on eager with tensors on the NPU:
 // bit-exact to eager on the host, through the NPU's primitives. The NPU
-// does not implement eager.RotatePrimitives yet, so eager declines the
-// ConvRot operations there, saying so.
+// does not implement eager.RotatePrimitives or eager.LinearPrimitives yet,
+// so eager declines the ConvRot and linear operations there, saying so.
 func TestEagerConformance(t *testing.T) {
 	e := newEnv(t)
 	backendtest.Run(t, e.reg, "eager", e.dev, backendtest.AcceptsAll(), backendtest.RandomCases(8),
 		backendtest.Declined(op.QuantizeConvRotWeight.Name(), op.QuantizeAndRotateRowwise.Name(),
-			op.DequantizeConvRotWeight.Name(), op.DequantizeConvRotWeightDType.Name(), op.DequantizeEmbedding.Name()))
+			op.DequantizeConvRotWeight.Name(), op.DequantizeConvRotWeightDType.Name(), op.DequantizeEmbedding.Name(),
+			op.MMInt8.Name(), op.Int8Linear.Name()))
 }
 
 // fusedBound is the fused quantize kernels' stated bound against the

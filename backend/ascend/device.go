@@ -18,7 +18,9 @@ import (
 // host and NPU only through CopyFromHost and CopyToHost (tensor.Tensor.To).
 // A call of an operation copies nothing to the NPU and reads back to the
 // host only a few bytes: the NaN check's result (quantizeRowwise,
-// firstBadRow and firstFalse say how many) and, for tensor-wise
+// firstBadRow and firstFalse say how many); for dequantization, the index
+// of the first scale that is not a finite number > 0, or -1 (firstFalse's
+// 8 bytes; the check runs on the device); and, for tensor-wise
 // quantization with a supplied scale tensor, that tensor's one element,
 // which the registry's check of the arguments (op.TensorwiseArgs.Validate)
 // copies to the host to see that it is finite and positive: 4 bytes for a

@@ -246,25 +246,39 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 	return op.Quantized{Q: r.q, Scale: r.scale}, err
 }
 
-// dequantizeTo computes rOut(f32(q) * f32(scale)) on the device: aclnnCast of
-// q and of a non-float32 scale, aclnnMul with the scale broadcast, aclnnCast
-// to the output type. It is the device's Binary primitive, so the result
-// is the eager backend's, bit for bit.
-func dequantizeTo(c *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+// dequantizeTo computes rOut(f32(q) * f32(scale)) on the device: first the
+// check that every scale is a finite number > 0 (Find's on the device,
+// findIn with eager.NotFinitePositive, of which only the index is read
+// back), then aclnnCast of q and of a non-float32 scale, aclnnMul with the
+// scale broadcast, aclnnCast to the output type. It is the device's Binary
+// primitive, so the result is the eager backend's, bit for bit.
+func dequantizeTo(name string, c *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
 	d, err := deviceOf(c.Q)
 	if err != nil {
 		return op.Dequantized{}, err
 	}
 	t, err := do(d, func(s *session) (*tensor.Tensor, error) {
+		sa, err := s.of(c.Scale, c.Scale.Numel())
+		if err != nil {
+			return nil, err
+		}
+		i, err := s.findIn(sa, eager.NotFinitePositive)
+		if err != nil {
+			return nil, err
+		}
+		if i >= 0 {
+			return nil, &backend.ArgError{Op: name, Param: "scale", Row: -1, Err: backend.ErrScale,
+				Detail: fmt.Sprintf("element %d: want a finite number > 0", i)}
+		}
 		return s.binaryOp(eager.Mul, c.Q, c.Scale, out)
 	})
 	return op.Dequantized{Out: t}, err
 }
 
 func dequantizeSimple(_ context.Context, c *op.DequantizeArgs) (op.Dequantized, error) {
-	return dequantizeTo(c, dtype.Float32)
+	return dequantizeTo(op.Dequantize.Name(), c, dtype.Float32)
 }
 
 func dequantizeDType(_ context.Context, c *op.DequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeTo(&c.DequantizeArgs, c.OutDType)
+	return dequantizeTo(op.DequantizeDType.Name(), &c.DequantizeArgs, c.OutDType)
 }

@@ -86,6 +86,15 @@ func ramp(dt dtype.DType, shape ...int) *tensor.Tensor {
 	return must(tensor.FromFloat32(dt, v, shape...))
 }
 
+// scales are dequantize scales, finite and > 0 as they must be.
+func scales(dt dtype.DType, shape ...int) *tensor.Tensor {
+	v := make([]float32, tensor.Numel(shape))
+	for i := range v {
+		v[i] = float32(i%23)*0.37 + 0.01
+	}
+	return must(tensor.FromFloat32(dt, v, shape...))
+}
+
 func TestAutomaticSelection(t *testing.T) {
 	e := newEnv(t)
 	q := must(tensor.FromInt8([]int8{1, -2, 3, -4, 5, -6}, 2, 3))
@@ -94,8 +103,8 @@ func TestAutomaticSelection(t *testing.T) {
 		for _, c := range []call{
 			{name: "rowwise", op: op.QuantizeRowwise, x: x},
 			{name: "tensorwise", op: op.QuantizeTensorwise, x: x},
-			{name: "dequantize", op: op.Dequantize, x: q, s: ramp(dt, 2, 1)},
-			{name: "dequantize to", op: op.DequantizeDType, x: q, s: ramp(dtype.Float32, 1), out: dt},
+			{name: "dequantize", op: op.Dequantize, x: q, s: scales(dt, 2, 1)},
+			{name: "dequantize to", op: op.DequantizeDType, x: q, s: scales(dtype.Float32, 1), out: dt},
 		} {
 			if _, ran, err := e.run(c, true); err != nil || ran != ascend.Name {
 				t.Errorf("%v %s on npu: ran %q, %v; want ascend", dt, c.name, ran, err)
@@ -137,6 +146,9 @@ const (
 	// tensorwiseRead is ascend's tensor-wise NaN check: aclnnAll's bool
 	// (firstBadRow).
 	tensorwiseRead = 1
+	// dequantizeRead is ascend's check that dequantize's scales are finite
+	// and > 0: firstFalse's int64 index (dequantizeTo).
+	dequantizeRead = 8
 )
 
 // scaleRead is the registry's check of a supplied scale tensor:
@@ -233,8 +245,9 @@ func TestDeclinedRunsEagerOnNPU(t *testing.T) {
 
 // TestFusedTransfers counts the copies of the fused kernels: none host to
 // device; device to host, one copy per quantize for the NaN check
-// (rowwiseRead, tensorwiseRead) and, for a supplied scale tensor, the
-// registry's check of it (scaleRead).
+// (rowwiseRead, tensorwiseRead), one per dequantize for the check of its
+// scales (dequantizeRead) and, for a supplied scale tensor, the registry's
+// check of it (scaleRead).
 func TestFusedTransfers(t *testing.T) {
 	e := newEnv(t)
 	e.needSim()
@@ -242,7 +255,7 @@ func TestFusedTransfers(t *testing.T) {
 	st := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.04})))
 	st16 := e.up(must(tensor.FromFloat32(dtype.Float16, []float32{0.04}, 1, 1)))
 	q := e.up(must(tensor.FromInt8(make([]int8, 6*64), 6, 64)))
-	rowScale := e.up(ramp(dtype.Float32, 6, 1))
+	rowScale := e.up(scales(dtype.Float32, 6, 1))
 	tensorwise := func(opts ...kitchen.Option) func() ([]*tensor.Tensor, error) {
 		return func() ([]*tensor.Tensor, error) {
 			a, b, err := kitchen.QuantizeInt8Tensorwise(e.ctx, x, e.opts(opts...)...)
@@ -265,7 +278,7 @@ func TestFusedTransfers(t *testing.T) {
 			tensorwise(kitchen.WithScaleTensor(st))},
 		{"tensorwise, float16 scale tensor", []int64{scaleRead(st16), tensorwiseRead}, "aclnnQuantize",
 			tensorwise(kitchen.WithScaleTensor(st16))},
-		{"dequantize", nil, "aclnnMul", func() ([]*tensor.Tensor, error) {
+		{"dequantize", []int64{dequantizeRead}, "aclnnMul", func() ([]*tensor.Tensor, error) {
 			a, err := kitchen.DequantizeInt8To(e.ctx, q, rowScale, dtype.BFloat16, e.opts()...)
 			return []*tensor.Tensor{a}, err
 		}},
@@ -430,7 +443,7 @@ func TestDequantize(t *testing.T) {
 		for _, shape := range [][]int{{}, {1}, {1, 1, 1}, {4, 3, 1}, {4, 3, 5}} {
 			sv := make([]float32, tensor.Numel(shape))
 			for i := range sv {
-				sv[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(40)-30))
+				sv[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(28)-14)) // float16 normals
 			}
 			s := must(tensor.FromFloat32(sdt, sv, shape...))
 			for _, out := range dtype.Floats() {
@@ -662,7 +675,7 @@ func TestErrorPropagation(t *testing.T) {
 	x := e.up(ramp(dtype.BFloat16, 4, 6))
 	x32 := e.up(ramp(dtype.Float32, 4, 6))
 	q := e.up(must(tensor.FromInt8(make([]int8, 24), 4, 6)))
-	s := e.up(ramp(dtype.Float16, 4, 1))
+	s := e.up(scales(dtype.Float16, 4, 1))
 	st := e.up(must(tensor.FromFloat32(dtype.BFloat16, []float32{0.05})))
 	release := func(ts ...*tensor.Tensor) {
 		for _, o := range ts {
@@ -738,6 +751,9 @@ func TestErrorPropagation(t *testing.T) {
 		{"eager stochastic", "aclnnPowScalarTensorGetWorkspaceSize", 161002},
 		{"eager stochastic", "aclnnInplaceBitwiseXorTensor", 361001},
 		{"eager stochastic", "aclnnFloor", 361001},
+		{"dequantize", "aclnnIsFinite", 361001},
+		{"dequantize", "aclnnGtScalar", 361001},
+		{"dequantize", "aclrtMemcpy", 507899}, // the scale check's index
 		{"dequantize", "aclnnMulGetWorkspaceSize", 161002},
 		{"dequantize", "aclnnCast", 561103},
 		{"dequantize", "aclrtSynchronizeStream", 507035},

@@ -76,7 +76,16 @@ func TestSuiteSplits(t *testing.T) {
 	for _, dt := range dtype.Floats() {
 		x := must(tensor.Zeros(dt, shape...))
 		q := must(tensor.Zeros(dtype.Int8, shape...))
-		row := must(tensor.Zeros(dt, rows, 1))
+		// Dequantize scales must be finite and > 0.
+		ones := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = 1
+			}
+			return v
+		}
+		row := must(tensor.FromFloat32(dt, ones(rows), rows, 1))
+		full := must(tensor.FromFloat32(dt, ones(tensor.Numel(shape)), shape...))
 		kernels := []struct {
 			name   string
 			passes int
@@ -91,11 +100,11 @@ func TestSuiteSplits(t *testing.T) {
 				return err
 			}},
 			{"dequantize by rows", 1, func(ctx context.Context) error {
-				_, err := dequantizeTo(ctx, &op.DequantizeArgs{Q: q, Scale: row}, dt)
+				_, err := dequantizeTo(ctx, op.DequantizeDType.Name(), &op.DequantizeArgs{Q: q, Scale: row}, dt)
 				return err
 			}},
 			{"dequantize by elements", 1, func(ctx context.Context) error {
-				_, err := dequantizeTo(ctx, &op.DequantizeArgs{Q: q, Scale: x}, dt)
+				_, err := dequantizeTo(ctx, op.DequantizeDType.Name(), &op.DequantizeArgs{Q: q, Scale: full}, dt)
 				return err
 			}},
 		}

@@ -12,8 +12,9 @@ import (
 	"github.com/gokitchen/kitchen/tensor"
 )
 
-// The ConvRot operations and int8 embeddings: each row is rotated in a
-// float32 buffer (quant.Rotate, the contract's one summation order), then
+// The ConvRot operations and int8 embeddings: each row is widened (and
+// scaled) into a float32 buffer, rotated there (rotate: quant.Rotate's
+// summation order, the contract's one, with assembly on amd64), then
 // quantized or stored, in one pass per row over memory.
 
 // rowBufs are per-part scratch rows: two float32 rows and a row of the
@@ -91,9 +92,9 @@ func (w *rotateQuantizeBody) run(lo, hi int) {
 	buf := getRowBufs(w.k, size)
 	defer rowBufPool.Put(buf)
 	for r := lo; r < hi; r++ {
-		widenBlock(w.dt, w.src, r*w.k, buf.f)
+		widenRow(w.dt, w.src[r*w.k*size:(r+1)*w.k*size], buf.f)
 		rotate(buf.f, w.g)
-		storeBlock(w.dt, buf.b, 0, buf.f) // rT(rotate(x)), as the row to quantize
+		storeRow(w.dt, buf.b, buf.f) // rT(rotate(x)), as the row to quantize
 		if quantizeRow(w.dt, buf.b, w.dst[r*w.k:(r+1)*w.k], w.scales[4*r:], w.seed, uint64(r*w.k)) {
 			w.bad.report(r)
 			return
@@ -115,16 +116,18 @@ func quantizeRow(dt dtype.DType, row, dst, scale []byte, seed int64, base uint64
 }
 
 func dequantizeConvRotWeight(ctx context.Context, a *op.ConvRotDequantizeArgs) (op.Dequantized, error) {
-	return dequantizeRotate(ctx, a, dtype.Float32)
+	return dequantizeRotate(ctx, op.DequantizeConvRotWeight.Name(), a, dtype.Float32)
 }
 
 func dequantizeConvRotWeightDType(ctx context.Context, a *op.ConvRotDequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeRotate(ctx, &a.ConvRotDequantizeArgs, a.OutDType)
+	return dequantizeRotate(ctx, op.DequantizeConvRotWeightDType.Name(), &a.ConvRotDequantizeArgs, a.OutDType)
 }
 
 // dequantizeRotate computes rotate(f32(q) * f32(scale), g) row by row in
-// float32 and rounds it once to out.
-func dequantizeRotate(ctx context.Context, a *op.ConvRotDequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+// float32 and rounds it once to out. A scale that is not a finite number
+// > 0 is an error naming the first such element: a single or row-wise
+// scale is checked before the rows, a full-shape one row by row.
+func dequantizeRotate(ctx context.Context, name string, a *op.ConvRotDequantizeArgs, out dtype.DType) (op.Dequantized, error) {
 	src, err := a.Q.Bytes()
 	if err != nil {
 		return op.Dequantized{}, err
@@ -133,6 +136,12 @@ func dequantizeRotate(ctx context.Context, a *op.ConvRotDequantizeArgs, out dtyp
 	if err != nil {
 		return op.Dequantized{}, err
 	}
+	full := a.Scale.Numel() == a.Q.Numel()
+	if !full {
+		if i := firstBadScale(a.Scale.DType(), sb, a.Scale.Numel()); i >= 0 {
+			return op.Dequantized{}, op.BadScale(name, i)
+		}
+	}
 	var dims [8]int
 	o, err := tensor.Zeros(out, a.Q.AppendShape(dims[:0])...)
 	if err != nil {
@@ -140,12 +149,27 @@ func dequantizeRotate(ctx context.Context, a *op.ConvRotDequantizeArgs, out dtyp
 	}
 	k := a.Q.Dim(-1)
 	w := &rotatedRows{out: out, q: src, scales: sb, sdt: a.Scale.DType(), perRow: a.Scale.Numel() == a.Q.Numel()/k,
-		full: a.Scale.Numel() == a.Q.Numel(), k: k, g: a.Group}
+		full: full, k: k, g: a.Group}
 	w.dst, _ = o.Bytes()
+	w.badScale.reset()
 	if err := parallelFor(ctx, w, a.Q.Numel()/k, max(1, grainBytes/k)); err != nil {
 		return op.Dequantized{}, err
 	}
+	if i := w.badScale.get(); i >= 0 {
+		return op.Dequantized{}, op.BadScale(name, i)
+	}
 	return op.Dequantized{Out: o}, nil
+}
+
+// firstBadScale returns the index of the first of the n scales of sdt in b
+// that is not a finite number > 0, or -1.
+func firstBadScale(sdt dtype.DType, b []byte, n int) int {
+	for i := range n {
+		if !goodScale(loadScale(sdt, b, i)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // rotatedRows writes rows of rOut(rotate(f32(q) * f32(scale), g)): output
@@ -161,6 +185,7 @@ type rotatedRows struct {
 	indices      []byte
 	idt          dtype.DType
 	bad          firstIndex // the first index out of range (embeddings)
+	badScale     firstIndex // the first full-shape scale element that is not a finite number > 0
 }
 
 func (w *rotatedRows) run(lo, hi int) {
@@ -179,27 +204,29 @@ func (w *rotatedRows) run(lo, hi int) {
 			}
 			src = int(i)
 		}
-		widenBlock(dtype.Int8, w.q, src*w.k, v)
+		q := w.q[src*w.k : (src+1)*w.k]
 		switch {
 		case w.full:
-			widenBlock(w.sdt, w.scales, src*w.k, sf)
-			for j := range v {
-				v[j] *= sf[j]
+			ss := w.sdt.Size()
+			widenRow(w.sdt, w.scales[src*w.k*ss:(src+1)*w.k*ss], sf)
+			for j, s := range sf {
+				if !goodScale(s) {
+					w.badScale.report(src*w.k + j)
+					return
+				}
 			}
+			mulInt8(q, sf, v)
 		default:
 			si := 0
 			if w.perRow {
 				si = src
 			}
-			f := loadScale(w.sdt, w.scales, si)
-			for j := range v {
-				v[j] *= f
-			}
+			scaleInt8(q, loadScale(w.sdt, w.scales, si), v)
 		}
 		if w.g > 0 {
 			rotate(v, w.g)
 		}
-		storeBlock(w.out, w.dst[r*w.k*size:(r+1)*w.k*size], 0, v)
+		storeRow(w.out, w.dst[r*w.k*size:(r+1)*w.k*size], v)
 	}
 }
 
@@ -215,6 +242,10 @@ func dequantizeEmbedding(ctx context.Context, a *op.EmbeddingArgs) (op.Dequantiz
 	ib, err := a.Indices.Bytes()
 	if err != nil {
 		return op.Dequantized{}, err
+	}
+	// The whole table's scales are checked first, as eager does.
+	if i := firstBadScale(a.Scale.DType(), sb, a.Scale.Numel()); i >= 0 {
+		return op.Dequantized{}, op.BadScale(op.DequantizeEmbedding.Name(), i)
 	}
 	d := a.Q.Dim(1)
 	shape := append(a.Indices.Shape(), d)
@@ -234,4 +265,22 @@ func dequantizeEmbedding(ctx context.Context, a *op.EmbeddingArgs) (op.Dequantiz
 		return op.Dequantized{}, op.BadIndex(i, dtype.LoadInt(ib, a.Indices.DType(), i), a.Q.Dim(0))
 	}
 	return op.Dequantized{Out: o}, nil
+}
+
+// scaleInt8Generic sets dst[i] = float32(int8(q[i])) * s for the len(dst)
+// elements of q.
+func scaleInt8Generic(q []byte, s float32, dst []float32) {
+	q = q[:len(dst)]
+	for j := range dst {
+		dst[j] = float32(int8(q[j])) * s
+	}
+}
+
+// mulInt8Generic sets dst[i] = float32(int8(q[i])) * s[i] for the len(dst)
+// elements of q and s.
+func mulInt8Generic(q []byte, s, dst []float32) {
+	q, s = q[:len(dst)], s[:len(dst)]
+	for j := range dst {
+		dst[j] = float32(int8(q[j])) * s[j]
+	}
 }

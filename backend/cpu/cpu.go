@@ -58,6 +58,8 @@ func New() backend.Backend {
 		op.DequantizeConvRotWeight.Implement(deq, dequantizeConvRotWeight),
 		op.DequantizeConvRotWeightDType.Implement(deq, dequantizeConvRotWeightDType),
 		op.DequantizeEmbedding.Implement(embedding, dequantizeEmbedding),
+		op.MMInt8.Implement(backend.Constraints{Devices: host}, mmInt8),
+		op.Int8Linear.Implement(backend.Constraints{Devices: host}, int8Linear),
 	}}
 }
 
@@ -200,16 +202,18 @@ func (w *flatBody) run(lo, hi int) {
 }
 
 func dequantizeSimple(ctx context.Context, a *op.DequantizeArgs) (op.Dequantized, error) {
-	return dequantizeTo(ctx, a, dtype.Float32)
+	return dequantizeTo(ctx, op.Dequantize.Name(), a, dtype.Float32)
 }
 
 func dequantizeDType(ctx context.Context, a *op.DequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeTo(ctx, &a.DequantizeArgs, a.OutDType)
+	return dequantizeTo(ctx, op.DequantizeDType.Name(), &a.DequantizeArgs, a.OutDType)
 }
 
 // dequantizeTo computes rOut(f32(q) * f32(scale)) in parallel: by rows for
-// a row-wise scale, by elements otherwise.
-func dequantizeTo(ctx context.Context, a *op.DequantizeArgs, outDType dtype.DType) (op.Dequantized, error) {
+// a row-wise scale, by elements otherwise. Each scale is checked to be a
+// finite number > 0 where it is read: one scale before the parallel pass,
+// a row's scale as the row is done, a full-shape scale block by block.
+func dequantizeTo(ctx context.Context, name string, a *op.DequantizeArgs, outDType dtype.DType) (op.Dequantized, error) {
 	src, err := a.Q.Bytes()
 	if err != nil {
 		return op.Dequantized{}, err
@@ -218,17 +222,21 @@ func dequantizeTo(ctx context.Context, a *op.DequantizeArgs, outDType dtype.DTyp
 	if err != nil {
 		return op.Dequantized{}, err
 	}
+	n, m := a.Q.Numel(), a.Scale.Numel()
+	if m == 1 && !goodScale(loadScale(a.Scale.DType(), sb, 0)) {
+		return op.Dequantized{}, op.BadScale(name, 0)
+	}
 	var dims [8]int
 	out, err := tensor.Zeros(outDType, a.Q.AppendShape(dims[:0])...)
 	if err != nil {
 		return op.Dequantized{}, err
 	}
-	n := a.Q.Numel()
 	w := dequantPool.Get().(*dequantBody)
 	defer func() { *w = dequantBody{}; dequantPool.Put(w) }()
 	w.dt, w.src, w.sdt = outDType, src, a.Scale.DType()
 	w.dst, _ = out.Bytes()
-	switch m := a.Scale.Numel(); {
+	w.bad.reset()
+	switch {
 	case m == 1:
 		w.t = loadScale(w.sdt, sb, 0)
 		err = parallelFor(ctx, w, n, grainBytes)
@@ -242,12 +250,19 @@ func dequantizeTo(ctx context.Context, a *op.DequantizeArgs, outDType dtype.DTyp
 	if err != nil {
 		return op.Dequantized{}, err
 	}
+	if i := w.bad.get(); i >= 0 {
+		return op.Dequantized{}, op.BadScale(name, i)
+	}
 	return op.Dequantized{Out: out}, nil
 }
 
+// goodScale reports whether a dequantize scale is a finite number > 0.
+func goodScale(s float32) bool { return s > 0 && s <= math.MaxFloat32 }
+
 // dequantBody dequantizes a range of elements by one scale (t) or by a
 // scale of q's shape, or (k > 0) a range of rows of k elements with a scale
-// each.
+// each, and reports the first scale it reads that is not a finite number
+// > 0 (its flat index) to bad.
 type dequantBody struct {
 	dt       dtype.DType // the output's
 	src, dst []byte
@@ -255,6 +270,7 @@ type dequantBody struct {
 	sdt      dtype.DType
 	t        float32
 	k        int
+	bad      firstIndex
 }
 
 var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
@@ -264,13 +280,20 @@ func (w *dequantBody) run(lo, hi int) {
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {
-			dequantize(w.dt, w.src[r*w.k:(r+1)*w.k], loadScale(w.sdt, w.scales, r), w.dst[r*w.k*size:(r+1)*w.k*size])
+			s := loadScale(w.sdt, w.scales, r)
+			if !goodScale(s) {
+				w.bad.report(r)
+				return
+			}
+			dequantize(w.dt, w.src[r*w.k:(r+1)*w.k], s, w.dst[r*w.k*size:(r+1)*w.k*size])
 		}
 	case w.scales == nil:
 		dequantize(w.dt, w.src[lo:hi], w.t, w.dst[lo*size:hi*size])
 	default:
 		ss := w.sdt.Size()
-		dequantizeFullGeneric(w.dt, w.src[lo:hi], w.sdt, w.scales[lo*ss:hi*ss], w.dst[lo*size:hi*size])
+		if i := dequantizeFullGeneric(w.dt, w.src[lo:hi], w.sdt, w.scales[lo*ss:hi*ss], w.dst[lo*size:hi*size]); i >= 0 {
+			w.bad.report(lo + i)
+		}
 	}
 }
 

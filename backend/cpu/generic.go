@@ -200,8 +200,10 @@ func dequantizeGeneric(out dtype.DType, q []byte, s float32, dst []byte) {
 }
 
 // dequantizeFullGeneric computes dst = rOut(f32(q) * f32(scale)) with a scale
-// of q's shape.
-func dequantizeFullGeneric(out dtype.DType, q []byte, sdt dtype.DType, scale []byte, dst []byte) {
+// of q's shape. It returns the index of the first scale that is not a
+// finite number > 0, checked as each block of scales is read, stopping
+// there, or -1.
+func dequantizeFullGeneric(out dtype.DType, q []byte, sdt dtype.DType, scale []byte, dst []byte) int {
 	var buf, sb [block]float32
 	for off := 0; off < len(q); off += block {
 		v := buf[:min(block, len(q)-off)]
@@ -209,8 +211,12 @@ func dequantizeFullGeneric(out dtype.DType, q []byte, sdt dtype.DType, scale []b
 		widenBlock(dtype.Int8, q, off, v)
 		widenBlock(sdt, scale, off, s)
 		for j := range v {
+			if !(s[j] > 0 && s[j] <= math.MaxFloat32) {
+				return off + j
+			}
 			v[j] *= s[j]
 		}
 		storeBlock(out, dst, off, v)
 	}
+	return -1
 }

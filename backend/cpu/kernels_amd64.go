@@ -121,3 +121,96 @@ func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 	}
 	dequantizeGeneric(out, q[n:], s, dst[n*size:])
 }
+
+// widenRow sets dst to the len(dst) elements of dt (a float dtype) at the
+// start of src, as float32, as widenBlock does, except that F16C returns a
+// signaling float16 NaN quieted. The ConvRot rows do arithmetic on the
+// values next, which quiets a NaN anyway and keeps its payload, so their
+// results are the same.
+func widenRow(dt dtype.DType, src []byte, dst []float32) {
+	size := dt.Size()
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(dst) &^ 31
+		switch dt {
+		case dtype.BFloat16:
+			widenBF16AVX512(src[:n*size], dst[:n])
+		case dtype.Float16:
+			widenF16AVX512(src[:n*size], dst[:n])
+		default:
+			widenF32AVX512(src[:n*size], dst[:n])
+		}
+	case implAVX2:
+		n = len(dst) &^ 15
+		switch dt {
+		case dtype.BFloat16:
+			widenBF16AVX2(src[:n*size], dst[:n])
+		case dtype.Float16:
+			widenF16AVX2(src[:n*size], dst[:n])
+		default:
+			widenF32AVX2(src[:n*size], dst[:n])
+		}
+	}
+	widenBlock(dt, src, n, dst[n:])
+}
+
+// storeRow writes v rounded to dt (a float dtype) as the first len(v)
+// elements of dst, as storeBlock does.
+func storeRow(dt dtype.DType, dst []byte, v []float32) {
+	size := dt.Size()
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(v) &^ 31
+		switch dt {
+		case dtype.BFloat16:
+			narrowBF16AVX512(v[:n], dst[:n*size])
+		case dtype.Float16:
+			narrowF16AVX512(v[:n], dst[:n*size])
+		default:
+			narrowF32AVX512(v[:n], dst[:n*size])
+		}
+	case implAVX2:
+		n = len(v) &^ 15
+		switch dt {
+		case dtype.BFloat16:
+			narrowBF16AVX2(v[:n], dst[:n*size])
+		case dtype.Float16:
+			narrowF16AVX2(v[:n], dst[:n*size])
+		default:
+			narrowF32AVX2(v[:n], dst[:n*size])
+		}
+	}
+	storeBlock(dt, dst, n, v[n:])
+}
+
+// scaleInt8 sets dst[i] = float32(int8(q[i])) * s for the len(dst)
+// elements of q.
+func scaleInt8(q []byte, s float32, dst []float32) {
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(dst) &^ 31
+		scaleInt8AVX512(q[:n], s, dst[:n])
+	case implAVX2:
+		n = len(dst) &^ 15
+		scaleInt8AVX2(q[:n], s, dst[:n])
+	}
+	scaleInt8Generic(q[n:], s, dst[n:])
+}
+
+// mulInt8 sets dst[i] = float32(int8(q[i])) * s[i] for the len(dst)
+// elements of q and s.
+func mulInt8(q []byte, s, dst []float32) {
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(dst) &^ 31
+		mulInt8AVX512(q[:n], s[:n], dst[:n])
+	case implAVX2:
+		n = len(dst) &^ 15
+		mulInt8AVX2(q[:n], s[:n], dst[:n])
+	}
+	mulInt8Generic(q[n:], s[n:], dst[n:])
+}

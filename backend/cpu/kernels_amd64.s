@@ -399,6 +399,622 @@ dequantizeF32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func rotate4AVX2(v []float32, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·rotate4AVX2(SB), NOSPLIT, $0-28
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x40000000, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+
+rotate4AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        rotate4AVX2_done
+	VMOVUPS   (AX), Y2
+	VMOVUPS   32(AX), Y3
+	VMOVUPS   64(AX), Y4
+	VMOVUPS   96(AX), Y5
+	VUNPCKLPS Y3, Y2, Y6
+	VUNPCKHPS Y3, Y2, Y2
+	VUNPCKLPS Y5, Y4, Y3
+	VUNPCKHPS Y5, Y4, Y4
+	VUNPCKLPD Y3, Y6, Y5
+	VUNPCKHPD Y3, Y6, Y3
+	VUNPCKLPD Y4, Y2, Y6
+	VUNPCKHPD Y4, Y2, Y2
+	VADDPS    Y3, Y5, Y4
+	VADDPS    Y6, Y4, Y4
+	VADDPS    Y2, Y4, Y4
+	VMULPS    Y1, Y2, Y2
+	VSUBPS    Y2, Y4, Y2
+	VMULPS    Y1, Y6, Y6
+	VSUBPS    Y6, Y4, Y6
+	VMULPS    Y1, Y3, Y3
+	VSUBPS    Y3, Y4, Y3
+	VMULPS    Y1, Y5, Y5
+	VSUBPS    Y5, Y4, Y5
+	VUNPCKLPS Y6, Y2, Y4
+	VUNPCKHPS Y6, Y2, Y2
+	VUNPCKLPS Y5, Y3, Y6
+	VUNPCKHPS Y5, Y3, Y3
+	VUNPCKLPD Y6, Y4, Y5
+	VUNPCKHPD Y6, Y4, Y4
+	VUNPCKLPD Y3, Y2, Y6
+	VUNPCKHPD Y3, Y2, Y2
+	VMULPS    Y0, Y5, Y5
+	VMOVUPS   Y5, (AX)
+	VMULPS    Y0, Y4, Y4
+	VMOVUPS   Y4, 32(AX)
+	VMULPS    Y0, Y6, Y6
+	VMOVUPS   Y6, 64(AX)
+	VMULPS    Y0, Y2, Y2
+	VMOVUPS   Y2, 96(AX)
+	ADDQ      $0x00000080, AX
+	SUBQ      $0x00000020, CX
+	JMP       rotate4AVX2_loop
+
+rotate4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func rotate16AVX2(v []float32)
+// Requires: AVX, AVX2
+TEXT ·rotate16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVL         $0x40000000, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+
+rotate16AVX2_loop:
+	CMPQ           CX, $0x00
+	JE             rotate16AVX2_done
+	VBROADCASTF128 (AX), Y1
+	VINSERTF128    $0x01, 64(AX), Y1, Y1
+	VBROADCASTF128 16(AX), Y2
+	VINSERTF128    $0x01, 80(AX), Y2, Y2
+	VBROADCASTF128 32(AX), Y3
+	VINSERTF128    $0x01, 96(AX), Y3, Y3
+	VBROADCASTF128 48(AX), Y4
+	VINSERTF128    $0x01, 112(AX), Y4, Y4
+	VUNPCKLPS      Y2, Y1, Y5
+	VUNPCKHPS      Y2, Y1, Y1
+	VUNPCKLPS      Y4, Y3, Y2
+	VUNPCKHPS      Y4, Y3, Y3
+	VUNPCKLPD      Y2, Y5, Y4
+	VUNPCKHPD      Y2, Y5, Y2
+	VUNPCKLPD      Y3, Y1, Y5
+	VUNPCKHPD      Y3, Y1, Y1
+	VADDPS         Y2, Y4, Y3
+	VADDPS         Y5, Y3, Y3
+	VADDPS         Y1, Y3, Y3
+	VMULPS         Y0, Y1, Y1
+	VSUBPS         Y1, Y3, Y1
+	VMULPS         Y0, Y5, Y5
+	VSUBPS         Y5, Y3, Y5
+	VMULPS         Y0, Y2, Y2
+	VSUBPS         Y2, Y3, Y2
+	VMULPS         Y0, Y4, Y4
+	VSUBPS         Y4, Y3, Y4
+	VUNPCKLPS      Y5, Y1, Y3
+	VUNPCKHPS      Y5, Y1, Y1
+	VUNPCKLPS      Y4, Y2, Y5
+	VUNPCKHPS      Y4, Y2, Y2
+	VUNPCKLPD      Y5, Y3, Y4
+	VUNPCKHPD      Y5, Y3, Y3
+	VUNPCKLPD      Y2, Y1, Y5
+	VUNPCKHPD      Y2, Y1, Y1
+	VADDPS         Y3, Y4, Y2
+	VADDPS         Y5, Y2, Y2
+	VADDPS         Y1, Y2, Y2
+	VMULPS         Y0, Y1, Y1
+	VSUBPS         Y1, Y2, Y1
+	VMULPS         Y0, Y5, Y5
+	VSUBPS         Y5, Y2, Y5
+	VMULPS         Y0, Y3, Y3
+	VSUBPS         Y3, Y2, Y3
+	VMULPS         Y0, Y4, Y4
+	VSUBPS         Y4, Y2, Y4
+	VMOVUPS        X1, (AX)
+	VEXTRACTF128   $0x01, Y1, 64(AX)
+	VMOVUPS        X5, 16(AX)
+	VEXTRACTF128   $0x01, Y5, 80(AX)
+	VMOVUPS        X3, 32(AX)
+	VEXTRACTF128   $0x01, Y3, 96(AX)
+	VMOVUPS        X4, 48(AX)
+	VEXTRACTF128   $0x01, Y4, 112(AX)
+	ADDQ           $0x00000080, AX
+	SUBQ           $0x00000020, CX
+	JMP            rotate16AVX2_loop
+
+rotate16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func rotate16ScaledAVX2(v []float32, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·rotate16ScaledAVX2(SB), NOSPLIT, $0-28
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x40000000, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+
+rotate16ScaledAVX2_loop:
+	CMPQ           CX, $0x00
+	JE             rotate16ScaledAVX2_done
+	VBROADCASTF128 (AX), Y2
+	VINSERTF128    $0x01, 64(AX), Y2, Y2
+	VBROADCASTF128 16(AX), Y3
+	VINSERTF128    $0x01, 80(AX), Y3, Y3
+	VBROADCASTF128 32(AX), Y4
+	VINSERTF128    $0x01, 96(AX), Y4, Y4
+	VBROADCASTF128 48(AX), Y5
+	VINSERTF128    $0x01, 112(AX), Y5, Y5
+	VUNPCKLPS      Y3, Y2, Y6
+	VUNPCKHPS      Y3, Y2, Y2
+	VUNPCKLPS      Y5, Y4, Y3
+	VUNPCKHPS      Y5, Y4, Y4
+	VUNPCKLPD      Y3, Y6, Y5
+	VUNPCKHPD      Y3, Y6, Y3
+	VUNPCKLPD      Y4, Y2, Y6
+	VUNPCKHPD      Y4, Y2, Y2
+	VADDPS         Y3, Y5, Y4
+	VADDPS         Y6, Y4, Y4
+	VADDPS         Y2, Y4, Y4
+	VMULPS         Y1, Y2, Y2
+	VSUBPS         Y2, Y4, Y2
+	VMULPS         Y1, Y6, Y6
+	VSUBPS         Y6, Y4, Y6
+	VMULPS         Y1, Y3, Y3
+	VSUBPS         Y3, Y4, Y3
+	VMULPS         Y1, Y5, Y5
+	VSUBPS         Y5, Y4, Y5
+	VUNPCKLPS      Y6, Y2, Y4
+	VUNPCKHPS      Y6, Y2, Y2
+	VUNPCKLPS      Y5, Y3, Y6
+	VUNPCKHPS      Y5, Y3, Y3
+	VUNPCKLPD      Y6, Y4, Y5
+	VUNPCKHPD      Y6, Y4, Y4
+	VUNPCKLPD      Y3, Y2, Y6
+	VUNPCKHPD      Y3, Y2, Y2
+	VADDPS         Y4, Y5, Y3
+	VADDPS         Y6, Y3, Y3
+	VADDPS         Y2, Y3, Y3
+	VMULPS         Y1, Y2, Y2
+	VSUBPS         Y2, Y3, Y2
+	VMULPS         Y1, Y6, Y6
+	VSUBPS         Y6, Y3, Y6
+	VMULPS         Y1, Y4, Y4
+	VSUBPS         Y4, Y3, Y4
+	VMULPS         Y1, Y5, Y5
+	VSUBPS         Y5, Y3, Y5
+	VMULPS         Y0, Y2, Y2
+	VMOVUPS        X2, (AX)
+	VEXTRACTF128   $0x01, Y2, 64(AX)
+	VMULPS         Y0, Y6, Y6
+	VMOVUPS        X6, 16(AX)
+	VEXTRACTF128   $0x01, Y6, 80(AX)
+	VMULPS         Y0, Y4, Y4
+	VMOVUPS        X4, 32(AX)
+	VEXTRACTF128   $0x01, Y4, 96(AX)
+	VMULPS         Y0, Y5, Y5
+	VMOVUPS        X5, 48(AX)
+	VEXTRACTF128   $0x01, Y5, 112(AX)
+	ADDQ           $0x00000080, AX
+	SUBQ           $0x00000020, CX
+	JMP            rotate16ScaledAVX2_loop
+
+rotate16ScaledAVX2_done:
+	VZEROUPPER
+	RET
+
+// func rotateStageAVX2(v []float32, stride int)
+// Requires: AVX, AVX2
+TEXT ·rotateStageAVX2(SB), NOSPLIT, $0-32
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVL         $0x40000000, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	SHLQ         $0x02, DX
+	LEAQ         (DX)(DX*2), BX
+	LEAQ         (AX)(CX*4), CX
+
+rotateStageAVX2_block:
+	CMPQ AX, CX
+	JAE  rotateStageAVX2_done
+	LEAQ (AX)(DX*1), SI
+
+rotateStageAVX2_loop:
+	VMOVUPS (AX), Y1
+	VMOVUPS (AX)(DX*1), Y2
+	VMOVUPS (AX)(DX*2), Y3
+	VMOVUPS (AX)(BX*1), Y4
+	VADDPS  Y2, Y1, Y5
+	VADDPS  Y3, Y5, Y5
+	VADDPS  Y4, Y5, Y5
+	VMULPS  Y0, Y4, Y4
+	VSUBPS  Y4, Y5, Y4
+	VMULPS  Y0, Y3, Y3
+	VSUBPS  Y3, Y5, Y3
+	VMULPS  Y0, Y2, Y2
+	VSUBPS  Y2, Y5, Y2
+	VMULPS  Y0, Y1, Y1
+	VSUBPS  Y1, Y5, Y1
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y3, (AX)(DX*1)
+	VMOVUPS Y2, (AX)(DX*2)
+	VMOVUPS Y1, (AX)(BX*1)
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 32(AX)(DX*1), Y2
+	VMOVUPS 32(AX)(DX*2), Y3
+	VMOVUPS 32(AX)(BX*1), Y4
+	VADDPS  Y2, Y1, Y5
+	VADDPS  Y3, Y5, Y5
+	VADDPS  Y4, Y5, Y5
+	VMULPS  Y0, Y4, Y4
+	VSUBPS  Y4, Y5, Y4
+	VMULPS  Y0, Y3, Y3
+	VSUBPS  Y3, Y5, Y3
+	VMULPS  Y0, Y2, Y2
+	VSUBPS  Y2, Y5, Y2
+	VMULPS  Y0, Y1, Y1
+	VSUBPS  Y1, Y5, Y1
+	VMOVUPS Y4, 32(AX)
+	VMOVUPS Y3, 32(AX)(DX*1)
+	VMOVUPS Y2, 32(AX)(DX*2)
+	VMOVUPS Y1, 32(AX)(BX*1)
+	ADDQ    $0x00000040, AX
+	CMPQ    AX, SI
+	JB      rotateStageAVX2_loop
+	ADDQ    BX, AX
+	JMP     rotateStageAVX2_block
+
+rotateStageAVX2_done:
+	VZEROUPPER
+	RET
+
+// func rotateStageScaledAVX2(v []float32, stride int, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·rotateStageScaledAVX2(SB), NOSPLIT, $0-36
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVSS        scale+32(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x40000000, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	SHLQ         $0x02, DX
+	LEAQ         (DX)(DX*2), BX
+	LEAQ         (AX)(CX*4), CX
+
+rotateStageScaledAVX2_block:
+	CMPQ AX, CX
+	JAE  rotateStageScaledAVX2_done
+	LEAQ (AX)(DX*1), SI
+
+rotateStageScaledAVX2_loop:
+	VMOVUPS (AX), Y2
+	VMOVUPS (AX)(DX*1), Y3
+	VMOVUPS (AX)(DX*2), Y4
+	VMOVUPS (AX)(BX*1), Y5
+	VADDPS  Y3, Y2, Y6
+	VADDPS  Y4, Y6, Y6
+	VADDPS  Y5, Y6, Y6
+	VMULPS  Y1, Y5, Y5
+	VSUBPS  Y5, Y6, Y5
+	VMULPS  Y1, Y4, Y4
+	VSUBPS  Y4, Y6, Y4
+	VMULPS  Y1, Y3, Y3
+	VSUBPS  Y3, Y6, Y3
+	VMULPS  Y1, Y2, Y2
+	VSUBPS  Y2, Y6, Y2
+	VMULPS  Y0, Y5, Y5
+	VMOVUPS Y5, (AX)
+	VMULPS  Y0, Y4, Y4
+	VMOVUPS Y4, (AX)(DX*1)
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS Y3, (AX)(DX*2)
+	VMULPS  Y0, Y2, Y2
+	VMOVUPS Y2, (AX)(BX*1)
+	VMOVUPS 32(AX), Y2
+	VMOVUPS 32(AX)(DX*1), Y3
+	VMOVUPS 32(AX)(DX*2), Y4
+	VMOVUPS 32(AX)(BX*1), Y5
+	VADDPS  Y3, Y2, Y6
+	VADDPS  Y4, Y6, Y6
+	VADDPS  Y5, Y6, Y6
+	VMULPS  Y1, Y5, Y5
+	VSUBPS  Y5, Y6, Y5
+	VMULPS  Y1, Y4, Y4
+	VSUBPS  Y4, Y6, Y4
+	VMULPS  Y1, Y3, Y3
+	VSUBPS  Y3, Y6, Y3
+	VMULPS  Y1, Y2, Y2
+	VSUBPS  Y2, Y6, Y2
+	VMULPS  Y0, Y5, Y5
+	VMOVUPS Y5, 32(AX)
+	VMULPS  Y0, Y4, Y4
+	VMOVUPS Y4, 32(AX)(DX*1)
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS Y3, 32(AX)(DX*2)
+	VMULPS  Y0, Y2, Y2
+	VMOVUPS Y2, 32(AX)(BX*1)
+	ADDQ    $0x00000040, AX
+	CMPQ    AX, SI
+	JB      rotateStageScaledAVX2_loop
+	ADDQ    BX, AX
+	JMP     rotateStageScaledAVX2_block
+
+rotateStageScaledAVX2_done:
+	VZEROUPPER
+	RET
+
+// func hasNaNAVX2(v []float32) bool
+// Requires: AVX
+TEXT ·hasNaNAVX2(SB), NOSPLIT, $0-25
+	MOVQ   v_base+0(FP), AX
+	MOVQ   v_len+8(FP), CX
+	VXORPS Y0, Y0, Y0
+
+hasNaNAVX2_loop:
+	CMPQ    CX, $0x00
+	JE      hasNaNAVX2_done
+	VMOVUPS (AX), Y1
+	VCMPPS  $0x03, 32(AX), Y1, Y1
+	VMOVUPS 64(AX), Y2
+	VCMPPS  $0x03, 96(AX), Y2, Y2
+	VMOVUPS 128(AX), Y3
+	VCMPPS  $0x03, 160(AX), Y3, Y3
+	VMOVUPS 192(AX), Y4
+	VCMPPS  $0x03, 224(AX), Y4, Y4
+	VORPS   Y2, Y1, Y1
+	VORPS   Y4, Y3, Y3
+	VORPS   Y3, Y1, Y1
+	VORPS   Y1, Y0, Y0
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, CX
+	JMP     hasNaNAVX2_loop
+
+hasNaNAVX2_done:
+	VPTEST Y0, Y0
+	SETNE  AL
+	VZEROUPPER
+	MOVB   AL, ret+24(FP)
+	RET
+
+// func widenBF16AVX2(src []byte, dst []float32)
+// Requires: AVX, AVX2
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenBF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        widenBF16AVX2_done
+	VPMOVZXWD (AX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (CX)
+	VPMOVZXWD 16(AX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, 32(CX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000010, DX
+	JMP       widenBF16AVX2_loop
+
+widenBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func narrowBF16AVX2(v []float32, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         dst_base+24(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000040, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+narrowBF16AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        narrowBF16AVX2_done
+	VMOVUPS   (AX), Y3
+	VPSRLD    $0x10, Y3, Y4
+	VPAND     Y0, Y4, Y5
+	VCMPPS    $0x03, Y3, Y3, Y6
+	VPADDD    Y1, Y3, Y3
+	VPADDD    Y5, Y3, Y3
+	VPSRLD    $0x10, Y3, Y3
+	VPOR      Y2, Y4, Y4
+	VBLENDVPS Y6, Y4, Y3, Y3
+	VMOVUPS   32(AX), Y4
+	VPSRLD    $0x10, Y4, Y5
+	VPAND     Y0, Y5, Y6
+	VCMPPS    $0x03, Y4, Y4, Y7
+	VPADDD    Y1, Y4, Y4
+	VPADDD    Y6, Y4, Y4
+	VPSRLD    $0x10, Y4, Y4
+	VPOR      Y2, Y5, Y5
+	VBLENDVPS Y7, Y5, Y4, Y4
+	VPACKUSDW Y4, Y3, Y3
+	VPERMQ    $0xd8, Y3, Y3
+	VMOVDQU   Y3, (DX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, DX
+	SUBQ      $0x00000010, CX
+	JMP       narrowBF16AVX2_loop
+
+narrowBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX2(src []byte, dst []float32)
+// Requires: AVX, F16C
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        widenF16AVX2_done
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Y0, (CX)
+	VCVTPH2PS 16(AX), Y0
+	VMOVUPS   Y0, 32(CX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000010, DX
+	JMP       widenF16AVX2_loop
+
+widenF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX2(v []float32, dst []byte)
+// Requires: AVX, F16C
+TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ v_base+0(FP), AX
+	MOVQ v_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+narrowF16AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        narrowF16AVX2_done
+	VMOVUPS   (AX), Y0
+	VCVTPS2PH $0x00, Y0, (DX)
+	VMOVUPS   32(AX), Y0
+	VCVTPS2PH $0x00, Y0, 16(DX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, DX
+	SUBQ      $0x00000010, CX
+	JMP       narrowF16AVX2_loop
+
+narrowF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func widenF32AVX2(src []byte, dst []float32)
+// Requires: AVX
+TEXT ·widenF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenF32AVX2_loop:
+	CMPQ    DX, $0x00
+	JE      widenF32AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS Y0, (CX)
+	VMOVUPS 32(AX), Y0
+	VMOVUPS Y0, 32(CX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	SUBQ    $0x00000010, DX
+	JMP     widenF32AVX2_loop
+
+widenF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func narrowF32AVX2(v []float32, dst []byte)
+// Requires: AVX
+TEXT ·narrowF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ v_base+0(FP), AX
+	MOVQ v_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+narrowF32AVX2_loop:
+	CMPQ    CX, $0x00
+	JE      narrowF32AVX2_done
+	VMOVUPS (AX), Y0
+	VMOVUPS Y0, (DX)
+	VMOVUPS 32(AX), Y0
+	VMOVUPS Y0, 32(DX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, DX
+	SUBQ    $0x00000010, CX
+	JMP     narrowF32AVX2_loop
+
+narrowF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scaleInt8AVX2(q []byte, s float32, dst []float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·scaleInt8AVX2(SB), NOSPLIT, $0-56
+	MOVQ         q_base+0(FP), AX
+	MOVQ         q_len+8(FP), CX
+	MOVQ         dst_base+32(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+scaleInt8AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        scaleInt8AVX2_done
+	VPMOVSXBD (AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVUPS   Y1, (DX)
+	VPMOVSXBD 8(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVUPS   Y1, 32(DX)
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, CX
+	JMP       scaleInt8AVX2_loop
+
+scaleInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func mulInt8AVX2(q []byte, s []float32, dst []float32)
+// Requires: AVX, AVX2
+TEXT ·mulInt8AVX2(SB), NOSPLIT, $0-72
+	MOVQ q_base+0(FP), AX
+	MOVQ q_len+8(FP), CX
+	MOVQ dst_base+48(FP), DX
+	MOVQ s_base+24(FP), BX
+
+mulInt8AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        mulInt8AVX2_done
+	VPMOVSXBD (AX), Y0
+	VCVTDQ2PS Y0, Y0
+	VMULPS    (BX), Y0, Y0
+	VMOVUPS   Y0, (DX)
+	VPMOVSXBD 8(AX), Y0
+	VCVTDQ2PS Y0, Y0
+	VMULPS    32(BX), Y0, Y0
+	VMOVUPS   Y0, 32(DX)
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000010, CX
+	JMP       mulInt8AVX2_loop
+
+mulInt8AVX2_done:
+	VZEROUPPER
+	RET
+
 // func absMaxBits16AVX512(src []byte) uint32
 // Requires: AVX, AVX2, AVX512BW, AVX512F
 TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
@@ -764,5 +1380,602 @@ dequantizeF32AVX512_loop:
 	JMP       dequantizeF32AVX512_loop
 
 dequantizeF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func rotate4AVX512(v []float32, scale float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·rotate4AVX512(SB), NOSPLIT, $0-28
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x40000000, DX
+	VPBROADCASTD DX, Z1
+
+rotate4AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        rotate4AVX512_done
+	VMOVUPS   (AX), Z2
+	VMOVUPS   64(AX), Z3
+	VMOVUPS   128(AX), Z4
+	VMOVUPS   192(AX), Z5
+	VUNPCKLPS Z3, Z2, Z6
+	VUNPCKHPS Z3, Z2, Z2
+	VUNPCKLPS Z5, Z4, Z3
+	VUNPCKHPS Z5, Z4, Z4
+	VUNPCKLPD Z3, Z6, Z5
+	VUNPCKHPD Z3, Z6, Z3
+	VUNPCKLPD Z4, Z2, Z6
+	VUNPCKHPD Z4, Z2, Z2
+	VADDPS    Z3, Z5, Z4
+	VADDPS    Z6, Z4, Z4
+	VADDPS    Z2, Z4, Z4
+	VMULPS    Z1, Z2, Z2
+	VSUBPS    Z2, Z4, Z2
+	VMULPS    Z1, Z6, Z6
+	VSUBPS    Z6, Z4, Z6
+	VMULPS    Z1, Z3, Z3
+	VSUBPS    Z3, Z4, Z3
+	VMULPS    Z1, Z5, Z5
+	VSUBPS    Z5, Z4, Z5
+	VUNPCKLPS Z6, Z2, Z4
+	VUNPCKHPS Z6, Z2, Z2
+	VUNPCKLPS Z5, Z3, Z6
+	VUNPCKHPS Z5, Z3, Z3
+	VUNPCKLPD Z6, Z4, Z5
+	VUNPCKHPD Z6, Z4, Z4
+	VUNPCKLPD Z3, Z2, Z6
+	VUNPCKHPD Z3, Z2, Z2
+	VMULPS    Z0, Z5, Z5
+	VMOVUPS   Z5, (AX)
+	VMULPS    Z0, Z4, Z4
+	VMOVUPS   Z4, 64(AX)
+	VMULPS    Z0, Z6, Z6
+	VMOVUPS   Z6, 128(AX)
+	VMULPS    Z0, Z2, Z2
+	VMOVUPS   Z2, 192(AX)
+	ADDQ      $0x00000100, AX
+	SUBQ      $0x00000040, CX
+	JMP       rotate4AVX512_loop
+
+rotate4AVX512_done:
+	VZEROUPPER
+	RET
+
+// func rotate16AVX512(v []float32)
+// Requires: AVX, AVX512F
+TEXT ·rotate16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVL         $0x40000000, DX
+	VPBROADCASTD DX, Z0
+
+rotate16AVX512_loop:
+	CMPQ            CX, $0x00
+	JE              rotate16AVX512_done
+	VBROADCASTF32X4 (AX), Z1
+	VINSERTF32X4    $0x01, 64(AX), Z1, Z1
+	VINSERTF32X4    $0x02, 128(AX), Z1, Z1
+	VINSERTF32X4    $0x03, 192(AX), Z1, Z1
+	VBROADCASTF32X4 16(AX), Z2
+	VINSERTF32X4    $0x01, 80(AX), Z2, Z2
+	VINSERTF32X4    $0x02, 144(AX), Z2, Z2
+	VINSERTF32X4    $0x03, 208(AX), Z2, Z2
+	VBROADCASTF32X4 32(AX), Z3
+	VINSERTF32X4    $0x01, 96(AX), Z3, Z3
+	VINSERTF32X4    $0x02, 160(AX), Z3, Z3
+	VINSERTF32X4    $0x03, 224(AX), Z3, Z3
+	VBROADCASTF32X4 48(AX), Z4
+	VINSERTF32X4    $0x01, 112(AX), Z4, Z4
+	VINSERTF32X4    $0x02, 176(AX), Z4, Z4
+	VINSERTF32X4    $0x03, 240(AX), Z4, Z4
+	VUNPCKLPS       Z2, Z1, Z5
+	VUNPCKHPS       Z2, Z1, Z1
+	VUNPCKLPS       Z4, Z3, Z2
+	VUNPCKHPS       Z4, Z3, Z3
+	VUNPCKLPD       Z2, Z5, Z4
+	VUNPCKHPD       Z2, Z5, Z2
+	VUNPCKLPD       Z3, Z1, Z5
+	VUNPCKHPD       Z3, Z1, Z1
+	VADDPS          Z2, Z4, Z3
+	VADDPS          Z5, Z3, Z3
+	VADDPS          Z1, Z3, Z3
+	VMULPS          Z0, Z1, Z1
+	VSUBPS          Z1, Z3, Z1
+	VMULPS          Z0, Z5, Z5
+	VSUBPS          Z5, Z3, Z5
+	VMULPS          Z0, Z2, Z2
+	VSUBPS          Z2, Z3, Z2
+	VMULPS          Z0, Z4, Z4
+	VSUBPS          Z4, Z3, Z4
+	VUNPCKLPS       Z5, Z1, Z3
+	VUNPCKHPS       Z5, Z1, Z1
+	VUNPCKLPS       Z4, Z2, Z5
+	VUNPCKHPS       Z4, Z2, Z2
+	VUNPCKLPD       Z5, Z3, Z4
+	VUNPCKHPD       Z5, Z3, Z3
+	VUNPCKLPD       Z2, Z1, Z5
+	VUNPCKHPD       Z2, Z1, Z1
+	VADDPS          Z3, Z4, Z2
+	VADDPS          Z5, Z2, Z2
+	VADDPS          Z1, Z2, Z2
+	VMULPS          Z0, Z1, Z1
+	VSUBPS          Z1, Z2, Z1
+	VMULPS          Z0, Z5, Z5
+	VSUBPS          Z5, Z2, Z5
+	VMULPS          Z0, Z3, Z3
+	VSUBPS          Z3, Z2, Z3
+	VMULPS          Z0, Z4, Z4
+	VSUBPS          Z4, Z2, Z4
+	VEXTRACTF32X4   $0x00, Z1, (AX)
+	VEXTRACTF32X4   $0x01, Z1, 64(AX)
+	VEXTRACTF32X4   $0x02, Z1, 128(AX)
+	VEXTRACTF32X4   $0x03, Z1, 192(AX)
+	VEXTRACTF32X4   $0x00, Z5, 16(AX)
+	VEXTRACTF32X4   $0x01, Z5, 80(AX)
+	VEXTRACTF32X4   $0x02, Z5, 144(AX)
+	VEXTRACTF32X4   $0x03, Z5, 208(AX)
+	VEXTRACTF32X4   $0x00, Z3, 32(AX)
+	VEXTRACTF32X4   $0x01, Z3, 96(AX)
+	VEXTRACTF32X4   $0x02, Z3, 160(AX)
+	VEXTRACTF32X4   $0x03, Z3, 224(AX)
+	VEXTRACTF32X4   $0x00, Z4, 48(AX)
+	VEXTRACTF32X4   $0x01, Z4, 112(AX)
+	VEXTRACTF32X4   $0x02, Z4, 176(AX)
+	VEXTRACTF32X4   $0x03, Z4, 240(AX)
+	ADDQ            $0x00000100, AX
+	SUBQ            $0x00000040, CX
+	JMP             rotate16AVX512_loop
+
+rotate16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func rotate16ScaledAVX512(v []float32, scale float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·rotate16ScaledAVX512(SB), NOSPLIT, $0-28
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVSS        scale+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x40000000, DX
+	VPBROADCASTD DX, Z1
+
+rotate16ScaledAVX512_loop:
+	CMPQ            CX, $0x00
+	JE              rotate16ScaledAVX512_done
+	VBROADCASTF32X4 (AX), Z2
+	VINSERTF32X4    $0x01, 64(AX), Z2, Z2
+	VINSERTF32X4    $0x02, 128(AX), Z2, Z2
+	VINSERTF32X4    $0x03, 192(AX), Z2, Z2
+	VBROADCASTF32X4 16(AX), Z3
+	VINSERTF32X4    $0x01, 80(AX), Z3, Z3
+	VINSERTF32X4    $0x02, 144(AX), Z3, Z3
+	VINSERTF32X4    $0x03, 208(AX), Z3, Z3
+	VBROADCASTF32X4 32(AX), Z4
+	VINSERTF32X4    $0x01, 96(AX), Z4, Z4
+	VINSERTF32X4    $0x02, 160(AX), Z4, Z4
+	VINSERTF32X4    $0x03, 224(AX), Z4, Z4
+	VBROADCASTF32X4 48(AX), Z5
+	VINSERTF32X4    $0x01, 112(AX), Z5, Z5
+	VINSERTF32X4    $0x02, 176(AX), Z5, Z5
+	VINSERTF32X4    $0x03, 240(AX), Z5, Z5
+	VUNPCKLPS       Z3, Z2, Z6
+	VUNPCKHPS       Z3, Z2, Z2
+	VUNPCKLPS       Z5, Z4, Z3
+	VUNPCKHPS       Z5, Z4, Z4
+	VUNPCKLPD       Z3, Z6, Z5
+	VUNPCKHPD       Z3, Z6, Z3
+	VUNPCKLPD       Z4, Z2, Z6
+	VUNPCKHPD       Z4, Z2, Z2
+	VADDPS          Z3, Z5, Z4
+	VADDPS          Z6, Z4, Z4
+	VADDPS          Z2, Z4, Z4
+	VMULPS          Z1, Z2, Z2
+	VSUBPS          Z2, Z4, Z2
+	VMULPS          Z1, Z6, Z6
+	VSUBPS          Z6, Z4, Z6
+	VMULPS          Z1, Z3, Z3
+	VSUBPS          Z3, Z4, Z3
+	VMULPS          Z1, Z5, Z5
+	VSUBPS          Z5, Z4, Z5
+	VUNPCKLPS       Z6, Z2, Z4
+	VUNPCKHPS       Z6, Z2, Z2
+	VUNPCKLPS       Z5, Z3, Z6
+	VUNPCKHPS       Z5, Z3, Z3
+	VUNPCKLPD       Z6, Z4, Z5
+	VUNPCKHPD       Z6, Z4, Z4
+	VUNPCKLPD       Z3, Z2, Z6
+	VUNPCKHPD       Z3, Z2, Z2
+	VADDPS          Z4, Z5, Z3
+	VADDPS          Z6, Z3, Z3
+	VADDPS          Z2, Z3, Z3
+	VMULPS          Z1, Z2, Z2
+	VSUBPS          Z2, Z3, Z2
+	VMULPS          Z1, Z6, Z6
+	VSUBPS          Z6, Z3, Z6
+	VMULPS          Z1, Z4, Z4
+	VSUBPS          Z4, Z3, Z4
+	VMULPS          Z1, Z5, Z5
+	VSUBPS          Z5, Z3, Z5
+	VMULPS          Z0, Z2, Z2
+	VEXTRACTF32X4   $0x00, Z2, (AX)
+	VEXTRACTF32X4   $0x01, Z2, 64(AX)
+	VEXTRACTF32X4   $0x02, Z2, 128(AX)
+	VEXTRACTF32X4   $0x03, Z2, 192(AX)
+	VMULPS          Z0, Z6, Z6
+	VEXTRACTF32X4   $0x00, Z6, 16(AX)
+	VEXTRACTF32X4   $0x01, Z6, 80(AX)
+	VEXTRACTF32X4   $0x02, Z6, 144(AX)
+	VEXTRACTF32X4   $0x03, Z6, 208(AX)
+	VMULPS          Z0, Z4, Z4
+	VEXTRACTF32X4   $0x00, Z4, 32(AX)
+	VEXTRACTF32X4   $0x01, Z4, 96(AX)
+	VEXTRACTF32X4   $0x02, Z4, 160(AX)
+	VEXTRACTF32X4   $0x03, Z4, 224(AX)
+	VMULPS          Z0, Z5, Z5
+	VEXTRACTF32X4   $0x00, Z5, 48(AX)
+	VEXTRACTF32X4   $0x01, Z5, 112(AX)
+	VEXTRACTF32X4   $0x02, Z5, 176(AX)
+	VEXTRACTF32X4   $0x03, Z5, 240(AX)
+	ADDQ            $0x00000100, AX
+	SUBQ            $0x00000040, CX
+	JMP             rotate16ScaledAVX512_loop
+
+rotate16ScaledAVX512_done:
+	VZEROUPPER
+	RET
+
+// func rotateStageAVX512(v []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·rotateStageAVX512(SB), NOSPLIT, $0-32
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVL         $0x40000000, BX
+	VPBROADCASTD BX, Z0
+	SHLQ         $0x02, DX
+	LEAQ         (DX)(DX*2), BX
+	LEAQ         (AX)(CX*4), CX
+
+rotateStageAVX512_block:
+	CMPQ AX, CX
+	JAE  rotateStageAVX512_done
+	LEAQ (AX)(DX*1), SI
+
+rotateStageAVX512_loop:
+	VMOVUPS (AX), Z1
+	VMOVUPS (AX)(DX*1), Z2
+	VMOVUPS (AX)(DX*2), Z3
+	VMOVUPS (AX)(BX*1), Z4
+	VADDPS  Z2, Z1, Z5
+	VADDPS  Z3, Z5, Z5
+	VADDPS  Z4, Z5, Z5
+	VMULPS  Z0, Z4, Z4
+	VSUBPS  Z4, Z5, Z4
+	VMULPS  Z0, Z3, Z3
+	VSUBPS  Z3, Z5, Z3
+	VMULPS  Z0, Z2, Z2
+	VSUBPS  Z2, Z5, Z2
+	VMULPS  Z0, Z1, Z1
+	VSUBPS  Z1, Z5, Z1
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z3, (AX)(DX*1)
+	VMOVUPS Z2, (AX)(DX*2)
+	VMOVUPS Z1, (AX)(BX*1)
+	ADDQ    $0x00000040, AX
+	CMPQ    AX, SI
+	JB      rotateStageAVX512_loop
+	ADDQ    BX, AX
+	JMP     rotateStageAVX512_block
+
+rotateStageAVX512_done:
+	VZEROUPPER
+	RET
+
+// func rotateStageScaledAVX512(v []float32, stride int, scale float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·rotateStageScaledAVX512(SB), NOSPLIT, $0-36
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVSS        scale+32(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x40000000, BX
+	VPBROADCASTD BX, Z1
+	SHLQ         $0x02, DX
+	LEAQ         (DX)(DX*2), BX
+	LEAQ         (AX)(CX*4), CX
+
+rotateStageScaledAVX512_block:
+	CMPQ AX, CX
+	JAE  rotateStageScaledAVX512_done
+	LEAQ (AX)(DX*1), SI
+
+rotateStageScaledAVX512_loop:
+	VMOVUPS (AX), Z2
+	VMOVUPS (AX)(DX*1), Z3
+	VMOVUPS (AX)(DX*2), Z4
+	VMOVUPS (AX)(BX*1), Z5
+	VADDPS  Z3, Z2, Z6
+	VADDPS  Z4, Z6, Z6
+	VADDPS  Z5, Z6, Z6
+	VMULPS  Z1, Z5, Z5
+	VSUBPS  Z5, Z6, Z5
+	VMULPS  Z1, Z4, Z4
+	VSUBPS  Z4, Z6, Z4
+	VMULPS  Z1, Z3, Z3
+	VSUBPS  Z3, Z6, Z3
+	VMULPS  Z1, Z2, Z2
+	VSUBPS  Z2, Z6, Z2
+	VMULPS  Z0, Z5, Z5
+	VMOVUPS Z5, (AX)
+	VMULPS  Z0, Z4, Z4
+	VMOVUPS Z4, (AX)(DX*1)
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS Z3, (AX)(DX*2)
+	VMULPS  Z0, Z2, Z2
+	VMOVUPS Z2, (AX)(BX*1)
+	ADDQ    $0x00000040, AX
+	CMPQ    AX, SI
+	JB      rotateStageScaledAVX512_loop
+	ADDQ    BX, AX
+	JMP     rotateStageScaledAVX512_block
+
+rotateStageScaledAVX512_done:
+	VZEROUPPER
+	RET
+
+// func hasNaNAVX512(v []float32) bool
+// Requires: AVX, AVX512F
+TEXT ·hasNaNAVX512(SB), NOSPLIT, $0-25
+	MOVQ  v_base+0(FP), AX
+	MOVQ  v_len+8(FP), CX
+	KXORW K1, K1, K1
+
+hasNaNAVX512_loop:
+	CMPQ    CX, $0x00
+	JE      hasNaNAVX512_done
+	VMOVUPS (AX), Z0
+	VCMPPS  $0x03, 64(AX), Z0, K2
+	VMOVUPS 128(AX), Z0
+	VCMPPS  $0x03, 192(AX), Z0, K3
+	VMOVUPS 256(AX), Z0
+	VCMPPS  $0x03, 320(AX), Z0, K4
+	VMOVUPS 384(AX), Z0
+	VCMPPS  $0x03, 448(AX), Z0, K5
+	KORW    K3, K2, K2
+	KORW    K5, K4, K4
+	KORW    K4, K2, K2
+	KORW    K2, K1, K1
+	ADDQ    $0x00000200, AX
+	SUBQ    $0x00000080, CX
+	JMP     hasNaNAVX512_loop
+
+hasNaNAVX512_done:
+	KORTESTW K1, K1
+	SETNE    AL
+	VZEROUPPER
+	MOVB     AL, ret+24(FP)
+	RET
+
+// func widenBF16AVX512(src []byte, dst []float32)
+// Requires: AVX, AVX512F
+TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenBF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        widenBF16AVX512_done
+	VPMOVZXWD (AX), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (CX)
+	VPMOVZXWD 32(AX), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, 64(CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000080, CX
+	SUBQ      $0x00000020, DX
+	JMP       widenBF16AVX512_loop
+
+widenBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func narrowBF16AVX512(v []float32, dst []byte)
+// Requires: AVX, AVX512F
+TEXT ·narrowBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ         v_base+0(FP), AX
+	MOVQ         v_len+8(FP), CX
+	MOVQ         dst_base+24(FP), DX
+	MOVL         $0x00000001, BX
+	VPBROADCASTD BX, Z0
+	MOVL         $0x00007fff, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0x00000040, BX
+	VPBROADCASTD BX, Z2
+
+narrowBF16AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        narrowBF16AVX512_done
+	VMOVUPS   (AX), Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z5
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPADDD    Z1, Z3, Z3
+	VPADDD    Z5, Z3, Z3
+	VPSRLD    $0x10, Z3, Z3
+	VPORD     Z2, Z4, Z4
+	VMOVDQA32 Z4, K1, Z3
+	VPMOVDW   Z3, (DX)
+	VMOVUPS   64(AX), Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z5
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPADDD    Z1, Z3, Z3
+	VPADDD    Z5, Z3, Z3
+	VPSRLD    $0x10, Z3, Z3
+	VPORD     Z2, Z4, Z4
+	VMOVDQA32 Z4, K1, Z3
+	VPMOVDW   Z3, 32(DX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000020, CX
+	JMP       narrowBF16AVX512_loop
+
+narrowBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX512(src []byte, dst []float32)
+// Requires: AVX, AVX512F
+TEXT ·widenF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        widenF16AVX512_done
+	VCVTPH2PS (AX), Z0
+	VMOVUPS   Z0, (CX)
+	VCVTPH2PS 32(AX), Z0
+	VMOVUPS   Z0, 64(CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000080, CX
+	SUBQ      $0x00000020, DX
+	JMP       widenF16AVX512_loop
+
+widenF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX512(v []float32, dst []byte)
+// Requires: AVX, AVX512F
+TEXT ·narrowF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ v_base+0(FP), AX
+	MOVQ v_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+narrowF16AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        narrowF16AVX512_done
+	VMOVUPS   (AX), Z0
+	VCVTPS2PH $0x00, Z0, (DX)
+	VMOVUPS   64(AX), Z0
+	VCVTPS2PH $0x00, Z0, 32(DX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000020, CX
+	JMP       narrowF16AVX512_loop
+
+narrowF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func widenF32AVX512(src []byte, dst []float32)
+// Requires: AVX, AVX512F
+TEXT ·widenF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ src_base+0(FP), AX
+	MOVQ dst_base+24(FP), CX
+	MOVQ dst_len+32(FP), DX
+
+widenF32AVX512_loop:
+	CMPQ    DX, $0x00
+	JE      widenF32AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS Z0, (CX)
+	VMOVUPS 64(AX), Z0
+	VMOVUPS Z0, 64(CX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x00000020, DX
+	JMP     widenF32AVX512_loop
+
+widenF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func narrowF32AVX512(v []float32, dst []byte)
+// Requires: AVX, AVX512F
+TEXT ·narrowF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ v_base+0(FP), AX
+	MOVQ v_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+narrowF32AVX512_loop:
+	CMPQ    CX, $0x00
+	JE      narrowF32AVX512_done
+	VMOVUPS (AX), Z0
+	VMOVUPS Z0, (DX)
+	VMOVUPS 64(AX), Z0
+	VMOVUPS Z0, 64(DX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	SUBQ    $0x00000020, CX
+	JMP     narrowF32AVX512_loop
+
+narrowF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scaleInt8AVX512(q []byte, s float32, dst []float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·scaleInt8AVX512(SB), NOSPLIT, $0-56
+	MOVQ         q_base+0(FP), AX
+	MOVQ         q_len+8(FP), CX
+	MOVQ         dst_base+32(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+scaleInt8AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        scaleInt8AVX512_done
+	VPMOVSXBD (AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, (DX)
+	VPMOVSXBD 16(AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, 64(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x00000020, CX
+	JMP       scaleInt8AVX512_loop
+
+scaleInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func mulInt8AVX512(q []byte, s []float32, dst []float32)
+// Requires: AVX, AVX512F
+TEXT ·mulInt8AVX512(SB), NOSPLIT, $0-72
+	MOVQ q_base+0(FP), AX
+	MOVQ q_len+8(FP), CX
+	MOVQ dst_base+48(FP), DX
+	MOVQ s_base+24(FP), BX
+
+mulInt8AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        mulInt8AVX512_done
+	VPMOVSXBD (AX), Z0
+	VCVTDQ2PS Z0, Z0
+	VMULPS    (BX), Z0, Z0
+	VMOVUPS   Z0, (DX)
+	VPMOVSXBD 16(AX), Z0
+	VCVTDQ2PS Z0, Z0
+	VMULPS    64(BX), Z0, Z0
+	VMOVUPS   Z0, 64(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000080, DX
+	ADDQ      $0x00000080, BX
+	SUBQ      $0x00000020, CX
+	JMP       mulInt8AVX512_loop
+
+mulInt8AVX512_done:
 	VZEROUPPER
 	RET

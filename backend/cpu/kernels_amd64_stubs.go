@@ -52,6 +52,90 @@ func dequantizeF16AVX2(q []byte, s float32, dst []byte)
 //go:noescape
 func dequantizeF32AVX2(q []byte, s float32, dst []byte)
 
+// rotate4AVX2 does the stride-1 stage and the product by scale of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 32.
+//
+//go:noescape
+func rotate4AVX2(v []float32, scale float32)
+
+// rotate16AVX2 does the stride-1 and stride-4 stages of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 32.
+//
+//go:noescape
+func rotate16AVX2(v []float32)
+
+// rotate16ScaledAVX2 does the stride-1 and stride-4 stages and the product by scale of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 32.
+//
+//go:noescape
+func rotate16ScaledAVX2(v []float32, scale float32)
+
+// rotateStageAVX2 does the stage of the given stride of the ConvRot rotation on v in place.
+// stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
+//
+//go:noescape
+func rotateStageAVX2(v []float32, stride int)
+
+// rotateStageScaledAVX2 does the stage of the given stride, then the product by scale, of the ConvRot rotation on v in place.
+// stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
+//
+//go:noescape
+func rotateStageScaledAVX2(v []float32, stride int, scale float32)
+
+// hasNaNAVX2 reports whether v holds a NaN.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func hasNaNAVX2(v []float32) bool
+
+// widenBF16AVX2 sets dst[i] to the bfloat16 element i of src.
+// len(dst) must be a multiple of 16 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenBF16AVX2(src []byte, dst []float32)
+
+// narrowBF16AVX2 sets element i of dst to bfloat16(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 16 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowBF16AVX2(v []float32, dst []byte)
+
+// widenF16AVX2 sets dst[i] to the float16 element i of src.
+// len(dst) must be a multiple of 16 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenF16AVX2(src []byte, dst []float32)
+
+// narrowF16AVX2 sets element i of dst to float16(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 16 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowF16AVX2(v []float32, dst []byte)
+
+// widenF32AVX2 sets dst[i] to the float32 element i of src.
+// len(dst) must be a multiple of 16 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenF32AVX2(src []byte, dst []float32)
+
+// narrowF32AVX2 sets element i of dst to float32(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 16 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowF32AVX2(v []float32, dst []byte)
+
+// scaleInt8AVX2 sets dst[i] = float32(int8(q[i])) * s.
+// len(q) must be a multiple of 16 and dst (and s) must hold len(q) elements.
+//
+//go:noescape
+func scaleInt8AVX2(q []byte, s float32, dst []float32)
+
+// mulInt8AVX2 sets dst[i] = float32(int8(q[i])) * s[i].
+// len(q) must be a multiple of 16 and dst (and s) must hold len(q) elements.
+//
+//go:noescape
+func mulInt8AVX2(q []byte, s []float32, dst []float32)
+
 // absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.
 //
@@ -99,3 +183,87 @@ func dequantizeF16AVX512(q []byte, s float32, dst []byte)
 //
 //go:noescape
 func dequantizeF32AVX512(q []byte, s float32, dst []byte)
+
+// rotate4AVX512 does the stride-1 stage and the product by scale of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate4AVX512(v []float32, scale float32)
+
+// rotate16AVX512 does the stride-1 and stride-4 stages of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate16AVX512(v []float32)
+
+// rotate16ScaledAVX512 does the stride-1 and stride-4 stages and the product by scale of the ConvRot rotation on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate16ScaledAVX512(v []float32, scale float32)
+
+// rotateStageAVX512 does the stage of the given stride of the ConvRot rotation on v in place.
+// stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
+//
+//go:noescape
+func rotateStageAVX512(v []float32, stride int)
+
+// rotateStageScaledAVX512 does the stage of the given stride, then the product by scale, of the ConvRot rotation on v in place.
+// stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
+//
+//go:noescape
+func rotateStageScaledAVX512(v []float32, stride int, scale float32)
+
+// hasNaNAVX512 reports whether v holds a NaN.
+// len(v) must be a multiple of 128.
+//
+//go:noescape
+func hasNaNAVX512(v []float32) bool
+
+// widenBF16AVX512 sets dst[i] to the bfloat16 element i of src.
+// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenBF16AVX512(src []byte, dst []float32)
+
+// narrowBF16AVX512 sets element i of dst to bfloat16(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 32 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowBF16AVX512(v []float32, dst []byte)
+
+// widenF16AVX512 sets dst[i] to the float16 element i of src.
+// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenF16AVX512(src []byte, dst []float32)
+
+// narrowF16AVX512 sets element i of dst to float16(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 32 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowF16AVX512(v []float32, dst []byte)
+
+// widenF32AVX512 sets dst[i] to the float32 element i of src.
+// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+//
+//go:noescape
+func widenF32AVX512(src []byte, dst []float32)
+
+// narrowF32AVX512 sets element i of dst to float32(v[i]), rounded to nearest, ties to even.
+// len(v) must be a multiple of 32 and dst must hold len(v) elements.
+//
+//go:noescape
+func narrowF32AVX512(v []float32, dst []byte)
+
+// scaleInt8AVX512 sets dst[i] = float32(int8(q[i])) * s.
+// len(q) must be a multiple of 32 and dst (and s) must hold len(q) elements.
+//
+//go:noescape
+func scaleInt8AVX512(q []byte, s float32, dst []float32)
+
+// mulInt8AVX512 sets dst[i] = float32(int8(q[i])) * s[i].
+// len(q) must be a multiple of 32 and dst (and s) must hold len(q) elements.
+//
+//go:noescape
+func mulInt8AVX512(q []byte, s []float32, dst []float32)

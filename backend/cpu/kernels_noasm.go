@@ -21,3 +21,11 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 	dequantizeGeneric(out, q, s, dst)
 }
+
+func widenRow(dt dtype.DType, src []byte, dst []float32) { widenBlock(dt, src, 0, dst) }
+
+func storeRow(dt dtype.DType, dst []byte, v []float32) { storeBlock(dt, dst, 0, v) }
+
+func scaleInt8(q []byte, s float32, dst []float32) { scaleInt8Generic(q, s, dst) }
+
+func mulInt8(q []byte, s, dst []float32) { mulInt8Generic(q, s, dst) }

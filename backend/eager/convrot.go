@@ -76,17 +76,25 @@ func rotateAndQuantize(name, param string, x *tensor.Tensor, g int, seed int64) 
 }
 
 func dequantizeConvRotWeight(_ context.Context, a *op.ConvRotDequantizeArgs) (op.Dequantized, error) {
-	return dequantizeRotated(a.Q, a.Scale, a.Group, dtype.Float32)
+	return dequantizeRotated(op.DequantizeConvRotWeight.Name(), a.Q, a.Scale, a.Group, dtype.Float32)
 }
 
 func dequantizeConvRotWeightDType(_ context.Context, a *op.ConvRotDequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeRotated(a.Q, a.Scale, a.Group, a.OutDType)
+	return dequantizeRotated(op.DequantizeConvRotWeightDType.Name(), a.Q, a.Scale, a.Group, a.OutDType)
 }
 
 // dequantizeRotated is rotate(f32(q) * f32(scale), g) in float32, rounded
-// once to out; g = 0 leaves out the rotation.
-func dequantizeRotated(q, scale *tensor.Tensor, g int, out dtype.DType) (op.Dequantized, error) {
+// once to out; g = 0 leaves out the rotation. A scale that is not a finite
+// number > 0 is an error.
+func dequantizeRotated(name string, q, scale *tensor.Tensor, g int, out dtype.DType) (op.Dequantized, error) {
 	dev, _ := primitivesOf(q.Device())
+	i, err := dev.Find(scale, NotFinitePositive)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	if i >= 0 {
+		return op.Dequantized{}, op.BadScale(name, i)
+	}
 	if g == 0 {
 		t, err := dev.Binary(Mul, q, scale, out)
 		return op.Dequantized{Out: t}, err
@@ -101,10 +109,19 @@ func dequantizeRotated(q, scale *tensor.Tensor, g int, out dtype.DType) (op.Dequ
 	return op.Dequantized{Out: t}, err
 }
 
-// dequantizeEmbedding gathers the rows first (and their scales, if one per
-// row), then dequantizes and rotates as dequantize_int8_convrot_weight.
+// dequantizeEmbedding checks the whole table's scales, gathers the rows
+// (and their scales, if one per row), then dequantizes and rotates as
+// dequantize_int8_convrot_weight.
 func dequantizeEmbedding(_ context.Context, a *op.EmbeddingArgs) (op.Dequantized, error) {
 	rp, _ := rotatePrimitivesOf(a.Q.Device())
+	dev, _ := primitivesOf(a.Q.Device())
+	i, err := dev.Find(a.Scale, NotFinitePositive)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	if i >= 0 {
+		return op.Dequantized{}, op.BadScale(op.DequantizeEmbedding.Name(), i)
+	}
 	var tmp temps
 	defer tmp.release()
 	rows, err := tmp.keep(rp.GatherRows(a.Q, a.Indices))
@@ -121,5 +138,5 @@ func dequantizeEmbedding(_ context.Context, a *op.EmbeddingArgs) (op.Dequantized
 			return op.Dequantized{}, err
 		}
 	}
-	return dequantizeRotated(rows, scale, a.Group, a.OutDType)
+	return dequantizeRotated(op.DequantizeEmbedding.Name(), rows, scale, a.Group, a.OutDType)
 }

@@ -38,6 +38,8 @@ func New() backend.Backend {
 		op.DequantizeConvRotWeight.Implement(rotating, dequantizeConvRotWeight),
 		op.DequantizeConvRotWeightDType.Implement(rotating, dequantizeConvRotWeightDType),
 		op.DequantizeEmbedding.Implement(rotating, dequantizeEmbedding),
+		op.MMInt8.Implement(linear, mmInt8),
+		op.Int8Linear.Implement(linear, int8Linear),
 	}}
 }
 
@@ -170,17 +172,25 @@ func scaleFromMax(dev Primitives, tmp *temps, m *tensor.Tensor) (*tensor.Tensor,
 }
 
 func dequantize(_ context.Context, a *op.DequantizeArgs) (op.Dequantized, error) {
-	return dequantizeTo(a, dtype.Float32)
+	return dequantizeTo(op.Dequantize.Name(), a, dtype.Float32)
 }
 
 func dequantizeDType(_ context.Context, a *op.DequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeTo(&a.DequantizeArgs, a.OutDType)
+	return dequantizeTo(op.DequantizeDType.Name(), &a.DequantizeArgs, a.OutDType)
 }
 
 // dequantizeTo computes rOut(f32(q) * f32(scale)) with scale broadcast as
-// the contract allows.
-func dequantizeTo(a *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+// the contract allows, after finding the first scale that is not a finite
+// number > 0, which is an error.
+func dequantizeTo(name string, a *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
 	dev, _ := primitivesOf(a.Q.Device())
+	i, err := dev.Find(a.Scale, NotFinitePositive)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	if i >= 0 {
+		return op.Dequantized{}, op.BadScale(name, i)
+	}
 	t, err := dev.Binary(Mul, a.Q, a.Scale, out)
 	return op.Dequantized{Out: t}, err
 }

@@ -1,10 +1,12 @@
 package eager
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -188,4 +190,90 @@ func (host) GatherRows(x, indices *tensor.Tensor) (*tensor.Tensor, error) {
 		copy(ob[i*d*size:(i+1)*d*size], bs[0][int(r)*d*size:])
 	}
 	return out, nil
+}
+
+func (host) Activate(x *tensor.Tensor, act string, out dtype.DType) (*tensor.Tensor, error) {
+	v, err := x.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	shape := x.Shape()
+	switch act {
+	case op.ActGeluTanh:
+		return mapTo(out, shape, func(i int) float32 { return quant.GeluTanh(v[i]) })
+	case op.ActSwiGLU:
+		k := shape[len(shape)-1] / 2
+		shape[len(shape)-1] = k
+		return mapTo(out, shape, func(i int) float32 {
+			r, j := i/k, i%k
+			g := out.Round(quant.Silu(v[r*2*k+j]))
+			return g * v[r*2*k+k+j]
+		})
+	}
+	return nil, fmt.Errorf("eager: host activation %q", act)
+}
+
+func (host) MatMulInt8(a, b *tensor.Tensor, transB bool) (*tensor.Tensor, error) {
+	bs, err := hostArgs(a, b)
+	if err != nil {
+		return nil, err
+	}
+	m, k := a.Dim(0), a.Dim(1)
+	n := b.Dim(1)
+	if transB {
+		n = b.Dim(0)
+	}
+	out, err := tensor.Zeros(dtype.Int32, m, n)
+	if err != nil {
+		return nil, err
+	}
+	ob, _ := out.Bytes()
+	for i := range m {
+		for j := range n {
+			var acc int32
+			for p := range k {
+				bv := bs[1][p*n+j]
+				if transB {
+					bv = bs[1][j*k+p]
+				}
+				acc += int32(int8(bs[0][i*k+p])) * int32(int8(bv))
+			}
+			binary.LittleEndian.PutUint32(ob[4*(i*n+j):], uint32(acc))
+		}
+	}
+	return out, nil
+}
+
+func (host) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
+	ab, err := acc.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	xv, err := xs.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	wv, err := ws.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	var bv []float32
+	if bias != nil {
+		if bv, err = bias.Float32s(); err != nil {
+			return nil, err
+		}
+	}
+	n := acc.Dim(1)
+	return mapTo(out, acc.Shape(), func(i int) float32 {
+		r, c := i/n, i%n
+		w := wv[0]
+		if len(wv) > 1 {
+			w = wv[c]
+		}
+		y := out.Round(quant.LinearOut(int32(binary.LittleEndian.Uint32(ab[4*i:])), xv[r], w))
+		if bv != nil {
+			y += out.Round(bv[c])
+		}
+		return y
+	})
 }

@@ -21,6 +21,7 @@ func newBench() *cobra.Command {
 		dt       string
 		device   string
 		backends []string
+		ops      []string
 		cfg      bench.Config
 		asJSON   bool
 	)
@@ -31,10 +32,15 @@ func newBench() *cobra.Command {
 rounds, interleaved so that the machine's drift affects all alike) and, in the same
 rounds, a parallel copy of the input. Each operation's floor is the time to copy the
 bytes it must read and write at that speed; the ratio to it is the figure to compare
-across machines.`,
+across machines.
+
+--op chooses operations. The matrix products (mm_int8, int8_linear) take --shape
+M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is streaming
+the int8 weight (K·N bytes) at the copy speed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			cfg.Ops = ops
 			if cfg.Shape, err = parseShape(shape); err != nil {
 				return err
 			}
@@ -60,6 +66,7 @@ across machines.`,
 	f.StringVar(&dt, "dtype", "bf16", "input dtype: bf16, fp16 or fp32")
 	f.StringVar(&device, "device", "cpu", "device holding the tensors: cpu, or npu (Ascend)")
 	f.StringSliceVar(&backends, "backends", nil, "backends to time (default: every available one)")
+	f.StringSliceVar(&ops, "op", nil, "operations to time (default: every one with a workload for --shape)")
 	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -86,13 +93,22 @@ func printBench(w io.Writer, r *bench.Result) error {
 		fmt.Fprint(w, "no copy floor: the tensors are not in host memory\n\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t")
+	gops := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.GOPS > 0 })
+	head := "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t"
+	if gops {
+		head += "GOPS\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, o := range r.Ops {
+		tail := "\n"
+		if gops {
+			tail = fmt.Sprintf("%.1f\t\n", o.GOPS)
+		}
 		if o.FloorMs == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t"+tail, o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t\n", o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor)
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t"+tail, o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -85,23 +85,32 @@ complete; an interrupted run leaves nothing behind, and the input is never modif
 
 func newDequantize() *cobra.Command {
 	var (
-		f  convertFlags
-		dt string
+		f        convertFlags
+		dt       string
+		allowInf bool
 	)
 	cmd := &cobra.Command{
-		Use:   "dequantize IN.safetensors -o OUT.safetensors [--dtype bf16|fp16|fp32]",
+		Use:   "dequantize IN.safetensors -o OUT.safetensors [--dtype bf16|fp16|fp32] [--allow-inf]",
 		Short: "Convert int8_tensorwise layers back to floating point",
-		Args:  cobra.ExactArgs(1),
+		Long: `dequantize converts every int8_tensorwise layer of a checkpoint (a .safetensors file, or a
+.safetensors.index.json with its shards) back to floating point, q * scale rounded to
+--dtype, drops the scales and comfy_quant markers, and copies every other tensor.
+
+A scale that is not a finite number > 0 is an error naming the scale tensor. A value too
+large for --dtype (float16 ends at 65504) is an error naming the tensor, unless
+--allow-inf lets it be written as an infinity, as PyTorch (and ComfyUI) would.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := dtype.Parse(dt)
 			if err != nil {
 				return err
 			}
-			return runConvert(cmd, args[0], f, convert.Options{OutDType: out}, convert.Dequantize)
+			return runConvert(cmd, args[0], f, convert.Options{OutDType: out, AllowInf: allowInf}, convert.Dequantize)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&dt, "dtype", "bf16", "output dtype: bf16, fp16 or fp32")
+	cmd.Flags().BoolVar(&allowInf, "allow-inf", false, "write values too large for --dtype as infinities, as PyTorch would, instead of failing")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "show what would be converted; write nothing")
 	return cmd
 }
@@ -133,23 +142,34 @@ func runConvert(cmd *cobra.Command, in string, f convertFlags, opts convert.Opti
 	if err != nil {
 		return err
 	}
+	if !f.quiet {
+		for _, p := range sum.RemovedTemporaries {
+			fmt.Fprintf(stderr, "kitchen: removed %s, a temporary file that an interrupted run left behind\n", printable(p))
+		}
+	}
 	out := cmd.OutOrStdout()
 	switch {
 	case f.asJSON:
-		return writeJSON(out, sum)
+		err = writeJSON(out, sum)
 	case f.quiet:
-		return nil
 	case f.dryRun:
-		return printPlan(out, sum)
+		err = printPlan(out, sum)
+	default:
+		err = printSummary(out, sum)
 	}
-	return printSummary(out, sum)
+	if err != nil && !f.dryRun {
+		// The conversion is complete and in place; say so, since the
+		// exit status will not.
+		return fmt.Errorf("%s is written and complete, but the summary could not be printed: %w", sum.Output, err)
+	}
+	return err
 }
 
 func printPlan(w io.Writer, s *convert.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACTION\tTENSOR\tDTYPE\tSHAPE\tMB\tWHY")
 	for _, it := range s.Plan {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.2f\t%s\n", it.Action, it.Name, it.DType, it.Shape, float64(it.Bytes)/1e6, it.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.2f\t%s\n", it.Action, printable(it.Name), it.DType, it.Shape, float64(it.Bytes)/1e6, printable(it.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -161,7 +181,7 @@ func printPlan(w io.Writer, s *convert.Summary) error {
 
 func printSummary(w io.Writer, s *convert.Summary) error {
 	verb := fmt.Sprintf("%d quantized", s.Quantized)
-	if s.Dequantized > 0 || s.Quantized == 0 {
+	if s.Operation == "dequantize" {
 		verb = fmt.Sprintf("%d dequantized", s.Dequantized)
 	}
 	backends := strings.Join(s.Backends, ", ")
@@ -169,7 +189,7 @@ func printSummary(w io.Writer, s *convert.Summary) error {
 		backends = "none needed"
 	}
 	_, err := fmt.Fprintf(w, "wrote %s: %s, %d copied; %.1f MB in, %.1f MB out; %.2fs, %.0f MB/s; backend: %s\n",
-		s.Output, verb, s.Copied, float64(s.BytesIn)/1e6, float64(s.BytesOut)/1e6, s.Seconds, s.MBPerSecond, backends)
+		printable(s.Output), verb, s.Copied, float64(s.BytesIn)/1e6, float64(s.BytesOut)/1e6, s.Seconds, s.MBPerSecond, backends)
 	return err
 }
 

@@ -22,7 +22,7 @@ func newInspect() *cobra.Command {
 checks it thoroughly, and lists its tensors with the quantization formats found.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := convert.Inspect(args[0])
+			r, err := convert.Inspect(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -40,7 +40,7 @@ func printInspect(w io.Writer, r *convert.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tDTYPE\tSHAPE\tBYTES\tFORMAT\tSHARD")
 	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\n", t.Name, t.DType, t.Shape, t.Bytes, t.Format, filepath.Base(t.Shard))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\n", printable(t.Name), t.DType, t.Shape, t.Bytes, printable(t.Format), printable(filepath.Base(t.Shard)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -52,7 +52,7 @@ func printInspect(w io.Writer, r *convert.Report) error {
 	slices.Sort(dts)
 	var formats []string
 	for f, n := range r.Formats {
-		formats = append(formats, fmt.Sprintf("%s %d layers", f, n))
+		formats = append(formats, fmt.Sprintf("%s %d layers", printable(f), n))
 	}
 	slices.Sort(formats)
 	if len(formats) == 0 {
@@ -66,7 +66,7 @@ func printInspect(w io.Writer, r *convert.Report) error {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		fmt.Fprintf(w, "metadata: %s\n", strings.Join(keys, ", "))
+		fmt.Fprintf(w, "metadata: %s\n", printable(strings.Join(keys, ", ")))
 	}
 	return nil
 }

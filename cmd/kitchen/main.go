@@ -6,18 +6,89 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 )
 
+// stopSignals end a command. The first one cancels the command's context:
+// a conversion stops, removes its temporary files and commits nothing, an
+// inspection stops, and kitchen exits with 128 + the signal's number. A
+// second one ends the process at once, with the signal's default action
+// (a conversion's temporary files then remain, and the next run into the
+// same output removes them).
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// signalError is the cause of a context cancelled by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "interrupted by signal: " + e.sig.String() }
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kitchen:", err)
-		stop()
-		os.Exit(1)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, stopSignals...)
+	go func() {
+		sig := <-ch
+		signal.Reset(stopSignals...)
+		cancel(&signalError{sig})
+	}()
+	err := newRoot().ExecuteContext(ctx)
+	os.Exit(exitCode(os.Stderr, err, context.Cause(ctx)))
+}
+
+// exitCode reports err (if any) on w and returns the exit status: 0, 1,
+// or 128 + the number of the signal that stopped the command.
+func exitCode(w io.Writer, err, cause error) int {
+	if err == nil {
+		return 0
 	}
+	var se *signalError
+	if errors.As(cause, &se) {
+		if !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(w, "kitchen:", printable(err.Error()))
+		}
+		fmt.Fprintln(w, "kitchen:", se)
+		if n, ok := se.sig.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+		return 1
+	}
+	fmt.Fprintln(w, "kitchen:", printable(err.Error()))
+	return 1
+}
+
+// printable returns s with every character that a terminal would not
+// print as itself (control characters, escape sequences, invalid UTF-8,
+// bidirectional overrides) escaped as in a Go string literal, so that a
+// file's tensor names or metadata cannot write to the terminal. Newlines
+// are kept.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r != '\n' && (r == utf8.RuneError || !unicode.IsPrint(r)) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\n':
+			b.WriteByte('\n')
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !unicode.IsPrint(r) || r == utf8.RuneError:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

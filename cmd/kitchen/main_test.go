@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,9 +94,10 @@ func TestBenchJSON(t *testing.T) {
 	for _, o := range res.Ops {
 		seen[o.Op+"/"+o.Backend] = true
 	}
+	gemm := []string{op.MMInt8.Name(), op.Int8Linear.Name()}
 	for _, o := range backend.Ops() {
 		for _, b := range []string{"eager", "cpu"} {
-			if !seen[o.Name()+"/"+b] {
+			if !seen[o.Name()+"/"+b] && !slices.Contains(gemm, o.Name()) {
 				t.Errorf("no entry for %s on %s in %s", o.Name(), b, out)
 			}
 		}
@@ -155,5 +157,38 @@ func TestQuantizeCommands(t *testing.T) {
 	}
 	if _, err := runCLI(t, "quantize", "../../testdata/golden/int8.json", "-o", filepath.Join(dir, "z.safetensors")); err == nil || !strings.Contains(err.Error(), "invalid safetensors file") {
 		t.Errorf("a JSON file as input: %v", err)
+	}
+}
+
+// TestBenchGEMM times the matrix products on an M,K,N shape: GOPS are
+// reported, and only the operations asked for run.
+func TestBenchGEMM(t *testing.T) {
+	out, err := runCLI(t, "bench", "--op", "mm_int8,int8_linear", "--shape", "3,64,8", "--warmup", "1", "--runs", "2", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Ops []struct {
+			Op, Backend string
+			GOPS        float64 `json:"gops"`
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, o := range res.Ops {
+		if o.GOPS <= 0 || (o.Op != "mm_int8" && o.Op != "int8_linear") {
+			t.Errorf("entry %+v", o)
+		}
+		seen[o.Op+"/"+o.Backend] = true
+	}
+	for _, want := range []string{"mm_int8/cpu", "mm_int8/eager", "int8_linear/cpu", "int8_linear/eager"} {
+		if !seen[want] {
+			t.Errorf("no entry %s in %s", want, out)
+		}
+	}
+	if _, err := runCLI(t, "bench", "--op", "int8_linear", "--shape", "64,64"); err == nil {
+		t.Error("a 2-D shape for int8_linear was accepted")
 	}
 }

@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log dispatch decisions to stderr")
-	root.AddCommand(newQuantize(), newDequantize(), newInspect(), newBackends(), newBench(), newVersion())
+	root.AddCommand(newQuantize(), newDequantize(), newInspect(), newEval(), newBackends(), newBench(), newVersion())
 	return root
 }
 

@@ -82,8 +82,8 @@ var goldenOnce struct {
 	err   error
 }
 
-// goldenCases loads testdata/golden/int8.json and convrot.json from the
-// module's root,
+// goldenCases loads testdata/golden/int8.json, convrot.json and
+// linear.json from the module's root,
 // found by walking up from the working directory to kitchen's go.mod.
 func goldenCases(t testing.TB) []golden.Case {
 	goldenOnce.Do(func() {
@@ -95,7 +95,7 @@ func goldenCases(t testing.TB) []golden.Case {
 		for _, f := range []struct {
 			name  string
 			least int
-		}{{"int8.json", 500}, {"convrot.json", 100}} {
+		}{{"int8.json", 500}, {"convrot.json", 100}, {"linear.json", 100}} {
 			cs, err := golden.Load(filepath.Join(root, "testdata", "golden", f.name))
 			if err == nil && len(cs) < f.least {
 				err = fmt.Errorf("%s: only %d golden cases", f.name, len(cs))

@@ -1,7 +1,10 @@
 package backendtest
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend"
@@ -47,6 +50,11 @@ func dequantizeGolden(simple bool, c *golden.Case) (Call, []output, bool) {
 	if c.Op != op.DequantizeDType.Name() || simple && c.OutDType != dtype.Float32 {
 		return Call{}, nil, false
 	}
+	if badScaleAt(c.ScaleDType, c.Scale) >= 0 {
+		// A scale of zero (a float16 scale that underflowed): PyTorch
+		// multiplies by it, kitchen refuses it (dequantizeBad's cases).
+		return Call{}, nil, false
+	}
 	q := hostTensor(dtype.Int8, c.Q, c.QShape...)
 	s := hostTensor(c.ScaleDType, c.Scale, c.ScaleShape...)
 	call := dequantizeCall(simple, q, s, c.OutDType)
@@ -62,12 +70,43 @@ func scaleShapes(shape []int) [][]int {
 }
 
 // dequantizeRandom dequantizes random q by a scale of g's dtype and any
-// allowed shape, with values of every kind (NaN, infinities and negative
-// scales included: dequantization does not check them).
+// allowed shape, with values of every kind. One case in four keeps them
+// all, NaN, infinities, zeros and negative values included, which every
+// backend must refuse alike (the first bad element); the others make each
+// scale finite and > 0 (its magnitude, or 1), so that most cases compare
+// outputs.
 func dequantizeRandom(simple bool, g *gen) Call {
 	sshape := scaleShapes(g.shape)[g.pick(4)]
-	s := hostTensor(g.dt, g.values(g.dt, tensor.Numel(sshape), 1, false), sshape...)
+	v := g.values(g.dt, tensor.Numel(sshape), 1, false)
+	if g.pick(4) > 0 {
+		v = positive(g.dt, v)
+	}
+	s := hostTensor(g.dt, v, sshape...)
 	return dequantizeCall(simple, hostTensor(dtype.Int8, g.int8s(tensor.Numel(g.shape)), g.shape...), s, dtype.Floats()[g.pick(3)])
+}
+
+// positive replaces each element of dt in b by its magnitude, or by 1
+// where that is not a finite number > 0.
+func positive(dt dtype.DType, b []byte) []byte {
+	for i := range len(b) / dt.Size() {
+		v := float32(math.Abs(float64(dtype.Load(b, dt, i))))
+		if !(v > 0 && v <= math.MaxFloat32) {
+			v = 1
+		}
+		dtype.Store(b, dt, i, v)
+	}
+	return b
+}
+
+// badScaleAt returns the index of the first element of dt in b that is not
+// a finite number > 0, or -1.
+func badScaleAt(dt dtype.DType, b []byte) int {
+	for i := range len(b) / dt.Size() {
+		if v := dtype.Load(b, dt, i); !(v > 0 && v <= math.MaxFloat32) {
+			return i
+		}
+	}
+	return -1
 }
 
 func dequantizeBad(simple bool) []badCall {
@@ -92,6 +131,9 @@ func dequantizeBad(simple bool) []badCall {
 		{call(q, must(tensor.Zeros(dtype.Int32, 2, 1))), "scale", backend.ErrDType, -1},
 		{call(q, elsewhereTensor(dtype.Float32, 2, 1)), "scale", backend.ErrDevice, -1},
 	}
+	for _, c := range badScales(simple) {
+		bad = append(bad, badCall{c.Call, "scale", backend.ErrScale, -1})
+	}
 	if !simple {
 		bad = append(bad,
 			badCall{dequantizeCall(false, q, s1, dtype.Int8), "out_dtype", backend.ErrDType, -1},
@@ -102,6 +144,45 @@ func dequantizeBad(simple bool) []badCall {
 	return bad
 }
 
+// badScale is a call with a scale that is not a finite number > 0, and
+// the index of its first bad element.
+type badScale struct {
+	Call
+	at int
+}
+
+// badScales are calls with a scale of every dtype and form that holds NaN,
+// an infinity, zero, -0 or a negative value.
+func badScales(simple bool) []badScale {
+	q := must(tensor.FromInt8([]int8{1, 2, 3, 4, 5, 6}, 2, 3))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
+	var out []badScale
+	for i, sdt := range dtype.Floats() {
+		for _, c := range []struct {
+			v     []float32
+			shape []int
+			at    int
+		}{
+			{[]float32{nan}, nil, 0},
+			{[]float32{inf}, []int{1}, 0},
+			{[]float32{-inf}, []int{1, 1}, 0},
+			{[]float32{0}, nil, 0},
+			{[]float32{negZero}, nil, 0},
+			{[]float32{-0.5}, nil, 0},
+			{[]float32{0.5, nan}, []int{2, 1}, 1},
+			{[]float32{-1, 0}, []int{2, 1}, 0},
+			{[]float32{0.5, 0.25, 1, 2, 0, 3}, []int{2, 3}, 4},
+			{[]float32{0.5, 0.25, 1, 2, 3, -inf}, []int{2, 3}, 5},
+		} {
+			call := dequantizeCall(simple, q, floats(sdt, c.v, c.shape...), dtype.Floats()[(i+c.at)%3])
+			call.Name += fmt.Sprintf(" (scale %v)", c.v)
+			out = append(out, badScale{call, c.at})
+		}
+	}
+	return out
+}
+
 // dequantizePaths: q split into parts with each form of scale, and scales
 // of every float dtype, each of which must act as its values widened to
 // float32 (a kernel that reads a float16 scale as bfloat16 fails).
@@ -110,9 +191,32 @@ func dequantizePaths(simple bool, t *testing.T, e *env, tl *tally) {
 	q := hostTensor(dtype.Int8, g.int8s(tensor.Numel(splitShape)), splitShape...)
 	for i, sshape := range scaleShapes(splitShape)[1:] {
 		for j, sdt := range dtype.Floats() {
-			s := hostTensor(sdt, g.values(sdt, tensor.Numel(sshape), 1, true), sshape...)
+			s := hostTensor(sdt, positive(sdt, g.values(sdt, tensor.Numel(sshape), 1, true)), sshape...)
 			c := dequantizeCall(simple, q, s, dtype.Floats()[(i+j)%3])
 			e.match(t, tl, c)
+		}
+	}
+	// A bad scale is refused naming its first bad element, by every
+	// backend alike, and a late one in a scale split into parts too.
+	for _, c := range badScales(simple) {
+		o := e.exec(t, c.Call, e.name, e.dev)
+		tl.count(t, c.Call, o.declined, o.err)
+		if want := fmt.Sprintf("element %d:", c.at); !o.declined && (o.err == nil || !strings.Contains(o.err.Error(), want)) {
+			t.Errorf("%s: error %v, want one saying %q", c.Name, o.err, want)
+		}
+	}
+	for i, sdt := range dtype.Floats() {
+		for _, sshape := range scaleShapes(splitShape)[2:] {
+			v := positive(sdt, g.values(sdt, tensor.Numel(sshape), 1, true))
+			at := len(v)/sdt.Size() - 1 - i
+			dtype.Store(v, sdt, at, []float32{0, float32(math.NaN()), -1}[i])
+			c := dequantizeCall(simple, q, hostTensor(sdt, v, sshape...), dtype.Floats()[i])
+			o := e.exec(t, c, e.name, e.dev)
+			tl.count(t, c, o.declined, o.err)
+			var ae *backend.ArgError
+			if want := fmt.Sprintf("element %d:", at); !o.declined && (!errors.As(o.err, &ae) || !errors.Is(o.err, backend.ErrScale) || !strings.Contains(o.err.Error(), want)) {
+				t.Errorf("%s with a bad scale element %d: error %v, want %v saying %q", c.Name, at, o.err, backend.ErrScale, want)
+			}
 		}
 	}
 	// A scalar q (there are no golden vectors of rank 0).
@@ -124,7 +228,7 @@ func dequantizePaths(simple bool, t *testing.T, e *env, tl *tally) {
 	q = hostTensor(dtype.Int8, g.int8s(5*33), g.shape...)
 	for _, sshape := range scaleShapes(g.shape) {
 		for i, sdt := range dtype.Floats() {
-			s := hostTensor(sdt, g.values(sdt, tensor.Numel(sshape), 1, true), sshape...)
+			s := hostTensor(sdt, positive(sdt, g.values(sdt, tensor.Numel(sshape), 1, true)), sshape...)
 			wide := floats(dtype.Float32, must(s.Float32s()), sshape...)
 			for j, out := range dtype.Floats() {
 				if simple && j > 0 {

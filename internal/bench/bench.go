@@ -7,7 +7,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -30,6 +29,10 @@ type Config struct {
 	Backends []string
 	// Device holds the input; nil means the host.
 	Device tensor.Device
+	// Ops to measure; empty means every operation with a workload for the
+	// shape (the quantize and dequantize operations for a tensor's shape;
+	// the matrix products, mm_int8 and int8_linear, for M, K, N).
+	Ops []string
 }
 
 // Result is one benchmark run. Its JSON form is what `kitchen bench --json`
@@ -56,8 +59,11 @@ type OpResult struct {
 	// CopyGBPerS is the copy speed measured alongside this backend; FloorMs
 	// is the time to copy Bytes at that speed, and RatioToFloor the median
 	// time over it.
-	CopyGBPerS   float64 `json:"copy_gb_per_s"`
-	FloorMs      float64 `json:"floor_ms"`
+	CopyGBPerS float64 `json:"copy_gb_per_s"`
+	FloorMs    float64 `json:"floor_ms"`
+	// GOPS is a matrix product's speed: 2·M·N·K operations over the median
+	// time, in billions per second.
+	GOPS         float64 `json:"gops,omitempty"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
 }
 
@@ -86,29 +92,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
 	}
-	x, err := input(cfg)
-	if err != nil {
-		return nil, err
-	}
-	n := int64(x.Numel())
-	size := int64(cfg.DType.Size())
+	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device}
 	type prepared struct {
 		name string
 		w    *backend.Workload
 	}
 	var ops []prepared
+	var copyBytes int64
 	for _, o := range backend.Ops() {
-		w, err := o.Workload(ctx, backend.Default, x)
+		if len(cfg.Ops) > 0 && !slices.Contains(cfg.Ops, o.Name()) {
+			continue
+		}
+		w, err := o.Workload(ctx, backend.Default, spec)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 		if w != nil {
 			ops = append(ops, prepared{o.Name(), w})
+			copyBytes = max(copyBytes, w.CopyBytes)
 		}
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("bench: no operation %v has a workload for shape %v (the matrix products take M,K,N)", cfg.Ops, cfg.Shape)
 	}
 	// The copy floor is a host-memory figure: it means nothing for tensors
 	// on an accelerator, so there it is left out.
-	host := x.Device() == tensor.CPU()
+	host := cfg.Device == nil || cfg.Device == tensor.CPU()
 
 	type series struct {
 		op    prepared
@@ -122,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// where the host gives them), so the floor sees the same memory system.
 	var copySrc, copyDst []byte
 	if host {
-		copySrc, copyDst = hostBuffer(n*size), hostBuffer(n*size)
+		copySrc, copyDst = hostBuffer(copyBytes), hostBuffer(copyBytes)
 	}
 	res := &Result{
 		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
@@ -169,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		runtime.GC() // leave the next phase none of this one's garbage
 		var gbps float64
 		if host {
-			gbps = float64(2*n*size) / median(copies).Seconds() / 1e9
+			gbps = float64(2*copyBytes) / median(copies).Seconds() / 1e9
 		}
 		if res.CopyGBPerS == 0 {
 			res.CopyGBPerS = gbps
@@ -183,24 +192,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				r.FloorMs = float64(s.op.w.Bytes) / (gbps * 1e9) * 1e3
 				r.RatioToFloor = r.MedianMs / r.FloorMs
 			}
+			if s.op.w.Ops > 0 {
+				r.GOPS = float64(s.op.w.Ops) / median(s.times).Seconds() / 1e9
+			}
 			res.Ops = append(res.Ops, r)
 		}
 	}
 	return res, nil
-}
-
-// input makes a deterministic normally distributed tensor on the device.
-func input(cfg Config) (*tensor.Tensor, error) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	v := make([]float32, tensor.Numel(cfg.Shape))
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
-	x, err := tensor.FromFloat32(cfg.DType, v, cfg.Shape...)
-	if err != nil || cfg.Device == nil {
-		return x, err
-	}
-	return x.To(cfg.Device)
 }
 
 func hostBuffer(n int64) []byte {

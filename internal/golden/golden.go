@@ -1,8 +1,9 @@
 // Package golden reads the golden vectors computed by PyTorch, an
 // implementation of the contract independent of kitchen's, for every
 // backend's tests: testdata/golden/int8.json (INT8 Q/DQ,
-// tools/golden/gen_golden.py) and testdata/golden/convrot.json (the ConvRot
-// operations, tools/golden/gen_convrot.py).
+// tools/golden/gen_golden.py), testdata/golden/convrot.json (the ConvRot
+// operations, tools/golden/gen_convrot.py) and testdata/golden/linear.json
+// (mm_int8 and int8_linear, tools/golden/gen_linear.py).
 package golden
 
 import (
@@ -30,6 +31,17 @@ import (
 // (matrix product) and OutButterfly (kitchen's order); embeddings also fill
 // Indices, IndicesDType (int32 or int64) and IndicesShape. ButterflyEqual
 // tells whether the two orders gave the same float32 rotated values.
+//
+// linear.json: mm_int8 cases fill A (int8) with AShape [M,K], B (int8)
+// with BShape [K,N], and Out (int32), OutShape [M,N], OutDType (int32);
+// DType is int8. int8_linear cases fill DType (x's dtype), Shape (x's
+// shape, swiglu's [gate | up] included), X, Weight (int8) with WeightShape
+// [N,K], WeightScale with WeightScaleDType and WeightScaleShape ([], [1],
+// [N] or [N,1]), Bias with BiasDType and BiasShape [N] (all three empty: no
+// bias), Group (convrot_groupsize; 0 without ConvRot; the rotation is
+// kitchen's butterfly order), InputAct ("", "gelu_tanh" or "swiglu"), XQ
+// (int8 [M,K]) and XS (float32 [M,1]), the activation quantized after
+// the activation and rotation steps, and Out, OutShape [..., N], OutDType.
 type Case struct {
 	Name       string      `json:"name"`
 	Op         string      `json:"op"`
@@ -56,6 +68,22 @@ type Case struct {
 	QButterfly     Hex         `json:"q_butterfly"`
 	ScaleButterfly Hex         `json:"scale_butterfly"`
 	OutButterfly   Hex         `json:"out_butterfly"`
+
+	A                Hex         `json:"a"`
+	AShape           []int       `json:"a_shape"`
+	B                Hex         `json:"b"`
+	BShape           []int       `json:"b_shape"`
+	Weight           Hex         `json:"weight"`
+	WeightShape      []int       `json:"weight_shape"`
+	WeightScale      Hex         `json:"weight_scale"`
+	WeightScaleDType dtype.DType `json:"weight_scale_dtype"`
+	WeightScaleShape []int       `json:"weight_scale_shape"`
+	Bias             Hex         `json:"bias"`
+	BiasDType        dtype.DType `json:"bias_dtype"`
+	BiasShape        []int       `json:"bias_shape"`
+	InputAct         string      `json:"input_act"`
+	XQ               Hex         `json:"xq"`
+	XS               Hex         `json:"xs"`
 }
 
 // Hex is bytes written as a hex string in the JSON.

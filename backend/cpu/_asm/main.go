@@ -15,7 +15,13 @@
 //     bfloat16; then clamped to [-128, 127] (which commutes with rounding to
 //     an integer, and keeps the conversion in range), converted with the
 //     default round-to-nearest-even mode, and narrowed with saturation;
-//   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above.
+//   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above;
+//   - the ConvRot rows: the rotation of float32 rows in place in exactly
+//     quant.Rotate's order of operations (see butterfly); widening float32,
+//     float16 and bfloat16 to float32 exactly (F16C returns a signaling
+//     float16 NaN quieted, which any arithmetic on it next does too); int8
+//     times one scale or a scale per element; rounding float32 rows to T as
+//     above; and a test for NaN.
 //
 // Each kernel is written once and emitted for both vector widths: AVX2 with
 // 256-bit registers and AVX-512 with 512-bit ones (see width). The AVX-512
@@ -285,6 +291,65 @@ func quantize(name string, dt string, w width) {
 	RET()
 }
 
+// storer writes registers of float32 lanes to memory as dt, rounding to
+// nearest, ties to even. Its constants are made once, before a kernel's
+// loop.
+type storer struct {
+	dt               string
+	w                width
+	one, bias, quiet VecVirtual
+}
+
+func newStorer(dt string, w width) storer {
+	st := storer{dt: dt, w: w}
+	if dt == "bfloat16" {
+		st.one, st.bias, st.quiet = w.broadcast(1), w.broadcast(0x7fff), w.broadcast(0x40)
+	}
+	return st
+}
+
+// store writes the lanes of y (which it clobbers) to out. On AVX2 a
+// bfloat16 register is only rounded here, and written by finish.
+func (st storer) store(y VecVirtual, out Mem) {
+	w := st.w
+	switch st.dt {
+	case "bfloat16":
+		// Round to nearest even on the bits and keep the top half; a
+		// NaN keeps its top bits and is quieted, as the Go conversion
+		// does.
+		top, t := w.reg(), w.reg()
+		nan := w.mask()
+		VPSRLD(Imm(16), y, top)
+		w.and(st.one, top, t)
+		VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
+		VPADDD(st.bias, y, y)
+		VPADDD(t, y, y)
+		VPSRLD(Imm(16), y, y)
+		w.or(st.quiet, top, top)
+		w.blend(nan, top, y)
+		if w.narrowStore {
+			VPMOVDW(y, out)
+		}
+	case "float16":
+		VCVTPS2PH(Imm(0), y, out)
+	default:
+		VMOVUPS(y, out)
+	}
+}
+
+// finish writes the two bfloat16 registers v that store rounded, on
+// AVX2, to out.
+func (st storer) finish(v []VecVirtual, out Mem) {
+	if st.dt == "bfloat16" && !st.w.narrowStore {
+		// The lanes hold values below 1<<16, so the unsigned saturating
+		// pack keeps them; it works within 128-bit lanes, VPERMQ restores
+		// the order.
+		VPACKUSDW(v[1], v[0], v[0])
+		VPERMQ(Imm(0xd8), v[0], v[0])
+		VMOVDQU(v[0], out)
+	}
+}
+
 // dequantize emits the kernel that dequantizes int8 to dt, two registers
 // of lanes per iteration.
 func dequantize(name string, dt string, w width) {
@@ -299,10 +364,7 @@ func dequantize(name string, dt string, w width) {
 	n := Load(Param("q").Len(), GP64())
 	dst := Load(Param("dst").Base(), GP64())
 	s := w.broadcastParam("s")
-	var one, bias, quiet VecVirtual
-	if dt == "bfloat16" {
-		one, bias, quiet = w.broadcast(1), w.broadcast(0x7fff), w.broadcast(0x40)
-	}
+	st := newStorer(dt, w)
 
 	Label(name + "_loop")
 	CMPQ(n, Imm(0))
@@ -315,41 +377,416 @@ func dequantize(name string, dt string, w width) {
 		VPMOVSXBD(Mem{Base: q, Disp: lanes * g}, y)
 		VCVTDQ2PS(y, y)
 		VMULPS(s, y, y)
-		out := Mem{Base: dst, Disp: lanes * size * g}
-		switch dt {
-		case "bfloat16":
-			// Round to nearest even on the bits and keep the top half; a
-			// NaN (from a NaN scale) keeps its top bits and is quieted, as
-			// the Go conversion does.
-			top, t := w.reg(), w.reg()
-			nan := w.mask()
-			VPSRLD(Imm(16), y, top)
-			w.and(one, top, t)
-			VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
-			VPADDD(bias, y, y)
-			VPADDD(t, y, y)
-			VPSRLD(Imm(16), y, y)
-			w.or(quiet, top, top)
-			w.blend(nan, top, y)
-			if w.narrowStore {
-				VPMOVDW(y, out)
-			}
-		case "float16":
-			VCVTPS2PH(Imm(0), y, out)
-		default:
-			VMOVUPS(y, out)
-		}
+		st.store(y, Mem{Base: dst, Disp: lanes * size * g})
 	}
-	if dt == "bfloat16" && !w.narrowStore {
-		// The lanes hold values below 1<<16, so the unsigned saturating
-		// pack keeps them; it works within 128-bit lanes, VPERMQ restores
-		// the order.
-		VPACKUSDW(v[1], v[0], v[0])
-		VPERMQ(Imm(0xd8), v[0], v[0])
-		VMOVDQU(v[0], Mem{Base: dst})
-	}
+	st.finish(v, Mem{Base: dst})
 	ADDQ(U32(block), q)
 	ADDQ(U32(block*size), dst)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// The ConvRot rotation (quant.Rotate) of float32 rows in place, in
+// exactly its order of operations, so the results are the same bits:
+//
+//   - stage by stage, with strides 1, 4, 16, ... up to g/4; each stage
+//     maps every four values a, b, c, d that are stride apart (within a
+//     block of 4*stride) to s-2d, s-2c, s-2b, s-2a, where s = ((a+b)+c)+d
+//     is summed in that order;
+//   - then every value times 2^-(log4 g), which the last stage does right
+//     after its subtraction: the same two roundings as a separate pass.
+//
+// The products by 2 are exact (x+x, as the Go compiler computes them, is
+// the same value), and are done by VMULPS so that they run beside the
+// additions on CPUs with separate adders and multipliers. Each operation
+// keeps the Go code's operand order (a first in every sum, s first in
+// every difference, the value first in the product), so even the payload
+// of a NaN, which x86 takes from the first operand, matches. Vector lanes
+// only do many butterflies at once:
+//
+//   - strides 1 and 4 within blocks of 16 values: the kernel loads the
+//     four 128-bit chunks of a block into four registers, chunk r into
+//     register r, one block per 128-bit lane (two blocks on AVX2, four on
+//     AVX-512). The stride-4 butterflies are then of whole registers. For
+//     the stride-1 ones, a 4x4 transpose within each 128-bit lane puts
+//     value j of every chunk into register j, so they are of whole
+//     registers too, and a second transpose undoes it;
+//   - strides of 16 and more: a, b, c and d are whole registers of
+//     consecutive values, stride apart.
+
+// butterfly does the butterflies on the lanes of a, b, c and d, stride
+// apart in the rows, and returns the registers that hold the four results
+// in row order (d's register holds s-2d, the first, and so on). two holds
+// 2.0 in every lane.
+func butterfly(w width, two, a, b, c, d VecVirtual) []VecVirtual {
+	s := w.reg()
+	VADDPS(b, a, s)
+	VADDPS(c, s, s)
+	VADDPS(d, s, s)
+	out := []VecVirtual{d, c, b, a}
+	for _, x := range out {
+		VMULPS(two, x, x)
+		VSUBPS(x, s, x)
+	}
+	return out
+}
+
+// transpose4 transposes the 4x4 matrices of float32 that x[0..3] form in
+// each 128-bit lane: lane j of the result's register i is lane i of
+// x[j]'s. It is its own inverse.
+func transpose4(w width, x []VecVirtual) []VecVirtual {
+	t := []VecVirtual{w.reg(), w.reg(), w.reg(), w.reg()}
+	VUNPCKLPS(x[1], x[0], t[0]) // x0[0] x1[0] x0[1] x1[1]
+	VUNPCKHPS(x[1], x[0], t[1]) // x0[2] x1[2] x0[3] x1[3]
+	VUNPCKLPS(x[3], x[2], t[2]) // x2[0] x3[0] x2[1] x3[1]
+	VUNPCKHPS(x[3], x[2], t[3]) // x2[2] x3[2] x2[3] x3[3]
+	out := []VecVirtual{w.reg(), w.reg(), w.reg(), w.reg()}
+	VUNPCKLPD(t[2], t[0], out[0]) // x0[0] x1[0] x2[0] x3[0]
+	VUNPCKHPD(t[2], t[0], out[1])
+	VUNPCKLPD(t[3], t[1], out[2])
+	VUNPCKHPD(t[3], t[1], out[3])
+	return out
+}
+
+// loadChunks fills x with 128-bit chunk i of each block of 16 float32 at
+// m, one block per 128-bit lane of x.
+func loadChunks(w width, m Mem, i int, x VecVirtual) {
+	m = m.Offset(16 * i)
+	if w.bytes == 64 {
+		VBROADCASTF32X4(m, x)
+		for l := 1; l < 4; l++ {
+			VINSERTF32X4(Imm(uint64(l)), m.Offset(64*l), x, x)
+		}
+		return
+	}
+	VBROADCASTF128(m, x)
+	VINSERTF128(Imm(1), m.Offset(64), x, x)
+}
+
+// storeChunks is the inverse of loadChunks.
+func storeChunks(w width, x VecVirtual, m Mem, i int) {
+	m = m.Offset(16 * i)
+	if w.bytes == 64 {
+		for l := 0; l < 4; l++ {
+			VEXTRACTF32X4(Imm(uint64(l)), x, m.Offset(64*l))
+		}
+		return
+	}
+	VMOVUPS(x.AsX(), m)
+	VEXTRACTF128(Imm(1), x, m.Offset(64))
+}
+
+// rotateSmall emits the kernel for the first stages, on four registers of
+// values per iteration: the stride-1 stage, then (g16) the stride-4 stage,
+// then (scaled) the product by the scale, which makes it the whole
+// rotation for g = 4 or 16.
+func rotateSmall(name string, g16, scaled bool, w width) {
+	block := 4 * w.lanes()
+	sig := "func(v []float32)"
+	if scaled {
+		sig = "func(v []float32, scale float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	what := "the stride-1 stage"
+	if g16 {
+		what = "the stride-1 and stride-4 stages"
+	}
+	if scaled {
+		what += " and the product by scale"
+	}
+	Doc(name+" does "+what+" of the ConvRot rotation on v in place.",
+		fmt.Sprintf("len(v) must be a multiple of %d.", block))
+	p := Load(Param("v").Base(), GP64())
+	n := Load(Param("v").Len(), GP64())
+	var scale VecVirtual
+	if scaled {
+		scale = w.broadcastParam("scale")
+	}
+	two := w.broadcast(0x40000000) // 2.0
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	m := Mem{Base: p}
+	x := make([]VecVirtual, 4)
+	for i := range x {
+		x[i] = w.reg()
+		if g16 {
+			loadChunks(w, m, i, x[i])
+		} else {
+			VMOVUPS(m.Offset(w.bytes*i), x[i])
+		}
+	}
+	x = transpose4(w, x)
+	x = transpose4(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
+	if g16 {
+		x = butterfly(w, two, x[0], x[1], x[2], x[3])
+	}
+	for i, y := range x {
+		if scaled {
+			VMULPS(scale, y, y)
+		}
+		if g16 {
+			storeChunks(w, y, m, i)
+		} else {
+			VMOVUPS(y, m.Offset(w.bytes*i))
+		}
+	}
+	ADDQ(U32(4*block), p)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// rotateStage emits the kernel for one stage of stride 16 or more, 16
+// values of a, b, c and d per iteration, and (scaled) the product by the
+// scale after it, for the last stage.
+func rotateStage(name string, scaled bool, w width) {
+	sig := "func(v []float32, stride int)"
+	if scaled {
+		sig = "func(v []float32, stride int, scale float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	what := "the stage of the given stride"
+	if scaled {
+		what += ", then the product by scale,"
+	}
+	Doc(name+" does "+what+" of the ConvRot rotation on v in place.",
+		"stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.")
+	p := Load(Param("v").Base(), GP64())
+	n := Load(Param("v").Len(), GP64())
+	s := Load(Param("stride"), GP64())
+	var scale VecVirtual
+	if scaled {
+		scale = w.broadcastParam("scale")
+	}
+	two := w.broadcast(0x40000000) // 2.0
+	// The stride in bytes.
+	SHLQ(Imm(2), s)
+	s3 := GP64()
+	LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+	end, quarter := GP64(), GP64()
+	LEAQ(Mem{Base: p, Index: n, Scale: 4}, end)
+
+	// Each block of 4*stride values holds stride butterflies: a from its
+	// first quarter, b, c and d stride, 2*stride and 3*stride further.
+	Label(name + "_block")
+	CMPQ(p, end)
+	JAE(LabelRef(name + "_done"))
+	LEAQ(Mem{Base: p, Index: s, Scale: 1}, quarter)
+	Label(name + "_loop")
+	for u := 0; u < 64/w.bytes; u++ {
+		at := []Mem{
+			{Base: p, Disp: w.bytes * u},
+			{Base: p, Index: s, Scale: 1, Disp: w.bytes * u},
+			{Base: p, Index: s, Scale: 2, Disp: w.bytes * u},
+			{Base: p, Index: s3, Scale: 1, Disp: w.bytes * u},
+		}
+		x := make([]VecVirtual, 4)
+		for i := range x {
+			x[i] = w.reg()
+			VMOVUPS(at[i], x[i])
+		}
+		for i, y := range butterfly(w, two, x[0], x[1], x[2], x[3]) {
+			if scaled {
+				VMULPS(scale, y, y)
+			}
+			VMOVUPS(y, at[i])
+		}
+	}
+	ADDQ(U32(64), p)
+	CMPQ(p, quarter)
+	JB(LabelRef(name + "_loop"))
+	ADDQ(s3, p) // past b, c and d: the next block
+	JMP(LabelRef(name + "_block"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// hasNaN emits the kernel that reports whether float32 values hold a
+// NaN, eight registers of lanes per iteration: an unordered compare of
+// each pair of registers, the four results ORed together and into the
+// accumulator (one dependent OR per iteration).
+func hasNaN(name string, w width) {
+	block := 8 * w.lanes()
+	TEXT(name, NOSPLIT, "func(v []float32) bool")
+	Pragma("noescape")
+	Doc(name+" reports whether v holds a NaN.", fmt.Sprintf("len(v) must be a multiple of %d.", block))
+	p := Load(Param("v").Base(), GP64())
+	n := Load(Param("v").Len(), GP64())
+	or := func(a, b, dst Register) {
+		if w.bytes == 64 {
+			KORW(a, b, dst)
+		} else {
+			VORPS(a, b, dst)
+		}
+	}
+	acc := w.mask()
+	if w.bytes == 64 {
+		KXORW(acc, acc, acc)
+	} else {
+		VXORPS(acc, acc, acc)
+	}
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	t := make([]Register, 4)
+	for i := range t {
+		x := w.reg()
+		VMOVUPS(Mem{Base: p, Disp: w.bytes * 2 * i}, x)
+		t[i] = w.mask()
+		VCMPPS(Imm(3), Mem{Base: p, Disp: w.bytes * (2*i + 1)}, x, t[i]) // unordered: a NaN in either
+	}
+	or(t[1], t[0], t[0])
+	or(t[3], t[2], t[2])
+	or(t[2], t[0], t[0])
+	or(t[0], acc, acc)
+	ADDQ(U32(4*block), p)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	if w.bytes == 64 {
+		KORTESTW(acc, acc)
+	} else {
+		VPTEST(acc, acc)
+	}
+	r := GP8()
+	SETNE(r)
+	VZEROUPPER()
+	Store(r, ReturnIndex(0))
+	RET()
+}
+
+// widen emits the kernel that converts dt elements (exactly) to float32,
+// two registers of lanes per iteration.
+func widen(name string, dt string, w width) {
+	size := elemSize(dt)
+	lanes := w.lanes()
+	block := 2 * lanes
+	TEXT(name, NOSPLIT, "func(src []byte, dst []float32)")
+	Pragma("noescape")
+	Doc(name+" sets dst[i] to the "+dt+" element i of src.",
+		fmt.Sprintf("len(dst) must be a multiple of %d and src must hold len(dst) elements.", block))
+	src := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for g := range 2 {
+		y := w.reg()
+		m := Mem{Base: src, Disp: lanes * size * g}
+		switch dt {
+		case "bfloat16":
+			// The top half of a float32.
+			VPMOVZXWD(m, y)
+			VPSLLD(Imm(16), y, y)
+		case "float16":
+			VCVTPH2PS(m, y)
+		default:
+			VMOVUPS(m, y)
+		}
+		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * g})
+	}
+	ADDQ(U32(block*size), src)
+	ADDQ(U32(block*4), dst)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// narrow emits the kernel that rounds float32 values to dt and stores
+// them, two registers of lanes per iteration.
+func narrow(name string, dt string, w width) {
+	size := elemSize(dt)
+	lanes := w.lanes()
+	block := 2 * lanes
+	TEXT(name, NOSPLIT, "func(v []float32, dst []byte)")
+	Pragma("noescape")
+	Doc(name+" sets element i of dst to "+dt+"(v[i]), rounded to nearest, ties to even.",
+		fmt.Sprintf("len(v) must be a multiple of %d and dst must hold len(v) elements.", block))
+	src := Load(Param("v").Base(), GP64())
+	n := Load(Param("v").Len(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	st := newStorer(dt, w)
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	v := make([]VecVirtual, 2)
+	for g := range v {
+		v[g] = w.reg()
+		VMOVUPS(Mem{Base: src, Disp: w.bytes * g}, v[g])
+		st.store(v[g], Mem{Base: dst, Disp: lanes * size * g})
+	}
+	st.finish(v, Mem{Base: dst})
+	ADDQ(U32(block*4), src)
+	ADDQ(U32(block*size), dst)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// scaleInt8 emits the kernel that widens int8 to float32 and multiplies
+// by one scale or (full) by a float32 scale per element, two registers of
+// lanes per iteration.
+func scaleInt8(name string, full bool, w width) {
+	lanes := w.lanes()
+	block := 2 * lanes
+	sig, what := "func(q []byte, s float32, dst []float32)", "s"
+	if full {
+		sig, what = "func(q []byte, s []float32, dst []float32)", "s[i]"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name+" sets dst[i] = float32(int8(q[i])) * "+what+".",
+		fmt.Sprintf("len(q) must be a multiple of %d and dst (and s) must hold len(q) elements.", block))
+	q := Load(Param("q").Base(), GP64())
+	n := Load(Param("q").Len(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	var s VecVirtual
+	var sp Register
+	if full {
+		sp = Load(Param("s").Base(), GP64())
+	} else {
+		s = w.broadcastParam("s")
+	}
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for g := range 2 {
+		y := w.reg()
+		// Sign-extend to int32, convert (exact), multiply once.
+		VPMOVSXBD(Mem{Base: q, Disp: lanes * g}, y)
+		VCVTDQ2PS(y, y)
+		if full {
+			VMULPS(Mem{Base: sp, Disp: w.bytes * g}, y, y)
+		} else {
+			VMULPS(s, y, y)
+		}
+		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * g})
+	}
+	ADDQ(U32(block), q)
+	ADDQ(U32(block*4), dst)
+	if full {
+		ADDQ(U32(block*4), sp)
+	}
 	SUBQ(U32(block), n)
 	JMP(LabelRef(name + "_loop"))
 
@@ -377,6 +814,19 @@ func main() {
 		dequantize("dequantizeBF16"+w.name, "bfloat16", w)
 		dequantize("dequantizeF16"+w.name, "float16", w)
 		dequantize("dequantizeF32"+w.name, "float32", w)
+		rotateSmall("rotate4"+w.name, false, true, w)
+		rotateSmall("rotate16"+w.name, true, false, w)
+		rotateSmall("rotate16Scaled"+w.name, true, true, w)
+		rotateStage("rotateStage"+w.name, false, w)
+		rotateStage("rotateStageScaled"+w.name, true, w)
+		hasNaN("hasNaN"+w.name, w)
+		for _, dt := range []string{"bfloat16", "float16", "float32"} {
+			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+			widen("widen"+short+w.name, dt, w)
+			narrow("narrow"+short+w.name, dt, w)
+		}
+		scaleInt8("scaleInt8"+w.name, false, w)
+		scaleInt8("mulInt8"+w.name, true, w)
 	}
 	Generate()
 }

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gokitchen/kitchen/eval"
+)
+
+func newEval() *cobra.Command {
+	var (
+		opts   eval.Options
+		asJSON bool
+		svg    string
+	)
+	cmd := &cobra.Command{
+		Use:   "eval ORIG QUANT",
+		Short: "Measure each int8 layer of a converted checkpoint against the original",
+		Long: `eval runs every int8 layer of QUANT (a checkpoint kitchen quantize or ComfyUI wrote)
+through int8_linear, with its ConvRot rotation, on seeded random activations: plain, and
+with a few large outlier channels as diffusion transformers' activations have. Each
+layer's output is compared with the same layer of ORIG computed in float64, and the
+relative errors are listed worst first: the figures to compare when choosing between
+--per-tensor, the default and --convrot for a model.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := eval.Run(cmd.Context(), args[0], args[1], opts)
+			if err != nil {
+				return err
+			}
+			if svg != "" {
+				var b bytes.Buffer
+				if err := rep.WriteSVG(&b); err != nil {
+					return err
+				}
+				if err := writeFileAtomic(svg, b.Bytes()); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return printEval(cmd.OutOrStdout(), rep)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&opts.Tokens, "tokens", 64, "activation rows per layer")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the activations")
+	f.StringVar(&opts.Backend, "backend", "", "backend to run int8_linear on (default: the registry's choice)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&svg, "svg", "", "also write a bar chart of the errors to this SVG file")
+	return cmd
+}
+
+func printEval(w io.Writer, rep *eval.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LAYER\tN×K\tSCALES\tCONVROT\tPLAIN\tOUTLIERS")
+	for _, l := range rep.Layers {
+		rot := "-"
+		if l.ConvRot > 0 {
+			rot = fmt.Sprint(l.ConvRot)
+		}
+		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.5f\t%.5f\n", printable(l.Name), l.N, l.K, l.Scales, rot, l.PlainError, l.OutlierError)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each; relative output error ||y_int8 - y|| / ||y|| against %s in float64\n",
+		len(rep.Layers), rep.Tokens, rep.Original)
+	return err
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory, renamed over it, so a reader never sees half a file.
+func writeFileAtomic(path string, b []byte) error {
+	// Mode 0666 less the umask, as os.Create would give.
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.kitchen-tmp-%d", filepath.Base(path), os.Getpid()))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

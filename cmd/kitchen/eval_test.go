@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gokitchen/kitchen/eval"
+)
+
+// TestEval quantizes the shipped checkpoint and evaluates it: every
+// quantized layer is listed, worst first, with errors an int8 layer should
+// have (well under 10%), and the SVG is written.
+func TestEval(t *testing.T) {
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.safetensors")
+	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", q, "--quiet"); err != nil {
+		t.Fatal(err)
+	}
+	svg := filepath.Join(dir, "e.svg")
+	out, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--json", "--tokens", "16", "--svg", svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep eval.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(rep.Layers) != 11 || rep.Tokens != 16 {
+		t.Fatalf("%d layers, %d tokens: %s", len(rep.Layers), rep.Tokens, out)
+	}
+	for i, l := range rep.Layers {
+		if !(l.PlainError > 0 && l.PlainError < 0.1 && l.OutlierError > 0 && l.OutlierError < 0.2) {
+			t.Errorf("%s: errors %v, %v", l.Name, l.PlainError, l.OutlierError)
+		}
+		if i > 0 && l.Worst() > rep.Layers[i-1].Worst() {
+			t.Errorf("%s is listed after a better layer", l.Name)
+		}
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), rep.Layers[0].Name) {
+		t.Errorf("svg: %v %.80q", err, b)
+	}
+	// The original is not a quantized checkpoint.
+	if _, err := runCLI(t, "eval", q, "../../testdata/tiny-dit.safetensors"); err == nil || !strings.Contains(err.Error(), "not a quantized checkpoint") {
+		t.Errorf("eval of an unquantized file: %v", err)
+	}
+}

@@ -1,0 +1,276 @@
+// Package eval measures how well a quantized checkpoint reproduces its
+// original: every int8 layer of the quantized file runs through
+// int8_linear (with its ConvRot rotation, as ComfyUI runs it) on seeded
+// random activations, and its output is compared with the original layer's
+// computed in float64. Activations come plain (normal) and with a few
+// large outlier channels, as diffusion transformers' activations have, since
+// outliers are what separates per-tensor, per-channel and ConvRot scales.
+package eval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/comfyquant"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/safetensors"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// Options say how to evaluate.
+type Options struct {
+	// Tokens is the number of activation rows per layer (default 64).
+	Tokens int
+	// Seed makes the activations (default 1).
+	Seed uint64
+	// Outliers is the number of outlier channels (default 4), each scaled
+	// by OutlierScale (default 50).
+	Outliers     int
+	OutlierScale float64
+	// Backend, if set, names the backend int8_linear runs on.
+	Backend string
+}
+
+func (o *Options) defaults() {
+	if o.Tokens <= 0 {
+		o.Tokens = 64
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Outliers <= 0 {
+		o.Outliers = 4
+	}
+	if o.OutlierScale <= 0 {
+		o.OutlierScale = 50
+	}
+}
+
+// Layer is one quantized layer's result.
+type Layer struct {
+	Name string `json:"name"`
+	// N and K are the weight's shape.
+	N int `json:"n"`
+	K int `json:"k"`
+	// Scales is "tensor" or "channel"; ConvRot the rotation's group (0:
+	// none).
+	Scales  string `json:"scales"`
+	ConvRot int    `json:"convrot_group,omitempty"`
+	// PlainError and OutlierError are the relative output errors
+	// ||y_int8 - y_orig|| / ||y_orig|| on plain activations and on
+	// activations with outlier channels.
+	PlainError   float64 `json:"plain_rel_error"`
+	OutlierError float64 `json:"outlier_rel_error"`
+}
+
+// Worst is the larger of the layer's two errors.
+func (l Layer) Worst() float64 { return max(l.PlainError, l.OutlierError) }
+
+// Report is an evaluation, layers worst first.
+type Report struct {
+	Original  string  `json:"original"`
+	Quantized string  `json:"quantized"`
+	Tokens    int     `json:"tokens"`
+	Layers    []Layer `json:"layers"`
+}
+
+// Run evaluates every int8 layer of the quantized checkpoint quant against
+// the same layer of orig.
+func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error) {
+	opts.defaults()
+	fo, err := safetensors.OpenContext(ctx, orig)
+	if err != nil {
+		return nil, err
+	}
+	defer fo.Close()
+	fq, err := safetensors.OpenContext(ctx, quant)
+	if err != nil {
+		return nil, err
+	}
+	defer fq.Close()
+	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens}
+	for _, t := range fq.Tensors {
+		if !strings.HasSuffix(t.Name, comfyquant.MarkerSuffix) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		l, err := evalLayer(ctx, fo, fq, strings.TrimSuffix(t.Name, comfyquant.MarkerSuffix), opts)
+		if err != nil {
+			return nil, err
+		}
+		rep.Layers = append(rep.Layers, l)
+	}
+	if len(rep.Layers) == 0 {
+		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
+	}
+	slices.SortStableFunc(rep.Layers, func(a, b Layer) int { return -cmpFloat(a.Worst(), b.Worst()) })
+	return rep, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// hostTensor reads a tensor of a file as a host tensor (in place).
+func hostTensor(f *safetensors.File, name string) (*tensor.Tensor, error) {
+	ti, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("eval: %s: no tensor %q", f.Path, name)
+	}
+	dt, ok := safetensors.KitchenDType(ti.DType)
+	if !ok {
+		return nil, fmt.Errorf("eval: %s: tensor %q has dtype %s, which kitchen does not read", f.Path, name, ti.DType)
+	}
+	b, err := f.Data(ti)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.FromBytes(dt, b, ti.Shape...)
+}
+
+func evalLayer(ctx context.Context, fo, fq *safetensors.File, p string, opts Options) (Layer, error) {
+	l := Layer{Name: p}
+	mb, err := hostTensor(fq, p+comfyquant.MarkerSuffix)
+	if err != nil {
+		return l, err
+	}
+	raw, _ := mb.Bytes()
+	conf, err := comfyquant.Parse(raw)
+	if err != nil {
+		return l, fmt.Errorf("eval: %s: %s: %w", fq.Path, p+comfyquant.MarkerSuffix, err)
+	}
+	q, err := hostTensor(fq, p+comfyquant.WeightSuffix)
+	if err != nil {
+		return l, err
+	}
+	scale, err := hostTensor(fq, p+comfyquant.ScaleSuffix)
+	if err != nil {
+		return l, err
+	}
+	w, err := hostTensor(fo, p+comfyquant.WeightSuffix)
+	if err != nil {
+		return l, err
+	}
+	if q.Rank() != 2 || !slices.Equal(q.Shape(), w.Shape()) || !w.DType().IsFloat() {
+		return l, fmt.Errorf("eval: %s: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
+	}
+	l.N, l.K = q.Dim(0), q.Dim(1)
+	l.Scales = "tensor"
+	if scale.Numel() > 1 {
+		l.Scales = "channel"
+	}
+	l.ConvRot = conf.RotationGroup()
+	var bias *tensor.Tensor
+	if _, ok := fo.Tensor(p + ".bias"); ok {
+		if bias, err = hostTensor(fo, p+".bias"); err != nil {
+			return l, err
+		}
+	}
+	wv, err := w.Float32s()
+	if err != nil {
+		return l, err
+	}
+	var bv []float32
+	if bias != nil {
+		if bv, err = bias.Float32s(); err != nil {
+			return l, err
+		}
+	}
+	kopts := []kitchen.Option{kitchen.WithOutDType(kitchen.Float32)}
+	if bias != nil {
+		kopts = append(kopts, kitchen.WithBias(bias))
+	}
+	if l.ConvRot > 0 {
+		kopts = append(kopts, kitchen.WithConvRot(l.ConvRot))
+	}
+	if opts.Backend != "" {
+		kopts = append(kopts, kitchen.UsingBackend(opts.Backend))
+	}
+	for i, outliers := range []int{0, opts.Outliers} {
+		x := activations(opts, l.K, outliers, p)
+		xt, err := tensor.FromFloat32(dtype.BFloat16, x, opts.Tokens, l.K)
+		if err != nil {
+			return l, err
+		}
+		xr, _ := xt.Float32s() // x as the layer sees it, rounded to bfloat16
+		y, err := kitchen.Int8Linear(ctx, xt, q, scale, kopts...)
+		if err != nil {
+			return l, fmt.Errorf("eval: %s: %w", p, err)
+		}
+		yv, _ := y.Float32s()
+		e := relError(yv, reference(xr, wv, bv, opts.Tokens, l.K, l.N))
+		if i == 0 {
+			l.PlainError = e
+		} else {
+			l.OutlierError = e
+		}
+	}
+	return l, nil
+}
+
+// activations makes tokens rows of k normal values, seeded by the layer's
+// name, with the given number of outlier channels scaled up.
+func activations(o Options, k, outliers int, name string) []float32 {
+	var h uint64 = 14695981039346656037
+	for i := range len(name) {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, h))
+	x := make([]float32, o.Tokens*k)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, c := range rng.Perm(k)[:min(outliers, k)] {
+		for m := range o.Tokens {
+			x[m*k+c] *= float32(o.OutlierScale)
+		}
+	}
+	return x
+}
+
+// reference computes x·wᵀ + b in float64.
+func reference(x, w, b []float32, m, k, n int) []float64 {
+	y := make([]float64, m*n)
+	for i := range m {
+		xr := x[i*k : (i+1)*k]
+		for j := range n {
+			wr := w[j*k : (j+1)*k]
+			var s float64
+			for p, v := range xr {
+				s += float64(v) * float64(wr[p])
+			}
+			if b != nil {
+				s += float64(b[j])
+			}
+			y[i*n+j] = s
+		}
+	}
+	return y
+}
+
+// relError is ||got - want|| / ||want||.
+func relError(got []float32, want []float64) float64 {
+	var d, n float64
+	for i, w := range want {
+		e := float64(got[i]) - w
+		d += e * e
+		n += w * w
+	}
+	if n == 0 {
+		return math.Sqrt(d)
+	}
+	return math.Sqrt(d / n)
+}

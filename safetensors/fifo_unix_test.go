@@ -1,0 +1,7 @@
+//go:build unix
+
+package safetensors
+
+import "golang.org/x/sys/unix"
+
+func mkfifo(path string) error { return unix.Mkfifo(path, 0o600) }
