@@ -16,7 +16,6 @@ var (
 	ErrNonFinite = errors.New("backend: NaN or infinity")
 	ErrScale     = errors.New("backend: invalid scale")
 	ErrOption    = errors.New("backend: option not accepted")
-	ErrIndex     = errors.New("backend: index out of range")
 )
 
 // ErrNoWorkload is returned by an operation's workload preparation when
@@ -45,7 +44,7 @@ func (e *ArgError) Error() string {
 	if e.Err != nil {
 		what = e.Err.Error()
 	}
-	for _, pkg := range []string{"backend: ", "tensor: "} {
+	for _, pkg := range []string{"backend: ", "tensor: ", "op: "} {
 		what = strings.TrimPrefix(what, pkg)
 	}
 	fmt.Fprintf(&b, "kitchen: %s: %s: %s", e.Op, e.Param, what)

@@ -2,6 +2,7 @@ package op
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
@@ -277,10 +278,13 @@ func (a *EmbeddingArgs) Validate() error {
 	return checkOutDType(name, a.OutDType)
 }
 
+// ErrIndex is wrapped by the error for an embedding index out of range.
+var ErrIndex = errors.New("op: index out of range")
+
 // BadIndex returns the error for an embedding index out of range, which
 // the kernels find: the first bad index's flat position and value.
 func BadIndex(at int, index int64, rows int) error {
-	return &backend.ArgError{Op: DequantizeEmbedding.Name(), Param: "indices", Row: -1, Err: backend.ErrIndex,
+	return &backend.ArgError{Op: DequantizeEmbedding.Name(), Param: "indices", Row: -1, Err: ErrIndex,
 		Detail: fmt.Sprintf("indices[%d] = %d is not a row of a %d-row table", at, index, rows)}
 }
 

@@ -342,9 +342,9 @@ func embeddingBad() []badCall {
 		{call(q, s, i32(0), 8, dtype.Float32), "group_size", backend.ErrOption, -1},
 		{call(q, s, i32(0), 64, dtype.Float32), "q", tensor.ErrShape, -1},
 		{call(q, s, i32(0), 0, dtype.Int8), "out_dtype", backend.ErrDType, -1},
-		{call(q, s, i32(0, 1, 3), 0, dtype.Float32), "indices", backend.ErrIndex, -1},
-		{call(q, s, i32(2, -1), 16, dtype.BFloat16), "indices", backend.ErrIndex, -1},
-		{call(q, s, indexTensor(dtype.Int64, []int64{1, 1 << 40}), 0, dtype.Float16), "indices", backend.ErrIndex, -1},
+		{call(q, s, i32(0, 1, 3), 0, dtype.Float32), "indices", op.ErrIndex, -1},
+		{call(q, s, i32(2, -1), 16, dtype.BFloat16), "indices", op.ErrIndex, -1},
+		{call(q, s, indexTensor(dtype.Int64, []int64{1, 1 << 40}), 0, dtype.Float16), "indices", op.ErrIndex, -1},
 	}
 }
 
@@ -367,5 +367,5 @@ func embeddingPaths(t *testing.T, e *env, tl *tally) {
 	}
 	bad := append([]int64(nil), idx...)
 	bad[n-5] = int64(v)
-	e.fails(t, tl, badCall{embeddingCall(q, floats(dtype.Float32, []float32{0.01}), indexTensor(dtype.Int64, bad), 16, dtype.BFloat16), "indices", backend.ErrIndex, -1})
+	e.fails(t, tl, badCall{embeddingCall(q, floats(dtype.Float32, []float32{0.01}), indexTensor(dtype.Int64, bad), 16, dtype.BFloat16), "indices", op.ErrIndex, -1})
 }
