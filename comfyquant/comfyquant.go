@@ -272,3 +272,34 @@ func EncodeMetadata(layers map[string]Config) string {
 	b.WriteString("}}")
 	return b.String()
 }
+
+// RawFormat returns a marker's "format" string, as ComfyUI's
+// conf.get("format") sees it, or "" if the marker is not a JSON object
+// with a string "format": for reports on markers that Parse refuses.
+func RawFormat(b []byte) string {
+	v, err := strictjson.Decode(b)
+	if err != nil {
+		return ""
+	}
+	obj, _ := v.(map[string]any)
+	f, _ := obj["format"].(string)
+	return f
+}
+
+// NestedConvRot reports whether a marker turns ConvRot on only under
+// "params". ComfyUI's int8 Linear reads that, but its int8 Embedding reads
+// only the flat keys, so it would load such a table without undoing the
+// rotation.
+func NestedConvRot(b []byte) bool {
+	v, err := strictjson.Decode(b)
+	if err != nil {
+		return false
+	}
+	obj, _ := v.(map[string]any)
+	if _, flat := obj["convrot"]; flat {
+		return false
+	}
+	params, _ := obj["params"].(map[string]any)
+	on, _ := params["convrot"].(bool)
+	return on
+}

@@ -114,3 +114,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRawFormatAndNested(t *testing.T) {
+	for _, c := range []struct {
+		marker string
+		format string
+		nested bool
+	}{
+		{`{"format": "int8_tensorwise", "convrot": true}`, "int8_tensorwise", false},
+		{`{"format": "int8_tensorwise", "params": {"convrot": true, "convrot_groupsize": 64}}`, "int8_tensorwise", true},
+		// A flat key wins, as in ComfyUI: not nested.
+		{`{"format": "int8_tensorwise", "convrot": false, "params": {"convrot": true}}`, "int8_tensorwise", false},
+		{`{"format": "int8_tensorwise", "params": {"convrot": false}}`, "int8_tensorwise", false},
+		{`{"format": "nvfp4", "num_experts": 8}`, "nvfp4", false},
+		{`{"format": 3}`, "", false},
+		{`["int8_tensorwise"]`, "", false},
+		{`{"format": "int8_tensorwise"`, "", false},
+	} {
+		if f, n := RawFormat([]byte(c.marker)), NestedConvRot([]byte(c.marker)); f != c.format || n != c.nested {
+			t.Errorf("%s: RawFormat %q, NestedConvRot %v; want %q, %v", c.marker, f, n, c.format, c.nested)
+		}
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
-	"strings"
+	"sort"
 	"time"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
@@ -19,9 +21,16 @@ import (
 // Options control Quantize and Dequantize.
 type Options struct {
 	Selection
-	// PerChannel gives each output row its own scale (row-wise
-	// quantization) instead of one scale per tensor.
-	PerChannel bool
+	// PerTensor gives each quantized layer one scale (shape []) instead of
+	// one per output row ([N, 1], the default).
+	PerTensor bool
+	// ConvRot, when > 0, quantizes each layer after a ConvRot rotation of
+	// its input dimension K: in groups of ConvRot (a power of 4, 256 in
+	// comfy-kitchen and ComfyUI), or, where K is not a multiple of it, of
+	// the largest power of 4 below it that divides K; a layer whose K no
+	// power of 4 divides is quantized per channel without rotation.
+	// ConvRot layers always have one scale per row.
+	ConvRot int
 	// OutDType is Dequantize's output type (default bfloat16).
 	OutDType dtype.DType
 	// AllowInf lets Dequantize write values too large for OutDType as
@@ -68,7 +77,10 @@ type Summary struct {
 	// run killed before it could remove them had left behind, and that this
 	// run removed (see Quantize).
 	RemovedTemporaries []string `json:"removed_temporaries,omitempty"`
-	Plan               []Item   `json:"plan,omitempty"`
+	// Layers is each quantized layer's weight error, in input order
+	// (Quantize only).
+	Layers []LayerQuality `json:"layers,omitempty"`
+	Plan   []Item         `json:"plan,omitempty"`
 }
 
 // unit is one step of writing a file: an input tensor (the weight, for a
@@ -78,10 +90,12 @@ type Summary struct {
 // tensors are derived from them when needed.
 type unit struct {
 	in, scale int32 // the input tensor; dequantize: the layer's scale (else -1)
+	outScale  int32 // quantize: the index of its scale in the output's layout
+	group     int32 // the layer's ConvRot group (0: none)
 	action    action
 	perRow    bool        // quantize: one scale per row
 	out       dtype.DType // dequantize: the output type
-	reason    string      // why a tensor is copied
+	reason    string      // why a tensor is quantized or copied
 }
 
 // action is an Action in a byte.
@@ -97,9 +111,15 @@ var actions = [...]Action{copyAction: ActionCopy, quantizeAction: ActionQuantize
 
 func (u *unit) item(f *safetensors.File) Item {
 	t := f.Tensors[u.in]
-	it := Item{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Action: actions[u.action], Reason: u.reason}
+	it := Item{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Action: actions[u.action], Reason: u.reason, ConvRot: int(u.group)}
 	if u.scale >= 0 {
 		it.Bytes += f.Tensors[u.scale].Size()
+	}
+	switch {
+	case u.action == quantizeAction && u.perRow, u.action == dequantizeAction && f.Tensors[u.scale].Numel() > 1:
+		it.Scales = "channel"
+	case u.action != copyAction:
+		it.Scales = "tensor"
 	}
 	return it
 }
@@ -112,31 +132,30 @@ func (u *unit) inputs(f *safetensors.File, each func(t safetensors.TensorInfo)) 
 	}
 }
 
-// appendOutputs appends the output tensors the unit writes, in order,
-// without offsets.
-func (u *unit) appendOutputs(f *safetensors.File, dst []safetensors.TensorInfo) []safetensors.TensorInfo {
+// config is a quantize unit's comfy_quant config.
+func (u *unit) config() comfyquant.Config {
+	return comfyquant.Config{Format: Format, ConvRot: u.group > 0, Group: int(u.group)}
+}
+
+// appendOutput appends the output tensor the unit streams (a quantize
+// unit's int8 weight; its scale and marker have places of their own, see
+// layout), without offsets.
+func (u *unit) appendOutput(f *safetensors.File, dst []safetensors.TensorInfo) []safetensors.TensorInfo {
 	t := f.Tensors[u.in]
 	switch u.action {
 	case quantizeAction:
-		base := strings.TrimSuffix(t.Name, weightSuffix)
-		// The float32 scale first keeps it aligned; the blob's padding
-		// ends the layer on a 4-byte boundary.
-		return append(dst,
-			safetensors.TensorInfo{Name: base + scaleSuffix, DType: "F32", Shape: scaleShape(t, u.perRow)},
-			safetensors.TensorInfo{Name: t.Name, DType: "I8", Shape: t.Shape},
-			safetensors.TensorInfo{Name: base + quantSuffix, DType: "U8", Shape: []int{len(layerBlob(t, u.perRow))}},
-		)
+		return append(dst, safetensors.TensorInfo{Name: t.Name, DType: "I8", Shape: t.Shape})
 	case dequantizeAction:
 		return append(dst, safetensors.TensorInfo{Name: t.Name, DType: safetensors.Name(u.out), Shape: t.Shape})
 	}
 	return append(dst, safetensors.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape})
 }
 
-// align is the alignment the unit's first output tensor needs.
+// align is the alignment of the tensor the unit streams.
 func (u *unit) align(f *safetensors.File) int {
 	switch u.action {
 	case quantizeAction:
-		return 4 // the float32 scale
+		return 1 // the int8 weight
 	case dequantizeAction:
 		return u.out.Size()
 	}
@@ -148,9 +167,9 @@ func (u *unit) write(ctx context.Context, c *conv, w *safetensors.Writer) error 
 	t := c.f.Tensors[u.in]
 	switch u.action {
 	case quantizeAction:
-		return writeQuantized(ctx, c, w, t, u.perRow)
+		return writeQuantized(ctx, c, w, u)
 	case dequantizeAction:
-		return writeDequantized(ctx, c, w, t, c.f.Tensors[u.scale], u.out)
+		return writeDequantized(ctx, c, w, t, c.f.Tensors[u.scale], int(u.group), u.out)
 	}
 	return writeCopy(ctx, c, w, t)
 }
@@ -161,6 +180,13 @@ type conv struct {
 	f        *safetensors.File
 	backends map[string]bool
 	progress *Progress
+	layers   []LayerQuality // the quantized layers' weight errors so far
+
+	// The output being written: its file, where its data starts, and its
+	// tensors with their offsets (for the scales, written in place).
+	out       io.WriterAt
+	dataStart int64
+	laid      []safetensors.TensorInfo
 }
 
 // kitchenOptions are the options for every kitchen call.
@@ -214,33 +240,55 @@ func writeCopy(ctx context.Context, c *conv, w *safetensors.Writer, t safetensor
 	return w.WriteTensor(t.Name, b)
 }
 
-// order is the order in which writeUnits writes units: by the alignment
-// of their first output tensor, largest first (and in input order among
-// equals), which keeps every tensor aligned to its element size, since
-// each unit's size is a multiple of that alignment.
-func order(f *safetensors.File, units []unit) []int32 {
-	idx := make([]int32, len(units))
+// order returns the order in which writeUnits streams the units: by the
+// alignment of the tensor each streams, largest first (and in input order
+// among equals), and the position in that order of the scales of the
+// quantized layers (after the units aligned to 4 bytes or more). Every
+// tensor then starts at a multiple of its element size, since each one's
+// size is a multiple of that alignment: the data runs 8-byte types,
+// 4-byte ones, the float32 scales, 2-byte types, then the int8 weights and
+// other 1-byte tensors, and last the comfy_quant markers, whose lengths
+// are then free (ComfyUI's exact bytes, no padding). safetensors' own
+// serializer orders tensors by alignment the same way.
+func order(f *safetensors.File, units []unit) (idx []int32, scales int) {
+	idx = make([]int32, len(units))
 	for i := range idx {
 		idx[i] = int32(i)
 	}
 	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(units[b].align(f), units[a].align(f)) })
-	return idx
+	scales = sort.Search(len(idx), func(i int) bool { return units[idx[i]].align(f) < 4 })
+	return idx, scales
 }
 
-// layout returns the output tensors of units in the given order, without
-// offsets.
-func layout(f *safetensors.File, units []unit, order []int32) []safetensors.TensorInfo {
-	n := 0
+// layout returns the output tensors of units in the order given (see
+// order), without offsets, and sets each quantize unit's outScale.
+func layout(f *safetensors.File, units []unit, ord []int32, scales int) []safetensors.TensorInfo {
+	n, layers := 0, 0
 	for i := range units {
+		n++
 		if units[i].action == quantizeAction {
-			n += 3
-		} else {
-			n++
+			n += 2
+			layers++
 		}
 	}
 	out := make([]safetensors.TensorInfo, 0, n)
-	for _, i := range order {
-		out = units[i].appendOutputs(f, out)
+	for _, i := range ord[:scales] {
+		out = units[i].appendOutput(f, out)
+	}
+	for _, i := range ord {
+		if u := &units[i]; u.action == quantizeAction {
+			t := f.Tensors[u.in]
+			u.outScale = int32(len(out))
+			out = append(out, safetensors.TensorInfo{Name: layerName(t.Name) + scaleSuffix, DType: "F32", Shape: scaleShape(t, u.perRow)})
+		}
+	}
+	for _, i := range ord[scales:] {
+		out = units[i].appendOutput(f, out)
+	}
+	for _, i := range ord {
+		if u := &units[i]; u.action == quantizeAction {
+			out = append(out, safetensors.TensorInfo{Name: layerName(f.Tensors[u.in].Name) + quantSuffix, DType: "U8", Shape: []int{len(comfyquant.Encode(u.config()))}})
+		}
 	}
 	return out
 }
@@ -249,7 +297,8 @@ func layout(f *safetensors.File, units []unit, order []int32) []safetensors.Tens
 // would be over the limit that every safetensors reader enforces (each
 // quantized layer adds two tensors to the header).
 func checkHeader(j *job) error {
-	laid := layout(j.f, j.units, order(j.f, j.units))
+	ord, scales := order(j.f, j.units)
+	laid := layout(j.f, j.units, ord, scales)
 	var off int64
 	for i := range laid {
 		t := &laid[i]
@@ -257,7 +306,7 @@ func checkHeader(j *job) error {
 		t.Begin, t.End = off, off+int64(size)*t.Numel()
 		off = t.End
 	}
-	if n := safetensors.HeaderSize(j.f.Metadata, laid); n > safetensors.MaxHeaderSize {
+	if n := safetensors.HeaderSize(j.meta, laid); n > safetensors.MaxHeaderSize {
 		return &safetensors.HeaderSizeError{Path: j.out, Size: n}
 	}
 	return nil
@@ -265,23 +314,49 @@ func checkHeader(j *job) error {
 
 // writeFile writes units to out (a pending file) in the order that order
 // gives, and returns the file's size and its tensors with their offsets.
-func writeFile(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
-	n, layout, err := writeUnits(ctx, c, p, units)
+func writeFile(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (int64, []safetensors.TensorInfo, error) {
+	n, layout, err := writeUnits(ctx, c, p, meta, units)
 	if err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("writing %s: %w", p.final, err)
 	}
 	return n, layout, err
 }
 
-func writeUnits(ctx context.Context, c *conv, p *pending, units []unit) (int64, []safetensors.TensorInfo, error) {
+// zeros is what the scales' places hold until each layer's scales are
+// written there.
+var zeros = make([]byte, 64<<10)
+
+func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (int64, []safetensors.TensorInfo, error) {
 	bw := bufio.NewWriterSize(p.f, 4<<20)
-	ord := order(c.f, units)
-	w, err := safetensors.NewWriter(bw, c.f.Metadata, layout(c.f, units, ord))
+	ord, scales := order(c.f, units)
+	w, err := safetensors.NewWriter(bw, meta, layout(c.f, units, ord, scales))
 	if err != nil {
 		return 0, nil, err
 	}
-	for _, i := range ord {
-		u := &units[i]
+	// The scales come before the int8 weights computed with them: their
+	// places are filled with zeros as the stream passes them, and each
+	// layer's scales are written there (WriteAt) once it is quantized.
+	c.out, c.dataStart, c.laid = p.f, w.Written(), w.Tensors()
+	for pos := 0; pos <= len(ord); pos++ {
+		if pos == scales {
+			for _, i := range ord {
+				if u := &units[i]; u.action == quantizeAction {
+					t := c.laid[u.outScale]
+					for left := t.Size(); left > 0; left -= min(left, int64(len(zeros))) {
+						if err := w.WriteTensor(t.Name, zeros[:min(left, int64(len(zeros)))]); err != nil {
+							return 0, nil, err
+						}
+					}
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				return 0, nil, err
+			}
+		}
+		if pos == len(ord) {
+			break
+		}
+		u := &units[ord[pos]]
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
@@ -298,6 +373,13 @@ func writeUnits(ctx context.Context, c *conv, p *pending, units []unit) (int64, 
 			c.opts.Progress(*c.progress)
 		}
 	}
+	for _, i := range ord {
+		if u := &units[i]; u.action == quantizeAction {
+			if err := w.WriteTensor(layerName(c.f.Tensors[u.in].Name)+quantSuffix, comfyquant.Encode(u.config())); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
 	if err := w.Finish(); err != nil {
 		return 0, nil, err
 	}
@@ -311,6 +393,7 @@ func writeUnits(ctx context.Context, c *conv, p *pending, units []unit) (int64, 
 type job struct {
 	in, out string
 	f       *safetensors.File
+	meta    map[string]string // the output's __metadata__
 	units   []unit
 	layout  []safetensors.TensorInfo // the output's tensors, once written
 }
@@ -389,7 +472,7 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		}
 		done = append(done, p)
 		c.f = j.f
-		n, layout, err := writeFile(ctx, c, p, j.units)
+		n, layout, err := writeFile(ctx, c, p, j.meta, j.units)
 		if err != nil {
 			return err
 		}
@@ -437,6 +520,7 @@ func run(ctx context.Context, opts Options, sum *Summary, jobs []*job, extra fun
 		sum.Backends = append(sum.Backends, b)
 	}
 	slices.Sort(sum.Backends)
+	sum.Layers = c.layers
 	sum.Plan = plan(jobs)
 	return nil
 }
@@ -454,15 +538,4 @@ func plan(jobs []*job) []Item {
 		}
 	}
 	return items
-}
-
-// countQuantized counts a file's quantized layers.
-func countQuantized(h *safetensors.Header) int {
-	n := 0
-	for _, t := range h.Tensors {
-		if strings.HasSuffix(t.Name, quantSuffix) {
-			n++
-		}
-	}
-	return n
 }

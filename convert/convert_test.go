@@ -58,22 +58,54 @@ func hashFile(t *testing.T, path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// mode is how a test quantized: one scale per tensor, or per row and
+// ConvRot up to a group size (0: none).
+type mode struct {
+	perTensor bool
+	convrot   int
+}
+
+func (m mode) options() convert.Options {
+	return convert.Options{PerTensor: m.perTensor, ConvRot: m.convrot}
+}
+
+// group is the ConvRot group a layer of input width k gets: the largest
+// power of 4, at most m.convrot, dividing k.
+func (m mode) group(k int) int {
+	for g := m.convrot; g >= 4; g /= 4 {
+		if k%g == 0 {
+			return g
+		}
+	}
+	return 0
+}
+
 // checkQuantized checks an output against its input: every quantized layer
 // holds exactly what the eager reference computes from the input weight
-// (an independent path from the fused backend that wrote it), every other
-// tensor is a byte-for-byte copy, the metadata is kept, and every tensor
-// starts at an offset aligned to its element size.
-func checkQuantized(t *testing.T, in, out string, perRow bool) (quantized int) {
+// (an independent path from the fused backend that wrote it) and the marker
+// bytes ComfyUI writes (Python's json.dumps, no padding), every other
+// tensor is a byte-for-byte copy, the metadata is kept, every tensor starts
+// at an offset aligned to its element size, and the markers come last.
+func checkQuantized(t *testing.T, in, out string, m mode) (quantized int) {
 	t.Helper()
 	fi, fo := open(t, in), open(t, out)
 	if !maps(fi.Metadata, fo.Metadata) {
 		t.Errorf("metadata %v, want %v", fo.Metadata, fi.Metadata)
 	}
+	firstMarker, lastData := int64(math.MaxInt64), int64(0)
 	for _, to := range fo.Tensors {
 		size, _ := safetensors.DTypeSize(to.DType)
 		if (fo.DataStart+to.Begin)%int64(size) != 0 {
 			t.Errorf("%s (%s) starts at unaligned offset %d", to.Name, to.DType, fo.DataStart+to.Begin)
 		}
+		if strings.HasSuffix(to.Name, ".comfy_quant") {
+			firstMarker = min(firstMarker, to.Begin)
+		} else {
+			lastData = max(lastData, to.End)
+		}
+	}
+	if firstMarker < lastData {
+		t.Errorf("a marker starts at %d, before the end of the other tensors at %d", firstMarker, lastData)
 	}
 	for _, ti := range fi.Tensors {
 		_, inBytes := data(t, fi, ti.Name)
@@ -87,22 +119,26 @@ func checkQuantized(t *testing.T, in, out string, perRow bool) (quantized int) {
 			continue
 		}
 		quantized++
-		_, blob := data(t, fo, cq.Name)
-		var cfg map[string]any
-		if err := json.Unmarshal(blob, &cfg); err != nil || cfg["format"] != "int8_tensorwise" || (cfg["per_row"] == true) != perRow {
-			t.Errorf("%s: comfy_quant %q (%v)", cq.Name, blob, err)
+		g := m.group(ti.Shape[1])
+		want := `{"format": "int8_tensorwise"}`
+		if g > 0 {
+			want = fmt.Sprintf(`{"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": %d}`, g)
 		}
-		if cq.DType != "U8" {
-			t.Errorf("%s: dtype %s", cq.Name, cq.DType)
+		if _, blob := data(t, fo, cq.Name); cq.DType != "U8" || string(blob) != want {
+			t.Errorf("%s: %s %q, want U8 %q", cq.Name, cq.DType, blob, want)
 		}
 		dt, _ := safetensors.KitchenDType(ti.DType)
 		x, _ := tensor.FromBytes(dt, inBytes, ti.Shape...)
 		var q, s *tensor.Tensor
 		var err error
-		if perRow {
-			q, s, err = kitchen.QuantizeInt8Rowwise(context.Background(), x, kitchen.UsingBackend("eager"))
-		} else {
-			q, s, err = kitchen.QuantizeInt8Tensorwise(context.Background(), x, kitchen.UsingBackend("eager"))
+		eager := kitchen.UsingBackend("eager")
+		switch {
+		case g > 0:
+			q, s, err = kitchen.QuantizeInt8ConvRotWeight(context.Background(), x, eager, kitchen.WithConvRotGroup(g))
+		case m.perTensor:
+			q, s, err = kitchen.QuantizeInt8Tensorwise(context.Background(), x, eager)
+		default:
+			q, s, err = kitchen.QuantizeInt8Rowwise(context.Background(), x, eager)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -114,8 +150,12 @@ func checkQuantized(t *testing.T, in, out string, perRow bool) (quantized int) {
 		if wq.DType != "I8" || !slices.Equal(wq.Shape, ti.Shape) || !bytes.Equal(gotQ, wantQ) {
 			t.Errorf("%s: int8 weight differs from eager", ti.Name)
 		}
-		if ws.DType != "F32" || !slices.Equal(ws.Shape, s.Shape()) || !bytes.Equal(gotS, wantS) {
-			t.Errorf("%s: scale %v %v differs from eager %v", ws.Name, ws.DType, ws.Shape, s.Shape())
+		wantShape := []int{ti.Shape[0], 1}
+		if m.perTensor {
+			wantShape = []int{}
+		}
+		if ws.DType != "F32" || !slices.Equal(ws.Shape, wantShape) || !bytes.Equal(gotS, wantS) {
+			t.Errorf("%s: scale %v %v differs from eager's %v, or is not %v", ws.Name, ws.DType, ws.Shape, s.Shape(), wantShape)
 		}
 	}
 	return quantized
@@ -134,80 +174,206 @@ func maps(a, b map[string]string) bool {
 }
 
 func TestQuantizeTiny(t *testing.T) {
-	for _, perRow := range []bool{false, true} {
+	for _, c := range []struct {
+		mode
+		embeddings bool
+		want       int
+	}{
+		{mode{}, false, 10},
+		{mode{perTensor: true}, false, 10},
+		{mode{convrot: 256}, false, 10},
+		{mode{convrot: 16}, true, 11}, // and y_embedder.embedding_table
+	} {
 		out := filepath.Join(t.TempDir(), "out.safetensors")
 		before := hashFile(t, tiny)
-		sum, err := convert.Quantize(context.Background(), tiny, out, convert.Options{PerChannel: perRow})
+		opts := c.options()
+		opts.Embeddings = c.embeddings
+		sum, err := convert.Quantize(context.Background(), tiny, out, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if hashFile(t, tiny) != before {
 			t.Fatal("the input changed")
 		}
-		n := checkQuantized(t, tiny, out, perRow)
-		if n != 11 || sum.Quantized != 11 || sum.Copied != 26 || !slices.Equal(sum.Backends, []string{"cpu"}) {
-			t.Errorf("quantized %d; summary %+v", n, sum)
+		n := checkQuantized(t, tiny, out, c.mode)
+		if n != c.want || sum.Quantized != c.want || sum.Copied != 37-c.want || !slices.Equal(sum.Backends, []string{"cpu"}) {
+			t.Errorf("%+v: quantized %d; summary %+v", c, n, sum)
 		}
 		st, _ := os.Stat(out)
 		if sum.BytesOut != st.Size() || st.Mode().Perm() != 0o644 {
 			t.Errorf("summary says %d bytes, file has %d, mode %v", sum.BytesOut, st.Size(), st.Mode())
 		}
+		// Each layer's weight error, in input order, as the plan says.
+		var planned []string
+		for _, it := range sum.Plan {
+			if it.Action == convert.ActionQuantize {
+				planned = append(planned, strings.TrimSuffix(it.Name, ".weight"))
+				if it.Scales != map[bool]string{true: "tensor", false: "channel"}[c.perTensor] || it.ConvRot != c.group(it.Shape[1]) {
+					t.Errorf("%+v: plan item %+v", c, it)
+				}
+			}
+		}
+		var got []string
+		for _, l := range sum.Layers {
+			got = append(got, l.Name)
+			if !(l.RelRMSError > 0.001 && l.RelRMSError < 0.02) || l.SNR == nil || math.Abs(*l.SNR+20*math.Log10(l.RelRMSError)) > 1e-9 {
+				t.Errorf("%+v: %s: relative error %v, SNR %v", c, l.Name, l.RelRMSError, l.SNR)
+			}
+		}
+		if !slices.Equal(got, planned) {
+			t.Errorf("%+v: weight errors for %v, want %v", c, got, planned)
+		}
 	}
+}
+
+// TestWeightError checks the reported error against one computed here
+// from the output's own q and scale, for a layer of each kind.
+func TestWeightError(t *testing.T) {
+	for _, m := range []mode{{}, {perTensor: true}, {convrot: 256}} {
+		out := filepath.Join(t.TempDir(), "out.safetensors")
+		sum, err := convert.Quantize(context.Background(), tiny, out, m.options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, fo := open(t, tiny), open(t, out)
+		for _, l := range sum.Layers {
+			wi, xb := data(t, fi, l.Name+".weight")
+			_, qb := data(t, fo, l.Name+".weight")
+			ws, sb := data(t, fo, l.Name+".weight_scale")
+			n, k := wi.Shape[0], wi.Shape[1]
+			var diff, norm float64
+			for r := range n {
+				s := math.Float32frombits(binary.LittleEndian.Uint32(sb))
+				if ws.Numel() > 1 {
+					s = math.Float32frombits(binary.LittleEndian.Uint32(sb[4*r:]))
+				}
+				row := make([]float32, k)
+				for i := range row {
+					row[i] = float32(int8(qb[r*k+i])) * s
+				}
+				if g := m.group(k); g > 0 {
+					row = rotateMatrix(row, g)
+				}
+				for i, v := range row {
+					x := float64(dtype.Load(xb, dtype.BFloat16, r*k+i))
+					diff += (float64(v) - x) * (float64(v) - x)
+					norm += x * x
+				}
+			}
+			// The rotation here multiplies by the matrix, in float64: the
+			// same within float32 rounding.
+			if want := math.Sqrt(diff / norm); math.Abs(l.RelRMSError-want) > 1e-6*want {
+				t.Errorf("%+v: %s: relative error %v, want %v", m, l.Name, l.RelRMSError, want)
+			}
+		}
+	}
+}
+
+// rotateMatrix multiplies each group of g values of v by the normalized
+// regular Hadamard matrix, built as the contract states it, in float64.
+func rotateMatrix(v []float32, g int) []float32 {
+	h := [][]float64{{1}}
+	for len(h) < g {
+		h4 := [4][4]float64{{1, 1, 1, -1}, {1, 1, -1, 1}, {1, -1, 1, 1}, {-1, 1, 1, 1}}
+		n := len(h)
+		k := make([][]float64, 4*n)
+		for i := range k {
+			k[i] = make([]float64, 4*n)
+			for j := range k[i] {
+				k[i][j] = h[i/4][j/4] * h4[i%4][j%4]
+			}
+		}
+		h = k
+	}
+	out := make([]float32, len(v))
+	for start := 0; start < len(v); start += g {
+		for j := range g {
+			var s float64
+			for i := range g {
+				s += float64(v[start+i]) * h[i][j]
+			}
+			out[start+j] = float32(s / math.Sqrt(float64(g)))
+		}
+	}
+	return out
 }
 
 // TestRoundTrip quantizes and dequantizes, checking every element of every
 // quantized weight against the error the contract allows: half a step, plus
-// the input dtype's rounding of the quotient and of the scale.
+// the input dtype's rounding of the quotient and of the scale; for ConvRot,
+// every row's error norm against the same bound over the row (the rotation
+// is orthogonal, but the int8 values are rounded after it).
 func TestRoundTrip(t *testing.T) {
-	dir := t.TempDir()
-	q := filepath.Join(dir, "q.safetensors")
-	if _, err := convert.Quantize(context.Background(), tiny, q, convert.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range []dtype.DType{dtype.Float32, dtype.BFloat16} {
-		d := filepath.Join(dir, out.String()+".safetensors")
-		sum, err := convert.Dequantize(context.Background(), q, d, convert.Options{OutDType: out})
-		if err != nil {
+	for _, m := range []mode{{}, {perTensor: true}, {convrot: 256}} {
+		dir := t.TempDir()
+		q := filepath.Join(dir, "q.safetensors")
+		if _, err := convert.Quantize(context.Background(), tiny, q, m.options()); err != nil {
 			t.Fatal(err)
 		}
-		if sum.Dequantized != 11 {
-			t.Errorf("dequantized %d layers", sum.Dequantized)
-		}
-		fi, fq, fd := open(t, tiny), open(t, q), open(t, d)
-		if len(fd.Tensors) != len(fi.Tensors) {
-			t.Fatalf("%d tensors after the round trip, want %d", len(fd.Tensors), len(fi.Tensors))
-		}
-		const u = 0x1p-8 // bfloat16's unit roundoff (8 significant bits)
-		for _, ti := range fi.Tensors {
-			base := strings.TrimSuffix(ti.Name, ".weight")
-			if _, ok := fq.Tensor(base + ".comfy_quant"); !ok || base == ti.Name {
-				// Not quantized: copied through both conversions unchanged.
-				ci, xb := data(t, fi, ti.Name)
-				co, yb := data(t, fd, ti.Name)
-				if co.DType != ci.DType || !slices.Equal(co.Shape, ci.Shape) || !bytes.Equal(xb, yb) {
-					t.Errorf("%s: copied as %s%v, %d bytes differ from the input's %s%v", ti.Name, co.DType, co.Shape, countDiff(xb, yb), ci.DType, ci.Shape)
-				}
-				continue
+		for _, out := range []dtype.DType{dtype.Float32, dtype.BFloat16} {
+			d := filepath.Join(dir, out.String()+".safetensors")
+			sum, err := convert.Dequantize(context.Background(), q, d, convert.Options{OutDType: out})
+			if err != nil {
+				t.Fatal(err)
 			}
-			_, sb := data(t, fq, base+".weight_scale")
-			s := float64(math.Float32frombits(binary.LittleEndian.Uint32(sb)))
-			_, xb := data(t, fi, ti.Name)
-			to, yb := data(t, fd, ti.Name)
-			if to.DType != safetensors.Name(out) {
-				t.Fatalf("%s: dtype %s", ti.Name, to.DType)
+			if sum.Dequantized != 10 {
+				t.Errorf("dequantized %d layers", sum.Dequantized)
 			}
-			xt, _ := tensor.FromBytes(dtype.BFloat16, xb, ti.Shape...)
-			yt, _ := tensor.FromBytes(out, yb, ti.Shape...)
-			xs, _ := xt.Float32s()
-			ys, _ := yt.Float32s()
-			for i := range xs {
-				x, y := float64(xs[i]), float64(ys[i])
-				bound := 0.5*s + 2*math.Abs(x)*u + math.Abs(y)*0x1p-24
-				if out == dtype.BFloat16 {
-					bound += math.Abs(y) * u
+			fi, fq, fd := open(t, tiny), open(t, q), open(t, d)
+			if len(fd.Tensors) != len(fi.Tensors) || !maps(fd.Metadata, fi.Metadata) {
+				t.Fatalf("%d tensors and metadata %v after the round trip, want %d and %v", len(fd.Tensors), fd.Metadata, len(fi.Tensors), fi.Metadata)
+			}
+			const u = 0x1p-8 // bfloat16's unit roundoff (8 significant bits)
+			for _, ti := range fi.Tensors {
+				base := strings.TrimSuffix(ti.Name, ".weight")
+				if _, ok := fq.Tensor(base + ".comfy_quant"); !ok || base == ti.Name {
+					// Not quantized: copied through both conversions unchanged.
+					ci, xb := data(t, fi, ti.Name)
+					co, yb := data(t, fd, ti.Name)
+					if co.DType != ci.DType || !slices.Equal(co.Shape, ci.Shape) || !bytes.Equal(xb, yb) {
+						t.Errorf("%s: copied as %s%v, %d bytes differ from the input's %s%v", ti.Name, co.DType, co.Shape, countDiff(xb, yb), ci.DType, ci.Shape)
+					}
+					continue
 				}
-				if math.Abs(y-x) > bound {
-					t.Fatalf("%s[%d]: %v came back as %v (scale %v, bound %v)", ti.Name, i, x, y, s, bound)
+				ws, sb := data(t, fq, base+".weight_scale")
+				_, xb := data(t, fi, ti.Name)
+				to, yb := data(t, fd, ti.Name)
+				if to.DType != safetensors.Name(out) {
+					t.Fatalf("%s: dtype %s", ti.Name, to.DType)
+				}
+				xt, _ := tensor.FromBytes(dtype.BFloat16, xb, ti.Shape...)
+				yt, _ := tensor.FromBytes(out, yb, ti.Shape...)
+				xs, _ := xt.Float32s()
+				ys, _ := yt.Float32s()
+				k := ti.Shape[1]
+				for r := range ti.Shape[0] {
+					s := float64(math.Float32frombits(binary.LittleEndian.Uint32(sb)))
+					if ws.Numel() > 1 {
+						s = float64(math.Float32frombits(binary.LittleEndian.Uint32(sb[4*r:])))
+					}
+					var e2, b2 float64
+					for i := r * k; i < (r+1)*k; i++ {
+						x, y := float64(xs[i]), float64(ys[i])
+						bound := 0.5*s + 2*math.Abs(x)*u + math.Abs(y)*0x1p-24
+						if out == dtype.BFloat16 {
+							bound += math.Abs(y) * u
+						}
+						if m.convrot == 0 && math.Abs(y-x) > bound {
+							t.Fatalf("%+v: %s[%d]: %v came back as %v (scale %v, bound %v)", m, ti.Name, i, x, y, s, bound)
+						}
+						// For ConvRot: half a step, the rotated weight's
+						// rounding to bfloat16 (at most 127 steps in size)
+						// and the output's.
+						e2 += (y - x) * (y - x)
+						b := 0.5*s + 127*s*u + math.Abs(y)*0x1p-24
+						if out == dtype.BFloat16 {
+							b += math.Abs(y) * u
+						}
+						b2 += b * b
+					}
+					if e2 > b2 {
+						t.Fatalf("%+v: %s row %d: error norm %v over the bound %v", m, ti.Name, r, math.Sqrt(e2), math.Sqrt(b2))
+					}
 				}
 			}
 		}
@@ -228,11 +394,25 @@ func TestRefusals(t *testing.T) {
 	if hashFile(t, out) != h {
 		t.Error("refused run changed the existing output")
 	}
-	if _, err := convert.Quantize(ctx, tiny, out, convert.Options{Force: true, PerChannel: true}); err != nil {
+	if _, err := convert.Quantize(ctx, tiny, out, convert.Options{Force: true, PerTensor: true}); err != nil {
 		t.Errorf("--force: %v", err)
 	}
-	if _, err := convert.Quantize(ctx, out, filepath.Join(dir, "again.safetensors"), convert.Options{}); !errors.Is(err, convert.ErrAlreadyQuantized) {
+	var aq *convert.AlreadyQuantizedError
+	if _, err := convert.Quantize(ctx, out, filepath.Join(dir, "again.safetensors"), convert.Options{}); !errors.Is(err, convert.ErrAlreadyQuantized) ||
+		!errors.As(err, &aq) || aq.Sign != convert.SignMarker || aq.Count != 10 || !strings.Contains(err.Error(), "comfy_quant marker") {
 		t.Errorf("quantizing a quantized file: %v", err)
+	}
+	for _, c := range []struct {
+		opts convert.Options
+		want string
+	}{
+		{convert.Options{ConvRot: 512}, "not a power of 4"},
+		{convert.Options{ConvRot: 2}, "not a power of 4"},
+		{convert.Options{ConvRot: 256, PerTensor: true}, "exclude each other"},
+	} {
+		if _, err := convert.Quantize(ctx, tiny, filepath.Join(dir, "bad.safetensors"), c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.opts, err, c.want)
+		}
 	}
 	link := filepath.Join(dir, "link.safetensors")
 	if err := os.Symlink(out, link); err != nil {
@@ -302,11 +482,11 @@ func TestNaNNamesTensorAndLeavesNothing(t *testing.T) {
 	in := filepath.Join(dir, "in.safetensors")
 	w := make([]float32, 64*64)
 	w[5*64+3] = float32(math.NaN())
-	writeFile(t, in, map[string][]float32{"a.weight": make([]float32, 64*64), "b.weight": w},
-		map[string][]int{"a.weight": {64, 64}, "b.weight": {64, 64}})
+	writeFile(t, in, map[string][]float32{"blocks.0.a.weight": make([]float32, 64*64), "blocks.0.b.weight": w},
+		map[string][]int{"blocks.0.a.weight": {64, 64}, "blocks.0.b.weight": {64, 64}})
 	_, err := convert.Quantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), convert.Options{Selection: convert.Selection{MinElements: 1}})
 	var ae *backend.ArgError
-	if !errors.As(err, &ae) || ae.Row != 5 || !strings.Contains(err.Error(), `tensor "b.weight"`) || !strings.Contains(err.Error(), in) {
+	if !errors.As(err, &ae) || ae.Row != 5 || !strings.Contains(err.Error(), `tensor "blocks.0.b.weight"`) || !strings.Contains(err.Error(), in) {
 		t.Fatalf("got %v, want NaN in row 5 of b.weight", err)
 	}
 	assertOnly(t, dir, "in.safetensors")
@@ -331,46 +511,98 @@ func TestCancelLeavesNothing(t *testing.T) {
 
 func TestSelection(t *testing.T) {
 	ctx := context.Background()
-	plan := func(opts convert.Options) map[string]convert.Action {
+	plan := func(opts convert.Options) map[string]convert.Item {
 		opts.DryRun = true
 		sum, err := convert.Quantize(ctx, tiny, filepath.Join(t.TempDir(), "x.safetensors"), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]convert.Action{}
+		m := map[string]convert.Item{}
 		for _, it := range sum.Plan {
-			m[it.Name] = it.Action
+			m[it.Name] = it
 		}
 		return m
 	}
 	def := plan(convert.Options{})
-	for name, want := range map[string]convert.Action{
-		"blocks.0.attn.qkv.weight":           convert.ActionQuantize,
-		"blocks.1.adaLN_modulation.1.weight": convert.ActionQuantize,
-		"x_embedder.proj.weight":             convert.ActionCopy, // embedding
-		"y_embedder.embedding_table.weight":  convert.ActionCopy,
-		"blocks.0.norm1.weight":              convert.ActionCopy, // norm, 1-D
-		"final_layer.linear.weight":          convert.ActionCopy, // small
-		"blocks.0.attn.qkv.bias":             convert.ActionCopy,
-		"pos_embed":                          convert.ActionCopy,
+	for name, want := range map[string]struct {
+		action convert.Action
+		reason string
+	}{
+		"blocks.0.attn.qkv.weight":              {convert.ActionQuantize, "linear weight in repeated block blocks.0"},
+		"blocks.1.adaLN_modulation.1.weight":    {convert.ActionQuantize, "linear weight in repeated block blocks.1"},
+		"blocks.1.mlp.fc2.weight":               {convert.ActionQuantize, "linear weight in repeated block blocks.1"},
+		"x_embedder.proj.weight":                {convert.ActionCopy, `embedder or norm ("x_embedder")`},
+		"t_embedder.mlp.0.weight":               {convert.ActionCopy, `embedder or norm ("t_embedder")`},
+		"y_embedder.embedding_table.weight":     {convert.ActionCopy, "embedding table (quantized with --embeddings)"},
+		"blocks.0.norm1.weight":                 {convert.ActionCopy, "rank 1, not 2-D"},
+		"final_layer.adaLN_modulation.1.weight": {convert.ActionCopy, "outside the repeated blocks (input, output and global layers)"},
+		"final_layer.linear.weight":             {convert.ActionCopy, "outside the repeated blocks (input, output and global layers)"},
+		"blocks.0.attn.qkv.bias":                {convert.ActionCopy, "not a .weight"},
+		"pos_embed":                             {convert.ActionCopy, "not a .weight"},
 	} {
-		if def[name] != want {
-			t.Errorf("default: %s: %s, want %s", name, def[name], want)
+		if it := def[name]; it.Action != want.action || it.Reason != want.reason {
+			t.Errorf("default: %s: %s (%s), want %s (%s)", name, it.Action, it.Reason, want.action, want.reason)
 		}
 	}
+	emb := plan(convert.Options{Selection: convert.Selection{Embeddings: true}, ConvRot: 256})
+	if it := emb["y_embedder.embedding_table.weight"]; it.Action != convert.ActionQuantize || it.ConvRot != 64 || it.Scales != "channel" ||
+		it.Reason != "embedding table (--embeddings); ConvRot 64: K = 192 is not a multiple of 256" {
+		t.Errorf("--embeddings --convrot: %+v", it)
+	}
+	if it := emb["t_embedder.mlp.0.weight"]; it.Action != convert.ActionCopy {
+		t.Errorf("--embeddings quantizes a linear layer of an embedder: %+v", it)
+	}
+	if it := emb["blocks.0.mlp.fc2.weight"]; it.ConvRot != 256 || it.Reason != "linear weight in repeated block blocks.0" {
+		t.Errorf("--convrot: %+v", it)
+	}
 	inc := plan(convert.Options{Selection: convert.Selection{Include: regexp.MustCompile(`embedder|final_layer\.linear`)}})
-	if inc["x_embedder.proj.weight"] != convert.ActionQuantize || inc["final_layer.linear.weight"] != convert.ActionQuantize || inc["blocks.0.attn.qkv.weight"] != convert.ActionCopy {
+	if inc["x_embedder.proj.weight"].Action != convert.ActionQuantize || inc["final_layer.linear.weight"].Action != convert.ActionQuantize || inc["blocks.0.attn.qkv.weight"].Action != convert.ActionCopy {
 		t.Errorf("--include: %v", inc)
 	}
 	exc := plan(convert.Options{Selection: convert.Selection{Exclude: regexp.MustCompile(`mlp`)}})
-	if exc["blocks.0.mlp.fc1.weight"] != convert.ActionCopy || exc["blocks.0.attn.qkv.weight"] != convert.ActionQuantize {
+	if exc["blocks.0.mlp.fc1.weight"].Action != convert.ActionCopy || exc["blocks.0.attn.qkv.weight"].Action != convert.ActionQuantize {
 		t.Errorf("--exclude: %v", exc)
+	}
+	small := plan(convert.Options{Selection: convert.Selection{MinFeatures: 200}})
+	if it := small["blocks.0.attn.proj.weight"]; it.Action != convert.ActionCopy || it.Reason != "small (192 x 192: a side under 200)" {
+		t.Errorf("--min-features 200: %+v", it)
 	}
 	dir := t.TempDir()
 	if _, err := convert.Quantize(ctx, tiny, filepath.Join(dir, "x.safetensors"), convert.Options{DryRun: true}); err != nil {
 		t.Fatal(err)
 	}
 	assertOnly(t, dir) // a dry run writes nothing
+}
+
+// TestBlockRule checks the default rule on names of other architectures.
+func TestBlockRule(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	quantized := []string{
+		"double_blocks.0.img_attn.qkv.weight", "single_blocks.3.linear1.weight", // Flux
+		"layers.2.attention.qkv.weight", "noise_refiner.0.feed_forward.w1.weight", // Z-Image
+		"model.layers.0.mlp.down_proj.weight", "encoder.block.1.layer.0.SelfAttention.q.weight",
+		"input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight", "0.attn.weight",
+	}
+	copied := []string{
+		"img_in.weight", "txt_in.weight", "final_layer.linear.weight", "proj_out.weight", "lm_head.weight",
+		"time_in.in_layer.weight", "cap_embedder.1.weight", "t_embedder.mlp.2.weight", "time_embed.0.weight",
+		"model.embed_tokens.weight", "shared.weight", "blocks.0.norm1.linear.weight", "head.0.weight",
+	}
+	tensors, shapes := map[string][]float32{}, map[string][]int{}
+	for _, n := range append(slices.Clone(quantized), copied...) {
+		tensors[n], shapes[n] = make([]float32, 128*128), []int{128, 128}
+	}
+	writeFile(t, in, tensors, shapes)
+	sum, err := convert.Quantize(context.Background(), in, filepath.Join(dir, "o.safetensors"), convert.Options{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range sum.Plan {
+		if want := slices.Contains(quantized, it.Name); (it.Action == convert.ActionQuantize) != want {
+			t.Errorf("%s: %s (%s)", it.Name, it.Action, it.Reason)
+		}
+	}
 }
 
 func TestEmptyWeightIsCopied(t *testing.T) {
@@ -444,7 +676,7 @@ func TestSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Shards != 2 || sum.Quantized != 11 {
+	if sum.Shards != 2 || sum.Quantized != 10 || len(sum.Layers) != 10 {
 		t.Errorf("summary %+v", sum)
 	}
 	assertOnly(t, outDir, "m-int8.safetensors.index.json", "m-int8-00001-of-00002.safetensors", "m-int8-00002-of-00002.safetensors")
@@ -459,7 +691,7 @@ func TestSharded(t *testing.T) {
 	var total int64
 	for s := range 2 {
 		path := filepath.Join(outDir, []string{"m-int8-00001-of-00002.safetensors", "m-int8-00002-of-00002.safetensors"}[s])
-		checkQuantized(t, filepath.Join(dir, []string{"m-00001-of-00002.safetensors", "m-00002-of-00002.safetensors"}[s]), path, false)
+		checkQuantized(t, filepath.Join(dir, []string{"m-00001-of-00002.safetensors", "m-00002-of-00002.safetensors"}[s]), path, mode{})
 		f := open(t, path)
 		for _, ti := range f.Tensors {
 			if got.WeightMap[ti.Name] != filepath.Base(path) {
@@ -472,13 +704,13 @@ func TestSharded(t *testing.T) {
 		t.Errorf("index metadata %v, want total_size %d", got.Metadata, total)
 	}
 	r, err := convert.Inspect(context.Background(), out)
-	if err != nil || r.Formats["int8_tensorwise"] != 11 || len(r.Files) != 2 {
+	if err != nil || r.Formats["int8_tensorwise"] != 10 || len(r.Layers) != 10 || len(r.Files) != 2 {
 		t.Errorf("inspect of the output index: %v %+v", err, r)
 	}
 	// And back: dequantizing the sharded output restores every tensor name.
 	back := filepath.Join(t.TempDir(), "m-bf16.safetensors.index.json")
 	dsum, err := convert.Dequantize(context.Background(), out, back, convert.Options{})
-	if err != nil || dsum.Dequantized != 11 || dsum.Shards != 2 {
+	if err != nil || dsum.Dequantized != 10 || dsum.Shards != 2 {
 		t.Fatalf("dequantize of the sharded output: %v %+v", err, dsum)
 	}
 	rb, err := convert.Inspect(context.Background(), back)
@@ -499,26 +731,35 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tensors) != 37 || r.DTypes["BF16"] != 36 || len(r.Formats) != 0 || r.Metadata["model"] != "tiny-dit" {
+	if len(r.Tensors) != 37 || r.DTypes["BF16"] != 36 || len(r.Formats) != 0 || len(r.Layers) != 0 || len(r.Problems) != 0 || r.Metadata["model"] != "tiny-dit" {
 		t.Errorf("report %+v", r)
 	}
 }
 
 // TestTinyOutputGolden pins the bytes written for the shipped checkpoint.
-// tools/checkint8/check_int8.py, an independent numpy implementation of the
-// format and the contract, accepted exactly these files; a change to the
-// layout, the header encoding or the numbers shows up here.
+// Independent numpy readers accepted exactly these files:
+// tools/checkint8/check_int8.py (the format and the contract, for the
+// per-channel and per-tensor files) and tools/checkcomfy/check_comfy.py
+// (ComfyUI's loader logic, and ConvRot against a float32-matrix rotation,
+// for all four). A change to the layout, the header encoding or the
+// numbers shows up here.
 func TestTinyOutputGolden(t *testing.T) {
-	for perRow, want := range map[bool]string{
-		false: "2b47244f3c3d7e4fb9a0ba0d84d726ab0ffaadb37aea76b75ff385894cad9401",
-		true:  "62810b75bab70ccaa8761e6ee134982d40c5fceb04c52bac2a07916db0629eaa",
+	for _, c := range []struct {
+		name string
+		opts convert.Options
+		want string
+	}{
+		{"per-channel (default)", convert.Options{}, "a8e65aa39ad85f2220489a91339da3ca8bb737745a9ae495b18d65ebfb674e52"},
+		{"per-tensor", convert.Options{PerTensor: true}, "c1b5631083ce071a92055a777649e39ba043302958d1112674c157d9f5e359d5"},
+		{"convrot", convert.Options{ConvRot: 256}, "381b6589ef96985ccb98918aabd5fe54a4113692c5f76e653f8013970fce424f"},
+		{"convrot, embeddings", convert.Options{ConvRot: 256, Selection: convert.Selection{Embeddings: true}}, "d5c4f0c8ee5abd1700b6d99f1ad64f37cec08954c4b101911b676b8a70efe83d"},
 	} {
 		out := filepath.Join(t.TempDir(), "out.safetensors")
-		if _, err := convert.Quantize(context.Background(), tiny, out, convert.Options{PerChannel: perRow}); err != nil {
+		if _, err := convert.Quantize(context.Background(), tiny, out, c.opts); err != nil {
 			t.Fatal(err)
 		}
-		if got := hashFile(t, out); fmt.Sprintf("%x", got) != want {
-			t.Errorf("per-row %v: sha256 %x, want %s", perRow, got, want)
+		if got := hashFile(t, out); fmt.Sprintf("%x", got) != c.want {
+			t.Errorf("%s: sha256 %x, want %s", c.name, got, c.want)
 		}
 	}
 }
@@ -542,16 +783,16 @@ func writeIndex(t *testing.T, path string, weightMap map[string]string) {
 func TestShardedNameCollision(t *testing.T) {
 	dir := t.TempDir()
 	big := make([]float32, 128*128)
-	shardFile(t, dir, "a.safetensors", map[string][]float32{"x.weight": big}, map[string][]int{"x.weight": {128, 128}})
-	shardFile(t, dir, "b.safetensors", map[string][]float32{"x.weight_scale": {1}}, map[string][]int{"x.weight_scale": {1}})
+	shardFile(t, dir, "a.safetensors", map[string][]float32{"blocks.0.x.weight": big}, map[string][]int{"blocks.0.x.weight": {128, 128}})
+	shardFile(t, dir, "b.safetensors", map[string][]float32{"blocks.0.x.weight_scale": {1}}, map[string][]int{"blocks.0.x.weight_scale": {1}})
 	in := filepath.Join(dir, "m.safetensors.index.json")
-	writeIndex(t, in, map[string]string{"x.weight": "a.safetensors", "x.weight_scale": "b.safetensors"})
+	writeIndex(t, in, map[string]string{"blocks.0.x.weight": "a.safetensors", "blocks.0.x.weight_scale": "b.safetensors"})
 	out := filepath.Join(t.TempDir(), "o.safetensors.index.json")
 	sum, err := convert.Quantize(context.Background(), in, out, convert.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Quantized != 0 || !strings.Contains(sum.Plan[0].Reason+sum.Plan[1].Reason, "already has x.weight_scale") {
+	if sum.Quantized != 0 || !strings.Contains(sum.Plan[0].Reason+sum.Plan[1].Reason, "already has blocks.0.x.weight_scale") {
 		t.Errorf("collision not avoided: %+v", sum.Plan)
 	}
 }
@@ -562,14 +803,14 @@ func TestShardedFailureLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := make([]float32, 128*128), make([]float32, 128*128)
 	bad[300] = float32(math.Inf(1))
-	shardFile(t, dir, "a.safetensors", map[string][]float32{"a.weight": good}, map[string][]int{"a.weight": {128, 128}})
-	shardFile(t, dir, "b.safetensors", map[string][]float32{"b.weight": bad}, map[string][]int{"b.weight": {128, 128}})
+	shardFile(t, dir, "a.safetensors", map[string][]float32{"blocks.0.a.weight": good}, map[string][]int{"blocks.0.a.weight": {128, 128}})
+	shardFile(t, dir, "b.safetensors", map[string][]float32{"blocks.1.b.weight": bad}, map[string][]int{"blocks.1.b.weight": {128, 128}})
 	in := filepath.Join(dir, "m.safetensors.index.json")
-	writeIndex(t, in, map[string]string{"a.weight": "a.safetensors", "b.weight": "b.safetensors"})
+	writeIndex(t, in, map[string]string{"blocks.0.a.weight": "a.safetensors", "blocks.1.b.weight": "b.safetensors"})
 	outDir := t.TempDir()
 	_, err := convert.Quantize(context.Background(), in, filepath.Join(outDir, "o.safetensors.index.json"), convert.Options{})
 	var ae *backend.ArgError
-	if !errors.As(err, &ae) || ae.Row != 2 || !strings.Contains(err.Error(), "b.weight") {
+	if !errors.As(err, &ae) || ae.Row != 2 || !strings.Contains(err.Error(), "blocks.1.b.weight") {
 		t.Fatalf("got %v, want infinity in row 2 of b.weight", err)
 	}
 	assertOnly(t, outDir)

@@ -5,33 +5,37 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"maps"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 // ErrOverflow is wrapped by the error for a dequantized value too large for
 // the output type (see Options.AllowInf).
 var ErrOverflow = errors.New("dequantized values overflow the output type")
 
-// LayerError reports a quantized layer that cannot be dequantized: its
-// tensors or its comfy_quant marker are not what int8_tensorwise holds.
-type LayerError struct {
-	Path    string // the file holding the layer's comfy_quant marker
-	Layer   string // the layer's name, without suffix
-	Problem string
-}
-
-func (e *LayerError) Error() string {
-	return fmt.Sprintf("%s: layer %q: %s", e.Path, e.Layer, e.Problem)
-}
-
 // Dequantize converts every int8_tensorwise layer of the checkpoint at in
 // back to opts.OutDType (bfloat16 by default), dropping the scales and
-// comfy_quant markers, and copies everything else. A scale that is not a
+// comfy_quant markers, and copies everything else. It reads every variant
+// ComfyUI reads: configs in comfy_quant markers or in
+// __metadata__["_quantization_metadata"] (which it then drops, since no
+// layer it lists stays quantized), ConvRot keys flat or under "params", the
+// legacy "per_row" key, one scale ([], [1]) or one per row ([N, 1], or [N]
+// as int8_linear reads it). A ConvRot layer is rotated back as
+// dequantize_int8_convrot_weight does (an int8 embedding table's rows are
+// rotated as a Linear's are).
+//
+// What it does not read is an error naming the layer (*LayerError), and
+// nothing is written: an unknown format or config key, a config that the
+// marker and the metadata state differently, a layer without a scale
+// (ComfyUI reads 1.0 for an Embedding but refuses a Linear; kitchen cannot
+// tell them apart), a scale of another shape, an int8 weight with a scale
+// but no config, a legacy scaled_fp8 checkpoint. A scale that is not a
 // finite number > 0 is an error naming the scale tensor, as is (unless
 // opts.AllowInf) a value too large for the output type (ErrOverflow).
 func Dequantize(ctx context.Context, in, out string, opts Options) (*Summary, error) {
@@ -44,67 +48,43 @@ func Dequantize(ctx context.Context, in, out string, opts Options) (*Summary, er
 	return convertAny(ctx, "dequantize", in, out, opts, dequantizeUnits)
 }
 
-func dequantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (string, bool)) ([]unit, error) {
-	layers := map[string]bool{} // base names of quantized layers
-	for _, t := range f.Tensors {
-		base, ok := strings.CutSuffix(t.Name, quantSuffix)
-		if !ok {
-			continue
+func dequantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (string, bool)) ([]unit, map[string]string, error) {
+	qi, err := readQuant(f, shardOf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := qi.firstProblem(f.Path); err != nil {
+		return nil, nil, err
+	}
+	layers := map[int]*qlayer{} // by weight
+	folded := map[int]bool{}    // scales and markers
+	for _, l := range qi.layers {
+		layers[l.weight] = l
+		folded[l.scale] = true
+		if l.marker >= 0 {
+			folded[l.marker] = true
 		}
-		bad := func(format string, a ...any) error {
-			return &LayerError{Path: f.Path, Layer: base, Problem: fmt.Sprintf(format, a...)}
-		}
-		if t.DType != "U8" {
-			return nil, bad("%s has dtype %s, want U8 (comfy_quant JSON)", t.Name, t.DType)
-		}
-		b, err := f.Data(t)
-		if err != nil {
-			return nil, err
-		}
-		cfg, err := parseQuantBlob(b)
-		f.Release(t)
-		if err != nil {
-			return nil, bad("%s does not hold comfy_quant JSON: %v", t.Name, err)
-		}
-		if cfg.Format != Format {
-			return nil, bad("format %q is not supported (only %s)", cfg.Format, Format)
-		}
-		for _, part := range []string{base + weightSuffix, base + scaleSuffix} {
-			if _, ok := f.Tensor(part); ok {
-				continue
-			}
-			if shard, ok := shardOf(part); ok {
-				return nil, bad("split across shards: %s is in %s; kitchen dequantizes a layer only when its tensors share a shard", part, shard)
-			}
-			return nil, bad("%s needs both %s and %s", Format, base+weightSuffix, base+scaleSuffix)
-		}
-		w, _ := f.Tensor(base + weightSuffix)
-		s, _ := f.Tensor(base + scaleSuffix)
-		switch {
-		case w.DType != "I8":
-			return nil, bad("%s has dtype %s, want I8", w.Name, w.DType)
-		case s.DType != "F32" && s.DType != "F16" && s.DType != "BF16":
-			return nil, bad("%s has dtype %s, want a float type", s.Name, s.DType)
-		}
-		layers[base] = true
 	}
 	var units []unit
-	for i, t := range f.Tensors {
-		base, isWeight := strings.CutSuffix(t.Name, weightSuffix)
-		switch {
-		case isWeight && layers[base]:
-			units = append(units, unit{in: int32(i), scale: int32(f.Index(base + scaleSuffix)), action: dequantizeAction, out: opts.OutDType})
-		case layers[strings.TrimSuffix(t.Name, scaleSuffix)] && strings.HasSuffix(t.Name, scaleSuffix),
-			layers[strings.TrimSuffix(t.Name, quantSuffix)] && strings.HasSuffix(t.Name, quantSuffix):
+	for i := range f.Tensors {
+		switch l := layers[i]; {
+		case l != nil:
+			reason := describe(l.conf) + ", from " + l.source()
+			units = append(units, unit{in: int32(i), scale: int32(l.scale), group: int32(l.conf.RotationGroup()), action: dequantizeAction, out: opts.OutDType, reason: reason})
+		case folded[i]:
 			// Folded into the dequantized weight.
 		default:
 			units = append(units, copyUnit(i, "not quantized"))
 		}
 	}
-	return units, nil
+	// Every layer _quantization_metadata lists is restored (or the file is
+	// refused above), so none of it stays true.
+	meta := maps.Clone(f.Metadata)
+	delete(meta, comfyquant.MetadataKey)
+	return units, meta, nil
 }
 
-func writeDequantized(ctx context.Context, c *conv, wr *safetensors.Writer, w, s safetensors.TensorInfo, out dtype.DType) error {
+func writeDequantized(ctx context.Context, c *conv, wr *safetensors.Writer, w, s safetensors.TensorInfo, group int, out dtype.DType) error {
 	q, err := c.input(w)
 	if err != nil {
 		return err
@@ -113,8 +93,19 @@ func writeDequantized(ctx context.Context, c *conv, wr *safetensors.Writer, w, s
 	if err != nil {
 		return err
 	}
+	if scale.Rank() == 1 && scale.Numel() > 1 {
+		// [N]: one scale per row, as int8_linear reads it.
+		if scale, err = scale.Reshape(scale.Numel(), 1); err != nil {
+			return err
+		}
+	}
 	var ran string
-	res, err := kitchen.DequantizeInt8To(ctx, q, scale, out, c.kitchenOptions(&ran)...)
+	var res *tensor.Tensor
+	if group > 0 {
+		res, err = kitchen.DequantizeInt8ConvRotWeightTo(ctx, q, scale, out, append(c.kitchenOptions(&ran), kitchen.WithConvRotGroup(group))...)
+	} else {
+		res, err = kitchen.DequantizeInt8To(ctx, q, scale, out, c.kitchenOptions(&ran)...)
+	}
 	if errors.Is(err, backend.ErrScale) {
 		return fmt.Errorf("%s: scale tensor %q of %q: %w", c.f.Path, s.Name, w.Name, err)
 	}

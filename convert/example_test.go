@@ -23,6 +23,6 @@ func ExampleQuantize() {
 	r, _ := convert.Inspect(context.Background(), out)
 	fmt.Println(r.Formats)
 	// Output:
-	// 11 quantized, 26 copied
-	// map[int8_tensorwise:11]
+	// 10 quantized, 27 copied
+	// map[int8_tensorwise:10]
 }

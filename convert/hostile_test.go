@@ -182,10 +182,10 @@ func TestCancelBeforeCommit(t *testing.T) {
 		in := tiny
 		out := filepath.Join(dir, "out.safetensors")
 		if sharded {
-			shardFile(t, dir, "a.safetensors", map[string][]float32{"a.weight": make([]float32, 128*128)}, map[string][]int{"a.weight": {128, 128}})
-			shardFile(t, dir, "b.safetensors", map[string][]float32{"b.weight": make([]float32, 128*128)}, map[string][]int{"b.weight": {128, 128}})
+			shardFile(t, dir, "a.safetensors", map[string][]float32{"blocks.0.a.weight": make([]float32, 128*128)}, map[string][]int{"blocks.0.a.weight": {128, 128}})
+			shardFile(t, dir, "b.safetensors", map[string][]float32{"blocks.1.b.weight": make([]float32, 128*128)}, map[string][]int{"blocks.1.b.weight": {128, 128}})
 			in = filepath.Join(dir, "m.safetensors.index.json")
-			writeIndex(t, in, map[string]string{"a.weight": "a.safetensors", "b.weight": "b.safetensors"})
+			writeIndex(t, in, map[string]string{"blocks.0.a.weight": "a.safetensors", "blocks.1.b.weight": "b.safetensors"})
 			out = filepath.Join(dir, "o.safetensors.index.json")
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -237,14 +237,17 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 }
 
 // Item 6: the comfy_quant marker is read as ComfyUI reads it: exact keys,
-// no repeated key.
+// no repeated key; what kitchen would not read is refused by dequantize
+// and flagged, with the reason, by inspect.
 func TestStrictMarker(t *testing.T) {
 	scale := rawTensor{dtype: "F32", shape: []int{}, data: f32s(0.5)}
 	for _, c := range []struct{ marker, want string }{
-		{`{"format":"float8_e4m3fn","FORMAT":"int8_tensorwise"}`, `format "float8_e4m3fn" is not supported`},
-		{`{"FORMAT":"int8_tensorwise"}`, `no "format"`},
+		{`{"format":"float8_e4m3fn","FORMAT":"int8_tensorwise"}`, `format "float8_e4m3fn": kitchen reads only "int8_tensorwise"`},
+		{`{"FORMAT":"int8_tensorwise"}`, `no "format" string`},
 		{`{"format":"float8_e4m3fn","format":"int8_tensorwise"}`, `key "format" appears twice`},
-		{`{"format":"int8_tensorwise","per_row":"yes"}`, "want true or false"},
+		{`{"format":"int8_tensorwise","convrot":"yes"}`, "want true or false"},
+		{`{"format":"int8_tensorwise","convrot":true,"convrot_groupsize":3}`, "not a power of 4"},
+		{`{"format":"int8_tensorwise","scale_dtype":"bf16"}`, `key "scale_dtype" is not understood`},
 		{`{"format":"int8_tensorwise"} x`, "data after"},
 		{`["int8_tensorwise"]`, "not a JSON object"},
 	} {
@@ -253,12 +256,14 @@ func TestStrictMarker(t *testing.T) {
 		writeRaw(t, in, nil, int8Layer("blk", 2, 4, scale, c.marker)...)
 		_, err := convert.Dequantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), convert.Options{})
 		var le *convert.LayerError
-		if !errors.As(err, &le) || le.Layer != "blk" || !strings.Contains(err.Error(), c.want) {
+		if !errors.As(err, &le) || le.Layer != "blk" || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "blk.comfy_quant") {
 			t.Errorf("marker %s: got %v, want a LayerError saying %q", c.marker, err, c.want)
 		}
-		if _, err := convert.Inspect(context.Background(), in); err == nil && c.want != `format "float8_e4m3fn" is not supported` {
-			t.Errorf("inspect accepted marker %s", c.marker)
+		r, err := convert.Inspect(context.Background(), in)
+		if err != nil || len(r.Layers) != 1 || !strings.Contains(r.Layers[0].Problem, c.want) {
+			t.Errorf("inspect of marker %s: %v %+v", c.marker, err, r)
 		}
+		assertOnly(t, dir, "in.safetensors")
 	}
 }
 
@@ -380,7 +385,7 @@ func TestLongOutputName(t *testing.T) {
 func TestEmptyTensorName(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.safetensors")
-	writeRaw(t, in, nil, rawTensor{"", "F32", []int{1}, f32s(7)}, rawTensor{"w.weight", "F32", []int{128, 128}, f32s(make([]float32, 128*128)...)})
+	writeRaw(t, in, nil, rawTensor{"", "F32", []int{1}, f32s(7)}, rawTensor{"blocks.0.w.weight", "F32", []int{128, 128}, f32s(make([]float32, 128*128)...)})
 	out := filepath.Join(dir, "out.safetensors")
 	sum, err := convert.Quantize(context.Background(), in, out, convert.Options{})
 	if err != nil || sum.Quantized != 1 || sum.Copied != 1 {

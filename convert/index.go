@@ -195,11 +195,9 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 		return shard, ok
 	}
 	for _, j := range jobs {
-		units, err := plan(j.f, opts, shardOf)
-		if err != nil {
+		if j.units, j.meta, err = plan(j.f, opts, shardOf); err != nil {
 			return err
 		}
-		j.units = units
 	}
 	writeIndex := func() (string, []byte, error) {
 		outIdx := index{Metadata: map[string]any{}, WeightMap: map[string]string{}}

@@ -3,7 +3,6 @@ package convert
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/gokitchen/kitchen/safetensors"
 )
@@ -15,8 +14,13 @@ type Report struct {
 	Tensors   []TensorReport    `json:"tensors"`
 	DataBytes int64             `json:"data_bytes"`
 	DTypes    map[string]int    `json:"dtypes"`
-	// Formats counts quantized layers by comfy_quant format.
+	// Formats counts quantized layers by the format their config names.
 	Formats map[string]int `json:"formats"`
+	// Layers are the quantized layers, each as ComfyUI would load it.
+	Layers []LayerReport `json:"layers,omitempty"`
+	// Problems are what kitchen dequantize would refuse in the files
+	// rather than in one layer (each names its file).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // TensorReport is one tensor of a Report.
@@ -25,15 +29,53 @@ type TensorReport struct {
 	DType string `json:"dtype"`
 	Shape []int  `json:"shape"`
 	Bytes int64  `json:"bytes"`
-	// Format is the comfy_quant format of the layer the tensor belongs to.
+	// Format describes the quantized layer the tensor belongs to.
 	Format string `json:"format,omitempty"`
 	Shard  string `json:"shard"`
 }
 
+// LayerReport is one quantized layer of a Report.
+type LayerReport struct {
+	Name   string `json:"name"`
+	Format string `json:"format"`
+	// Scales is "tensor" (one scale) or "channel" (one per output row);
+	// ConvRot the rotation's group size (0: none).
+	Scales  string `json:"scales,omitempty"`
+	ConvRot int    `json:"convrot_group,omitempty"`
+	Shape   []int  `json:"shape,omitempty"`
+	// Source is where the layer's config is written: "comfy_quant",
+	// "_quantization_metadata" or both.
+	Source string `json:"source"`
+	Shard  string `json:"shard"`
+	// Problem says why kitchen would not load the layer (dequantize
+	// refuses it); empty when it would.
+	Problem string `json:"problem,omitempty"`
+	// Note says how ComfyUI may read the layer otherwise than kitchen.
+	Note string `json:"note,omitempty"`
+}
+
+// Describe is the layer in a few words: "int8_tensorwise channel ConvRot
+// 256".
+func (l *LayerReport) Describe() string {
+	s := l.Format
+	if s == "" {
+		s = "?"
+	}
+	if l.Scales != "" {
+		s += " " + l.Scales
+	}
+	if l.ConvRot > 0 {
+		s += fmt.Sprintf(" ConvRot %d", l.ConvRot)
+	}
+	return s
+}
+
 // Inspect reads and checks a checkpoint: a file, or a sharded index with
 // its shards, which the index must describe exactly (every tensor of every
-// shard listed, in that shard, and nothing else). It returns ctx.Err() if
-// ctx ends first.
+// shard listed, in that shard, and nothing else). Quantized layers are read
+// as ComfyUI's loader reads them; what kitchen would not load is reported
+// (LayerReport.Problem, Report.Problems), not an error. It returns
+// ctx.Err() if ctx ends first.
 func Inspect(ctx context.Context, path string) (*Report, error) {
 	var files []*safetensors.File
 	defer func() {
@@ -41,6 +83,7 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 			f.Close()
 		}
 	}()
+	shardOf := func(string) (string, bool) { return "", false }
 	if isIndex(path) {
 		idx, shards, err := readIndex(path)
 		if err != nil {
@@ -48,6 +91,10 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 		}
 		if files, err = openShards(ctx, path, idx, shards); err != nil {
 			return nil, err
+		}
+		shardOf = func(name string) (string, bool) {
+			shard, ok := idx.WeightMap[name]
+			return shard, ok
 		}
 	} else {
 		f, err := safetensors.OpenContext(ctx, path)
@@ -65,34 +112,37 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 		if r.Metadata == nil {
 			r.Metadata = f.Metadata
 		}
-		formats := map[string]string{} // layer -> format
-		for _, t := range f.Tensors {
-			base, ok := strings.CutSuffix(t.Name, quantSuffix)
-			if !ok {
-				continue
-			}
-			b, err := f.Data(t)
-			if err != nil {
-				return nil, err
-			}
-			cfg, err := parseQuantBlob(b)
-			f.Release(t)
-			if err != nil {
-				return nil, fmt.Errorf("%s: tensor %q does not hold comfy_quant JSON: %w", f.Path, t.Name, err)
-			}
-			formats[base] = cfg.Format
-			if cfg.PerRow {
-				formats[base] += " (per row)"
-			}
-			r.Formats[cfg.Format]++
+		qi, err := readQuant(f, shardOf)
+		if err != nil {
+			return nil, err
 		}
-		for _, t := range f.Tensors {
-			tr := TensorReport{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Shard: f.Path}
-			for _, suffix := range []string{weightSuffix, scaleSuffix, quantSuffix} {
-				if base, ok := strings.CutSuffix(t.Name, suffix); ok && formats[base] != "" {
-					tr.Format = formats[base]
+		for _, p := range qi.problems {
+			r.Problems = append(r.Problems, p.Error())
+		}
+		formats := map[string]string{} // tensor -> its layer in words
+		for _, l := range qi.layers {
+			lr := LayerReport{Name: l.name, Format: l.format, Source: l.source(), Shard: f.Path, Problem: l.problem, Note: l.note}
+			if l.problem == "" {
+				lr.Scales, lr.ConvRot = "tensor", l.conf.RotationGroup()
+				if l.perRow {
+					lr.Scales = "channel"
 				}
 			}
+			if w, ok := f.Tensor(l.name + weightSuffix); ok {
+				lr.Shape = w.Shape
+			}
+			r.Layers = append(r.Layers, lr)
+			if lr.Format != "" {
+				r.Formats[lr.Format]++
+			} else {
+				r.Formats["(no format)"]++
+			}
+			for _, suffix := range []string{weightSuffix, scaleSuffix, quantSuffix} {
+				formats[l.name+suffix] = lr.Describe()
+			}
+		}
+		for _, t := range f.Tensors {
+			tr := TensorReport{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Size(), Shard: f.Path, Format: formats[t.Name]}
 			r.Tensors = append(r.Tensors, tr)
 			r.DTypes[t.DType]++
 			r.DataBytes += t.Size()

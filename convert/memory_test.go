@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		out := os.Getenv("KITCHEN_TEST_CONVERT_OUT")
 		opts := convert.Options{}
 		opts.MinElements, _ = strconv.ParseInt(os.Getenv("KITCHEN_TEST_CONVERT_MIN"), 10, 64)
+		opts.MinFeatures = int(opts.MinElements) // 1: layers of every size
 		var err error
 		if dt := os.Getenv("KITCHEN_TEST_DEQUANTIZE"); dt != "" {
 			if opts.OutDType, err = dtype.Parse(dt); err == nil {

@@ -4,51 +4,95 @@
 //
 // For each selected weight P.weight (2-D, float32/float16/bfloat16) the
 // output holds P.weight as int8 of the same shape, P.weight_scale as float32
-// (shape [] for one scale per tensor, [N, 1] per output row), and
-// P.comfy_quant, the UTF-8 bytes of {"format": "int8_tensorwise"} (with
-// "per_row": true for per-row scales) as uint8. Every other tensor and the
-// header's __metadata__ are copied unchanged.
+// (shape [N, 1], one scale per output row, by default; [] with PerTensor),
+// and P.comfy_quant, the bytes ComfyUI itself writes for the layer's config
+// (Python's json.dumps of {"format": "int8_tensorwise"}, with "convrot":
+// true and "convrot_groupsize": G for a ConvRot layer), as uint8. Every
+// other tensor and the header's __metadata__ are copied unchanged.
 package convert
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
-	"github.com/gokitchen/kitchen/internal/strictjson"
+	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
-// Format is the comfy_quant format this package writes and reads.
-const Format = "int8_tensorwise"
-
 // Suffixes of the tensors of a quantized layer.
 const (
-	weightSuffix = ".weight"
-	scaleSuffix  = ".weight_scale"
-	quantSuffix  = ".comfy_quant"
+	weightSuffix = comfyquant.WeightSuffix
+	scaleSuffix  = comfyquant.ScaleSuffix
+	quantSuffix  = comfyquant.MarkerSuffix
 )
 
 // DefaultMinElements is the size below which weights are not quantized by
 // default: the saving is negligible and small layers are the sensitive ones.
 const DefaultMinElements = 16384
 
+// DefaultMinFeatures is the smallest input or output width of a layer
+// quantized by default (comfy-kitchen's own sample converter skips layers
+// with in or out features under 64).
+const DefaultMinFeatures = 64
+
 // skipComponent matches one dot-separated component of the names of layers
-// kept in full precision by default: embeddings and normalisation layers,
-// where int8 costs the most accuracy ("x_embedder", "embed_tokens", "wte",
-// "norm1", "layernorm", "ln_f", "pos_embed"), but not "adaLN_modulation".
+// kept in full precision by default: embedders and normalisation layers,
+// where int8 costs the most accuracy ("x_embedder", "t_embedder",
+// "embed_tokens", "wte", "norm1", "layernorm", "ln_f", "pos_embed"), but
+// not "adaLN_modulation".
 var skipComponent = regexp.MustCompile(`(?i)^(.*embed.*|emb(_.*)?|wte|wpe|.*norm.*|ln(_.*|\d*)|pos(_.*)?|position.*)$`)
 
-// defaultSkip reports whether a name has a component skipComponent matches.
-func defaultSkip(name string) bool {
+// embeddingModule matches the name of a module that is an embedding table
+// (an nn.Embedding: "embed_tokens", "token_embedding", "embedding_table",
+// "word_embeddings", "wte", "wpe", T5's "shared"), as opposed to an
+// embedder built of linear layers ("x_embedder", "t_embedder.mlp.0").
+var embeddingModule = regexp.MustCompile(`(?i)^(.*embedding.*|.*embed_tokens|wte|wpe|shared)$`)
+
+// skippedComponent returns the first component of name that skipComponent
+// matches, or "".
+func skippedComponent(name string) string {
 	for c := range strings.SplitSeq(name, ".") {
 		if skipComponent.MatchString(c) {
-			return true
+			return c
 		}
 	}
-	return false
+	return ""
+}
+
+// isEmbeddingTable reports whether the weight P.weight is an embedding
+// table's, by the name of its module (P's last component).
+func isEmbeddingTable(name string) bool {
+	base := strings.TrimSuffix(name, weightSuffix)
+	return embeddingModule.MatchString(base[strings.LastIndexByte(base, '.')+1:])
+}
+
+// blockOf returns the repeated block a tensor sits in: its name up to the
+// first numeric component that at least two more components follow
+// ("blocks.3" in "blocks.3.attn.qkv.weight", "model.layers.0" in
+// "model.layers.0.mlp.down_proj.weight"), or "". A numeric component right
+// before the last one (".0.weight") indexes a layer of a Sequential (an
+// embedder's MLP, say), not a block.
+func blockOf(name string) string {
+	parts := strings.Split(name, ".")
+	for i := 0; i+2 < len(parts); i++ {
+		if isNumber(parts[i]) {
+			return strings.Join(parts[:i+1], ".")
+		}
+	}
+	return ""
+}
+
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Selection decides which tensors to quantize.
@@ -61,9 +105,16 @@ type Selection struct {
 	// MinElements overrides DefaultMinElements when positive; 1 quantizes
 	// weights of every size.
 	MinElements int64
+	// MinFeatures overrides DefaultMinFeatures when positive: a weight
+	// with fewer rows or columns is not quantized by default; 1 for no
+	// limit.
+	MinFeatures int
+	// Embeddings also quantizes embedding tables (see isEmbeddingTable),
+	// which ComfyUI's int8 Embedding loads.
+	Embeddings bool
 }
 
-// decide returns whether to quantize t, and why not.
+// decide returns whether to quantize t and why.
 func (s Selection) decide(t safetensors.TensorInfo) (bool, string) {
 	switch {
 	case !strings.HasSuffix(t.Name, weightSuffix):
@@ -78,20 +129,37 @@ func (s Selection) decide(t safetensors.TensorInfo) (bool, string) {
 		return false, "matches --exclude"
 	case s.Include != nil:
 		if s.Include.MatchString(t.Name) {
-			return true, ""
+			return true, "matches --include"
 		}
 		return false, "does not match --include"
-	case defaultSkip(t.Name):
-		return false, "embedding or norm layer"
+	}
+	what := "linear weight in repeated block " + blockOf(t.Name)
+	switch {
+	case isEmbeddingTable(t.Name):
+		if !s.Embeddings {
+			return false, "embedding table (quantized with --embeddings)"
+		}
+		what = "embedding table (--embeddings)"
+	case skippedComponent(t.Name) != "":
+		return false, fmt.Sprintf("embedder or norm (%q)", skippedComponent(t.Name))
+	case blockOf(t.Name) == "":
+		return false, "outside the repeated blocks (input, output and global layers)"
+	}
+	minF := s.MinFeatures
+	if minF <= 0 {
+		minF = DefaultMinFeatures
 	}
 	minN := s.MinElements
 	if minN <= 0 {
 		minN = DefaultMinElements
 	}
-	if t.Numel() < minN {
+	switch {
+	case t.Shape[0] < minF || t.Shape[1] < minF:
+		return false, fmt.Sprintf("small (%d x %d: a side under %d)", t.Shape[0], t.Shape[1], minF)
+	case t.Numel() < minN:
 		return false, fmt.Sprintf("small (%d < %d elements)", t.Numel(), minN)
 	}
-	return true, ""
+	return true, what
 }
 
 // Action is what happens to one input tensor.
@@ -111,56 +179,10 @@ type Item struct {
 	Shape  []int  `json:"shape"`
 	Bytes  int64  `json:"bytes"`
 	Action Action `json:"action"`
-	// Reason says why a tensor is copied rather than converted.
+	// Scales is "tensor" or "channel" for a quantized (or dequantized)
+	// layer; ConvRot its rotation's group size (0: none).
+	Scales  string `json:"scales,omitempty"`
+	ConvRot int    `json:"convrot_group,omitempty"`
+	// Reason says why a tensor is quantized, or copied.
 	Reason string `json:"reason,omitempty"`
-}
-
-// quantConfig is the JSON stored in P.comfy_quant.
-type quantConfig struct {
-	Format string `json:"format"`
-	PerRow bool   `json:"per_row,omitempty"`
-}
-
-// quantBlob returns the comfy_quant bytes, padded with trailing spaces
-// (still valid JSON) to make the layer's tensors end on a 4-byte boundary.
-func quantBlob(perRow bool, before int64) []byte {
-	b, _ := json.Marshal(quantConfig{Format: Format, PerRow: perRow})
-	for (before+int64(len(b)))%4 != 0 {
-		b = append(b, ' ')
-	}
-	return b
-}
-
-// parseQuantBlob reads a comfy_quant tensor's bytes as ComfyUI (Python's
-// json) reads them, and refuses what it could read otherwise: keys match
-// exactly ("FORMAT" is not "format"), a repeated key is an error (Python
-// keeps the last), "format" must be there, a string, and "per_row" a
-// bool; other keys are ignored.
-func parseQuantBlob(b []byte) (quantConfig, error) {
-	var c quantConfig
-	s := strictjson.NewScanner(b)
-	if s.Peek() != '{' {
-		return c, errors.New("not a JSON object")
-	}
-	hasFormat := false
-	err := s.Object(func(key string) error {
-		var err error
-		switch key {
-		case "format":
-			hasFormat = true
-			c.Format, err = s.String()
-		case "per_row":
-			c.PerRow, err = s.Bool()
-		default:
-			err = s.Skip()
-		}
-		return err
-	})
-	if err == nil {
-		err = s.End()
-	}
-	if err == nil && !hasFormat {
-		err = errors.New(`no "format"`)
-	}
-	return c, err
 }

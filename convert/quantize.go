@@ -4,41 +4,144 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/comfyquant"
+	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
-// ErrAlreadyQuantized is returned for an input that holds .comfy_quant
-// tensors already.
-var ErrAlreadyQuantized = errors.New("already holds quantized layers")
+// Format is the comfy_quant format this package writes and reads.
+const Format = comfyquant.Int8Tensorwise
+
+// ErrAlreadyQuantized is wrapped by every *AlreadyQuantizedError.
+var ErrAlreadyQuantized = errors.New("already quantized")
+
+// Sign is what shows that a checkpoint is quantized already.
+type Sign string
+
+// The signs Quantize looks for: each makes ComfyUI load the file as a
+// quantized one (or holds quantized weights).
+const (
+	// SignMarker is a P.comfy_quant tensor.
+	SignMarker Sign = "a comfy_quant marker"
+	// SignMetadata is a _quantization_metadata entry in __metadata__,
+	// from which ComfyUI makes markers.
+	SignMetadata Sign = "a " + comfyquant.MetadataKey + " entry in __metadata__"
+	// SignScaledFP8 is the legacy scaled_fp8 tensor of ComfyUI's fp8
+	// checkpoints.
+	SignScaledFP8 Sign = "a scaled_fp8 tensor (ComfyUI's legacy fp8 format)"
+	// SignScaledWeight is an int8 or fp8 weight with a scale beside it.
+	SignScaledWeight Sign = "an int8 or fp8 weight with a weight_scale"
+)
+
+// AlreadyQuantizedError is Quantize's refusal of an input that is quantized
+// already; it says which sign showed it, and where.
+type AlreadyQuantizedError struct {
+	Path string
+	Sign Sign
+	// Name is the tensor (or the __metadata__ key) that shows it; Count how
+	// many tensors show it.
+	Name  string
+	Count int
+}
+
+func (e *AlreadyQuantizedError) Error() string {
+	what := fmt.Sprintf("%q", e.Name)
+	if e.Count > 1 {
+		what += fmt.Sprintf(" and %d more", e.Count-1)
+	}
+	return fmt.Sprintf("%s: %s: it holds %s (%s); quantize the original checkpoint instead", e.Path, ErrAlreadyQuantized, e.Sign, what)
+}
+
+func (e *AlreadyQuantizedError) Unwrap() error { return ErrAlreadyQuantized }
+
+// checkNotQuantized refuses a file that shows any sign of being quantized.
+func checkNotQuantized(f *safetensors.File) error {
+	if _, ok := f.Metadata[comfyquant.MetadataKey]; ok {
+		return &AlreadyQuantizedError{Path: f.Path, Sign: SignMetadata, Name: comfyquant.MetadataKey, Count: 1}
+	}
+	signs := map[Sign]*AlreadyQuantizedError{}
+	note := func(s Sign, name string) {
+		if e := signs[s]; e != nil {
+			e.Count++
+			return
+		}
+		signs[s] = &AlreadyQuantizedError{Path: f.Path, Sign: s, Name: name, Count: 1}
+	}
+	for _, t := range f.Tensors {
+		switch {
+		case strings.HasSuffix(t.Name, quantSuffix):
+			note(SignMarker, t.Name)
+		case t.Name == "scaled_fp8" || strings.HasSuffix(t.Name, ".scaled_fp8"):
+			note(SignScaledFP8, t.Name)
+		case strings.HasSuffix(t.Name, weightSuffix) && (t.DType == "I8" || strings.HasPrefix(t.DType, "F8_")):
+			base := layerName(t.Name)
+			if _, ok := f.Tensor(base + scaleSuffix); ok {
+				note(SignScaledWeight, t.Name)
+			} else if _, ok := f.Tensor(base + ".scale_weight"); ok {
+				note(SignScaledWeight, t.Name)
+			}
+		}
+	}
+	for _, s := range []Sign{SignMarker, SignScaledFP8, SignScaledWeight} {
+		if e := signs[s]; e != nil {
+			return e
+		}
+	}
+	return nil
+}
 
 // Quantize converts the checkpoint at in (a .safetensors file or a
 // .safetensors.index.json with its shards) to int8_tensorwise at out. The
 // output appears only when complete; on error or cancellation nothing is
-// left behind, and the input is never modified. An output whose header
+// left behind, and the input is never modified. An input that is quantized
+// already is refused (*AlreadyQuantizedError). An output whose header
 // would be over safetensors.MaxHeaderSize is refused before anything is
 // written (*safetensors.HeaderSizeError). On Unix, hidden temporary files
 // of the output left by a run that was killed (.NAME.kitchen-tmp-*, which
 // a running conversion keeps locked) are removed first, and listed in the
-// Summary.
+// Summary. The Summary lists each quantized layer's weight error.
+//
+// kitchen writes no _quantization_metadata (ComfyUI does not either): the
+// markers are the layers' configs, and the input has none to keep.
 func Quantize(ctx context.Context, in, out string, opts Options) (*Summary, error) {
+	if opts.ConvRot != 0 {
+		if !quant.ValidGroup(opts.ConvRot) {
+			return nil, fmt.Errorf("quantize: ConvRot group %d is not a power of 4 of at least 4", opts.ConvRot)
+		}
+		if opts.PerTensor {
+			return nil, errors.New("quantize: ConvRot layers have one scale per row; per-tensor scales and ConvRot exclude each other")
+		}
+	}
 	return convertAny(ctx, "quantize", in, out, opts, quantizeUnits)
+}
+
+// convRotGroup is the ConvRot group of a layer of input width k: the
+// largest power of 4, at most max and at least 4, that divides k, or 0.
+func convRotGroup(k, max int) int {
+	for g := max; g >= 4; g /= 4 {
+		if k%g == 0 {
+			return g
+		}
+	}
+	return 0
 }
 
 // quantizeUnits plans one file; shardOf finds every tensor name of the
 // checkpoint (all shards), so a new tensor never takes an existing name.
-func quantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (string, bool)) ([]unit, error) {
-	if n := countQuantized(&f.Header); n > 0 {
-		return nil, fmt.Errorf("%s: %w (%d %s tensors); quantize the original checkpoint instead", f.Path, ErrAlreadyQuantized, n, quantSuffix)
+func quantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (string, bool)) ([]unit, map[string]string, error) {
+	if err := checkNotQuantized(f); err != nil {
+		return nil, nil, err
 	}
 	units := make([]unit, 0, len(f.Tensors))
 	for i, t := range f.Tensors {
 		ok, reason := opts.decide(t)
 		if ok {
-			base := strings.TrimSuffix(t.Name, weightSuffix)
+			base := layerName(t.Name)
 			for _, extra := range []string{base + scaleSuffix, base + quantSuffix} {
 				if _, taken := shardOf(extra); taken {
 					ok, reason = false, "its layer already has "+extra
@@ -49,10 +152,26 @@ func quantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (stri
 			units = append(units, copyUnit(i, reason))
 			continue
 		}
-		units = append(units, unit{in: int32(i), scale: -1, action: quantizeAction, perRow: opts.PerChannel})
+		u := unit{in: int32(i), scale: -1, action: quantizeAction, perRow: !opts.PerTensor, reason: reason}
+		if opts.ConvRot > 0 {
+			k := t.Shape[1]
+			switch g := convRotGroup(k, opts.ConvRot); {
+			case g == 0:
+				u.reason += fmt.Sprintf("; not rotated: no power of 4 divides K = %d", k)
+			case g < opts.ConvRot:
+				u.group = int32(g)
+				u.reason += fmt.Sprintf("; ConvRot %d: K = %d is not a multiple of %d", g, k, opts.ConvRot)
+			default:
+				u.group = int32(g)
+			}
+		}
+		units = append(units, u)
 	}
-	return units, nil
+	return units, maps.Clone(f.Metadata), nil
 }
+
+// layerName is the layer P of a tensor P.weight.
+func layerName(weight string) string { return strings.TrimSuffix(weight, weightSuffix) }
 
 // scaleShape is the shape of a quantized layer's scale: [] for one scale,
 // [N, 1] for one per row.
@@ -63,51 +182,57 @@ func scaleShape(t safetensors.TensorInfo, perRow bool) []int {
 	return []int{}
 }
 
-// layerBlob is the comfy_quant tensor of weight t's layer, padded to end
-// the layer on a 4-byte boundary.
-func layerBlob(t safetensors.TensorInfo, perRow bool) []byte {
-	scaleBytes := int64(4)
-	if perRow {
-		scaleBytes = 4 * int64(t.Shape[0])
-	}
-	return quantBlob(perRow, scaleBytes+t.Numel())
-}
-
-func writeQuantized(ctx context.Context, c *conv, w *safetensors.Writer, t safetensors.TensorInfo, perRow bool) error {
-	base := strings.TrimSuffix(t.Name, weightSuffix)
+func writeQuantized(ctx context.Context, c *conv, w *safetensors.Writer, u *unit) error {
+	t := c.f.Tensors[u.in]
 	x, err := c.input(t)
 	if err != nil {
 		return err
 	}
 	var ran string
 	var q, scale *tensor.Tensor
-	if perRow {
-		q, scale, err = kitchen.QuantizeInt8Rowwise(ctx, x, c.kitchenOptions(&ran)...)
-	} else {
-		q, scale, err = kitchen.QuantizeInt8Tensorwise(ctx, x, c.kitchenOptions(&ran)...)
+	switch opts := c.kitchenOptions(&ran); {
+	case u.group > 0:
+		q, scale, err = kitchen.QuantizeInt8ConvRotWeight(ctx, x, append(opts, kitchen.WithConvRotGroup(int(u.group)))...)
+	case u.perRow:
+		q, scale, err = kitchen.QuantizeInt8Rowwise(ctx, x, opts...)
+	default:
+		q, scale, err = kitchen.QuantizeInt8Tensorwise(ctx, x, opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, err)
 	}
 	c.backends[ran] = true
-	for _, part := range []struct {
-		name string
-		t    *tensor.Tensor
-	}{{base + scaleSuffix, scale}, {t.Name, q}} {
-		b, err := part.t.Bytes()
-		if err != nil {
-			return err
-		}
-		if err := w.WriteTensor(part.name, b); err != nil {
-			return err
-		}
+	qb, err := q.Bytes()
+	if err != nil {
+		return err
 	}
-	return w.WriteTensor(base+quantSuffix, layerBlob(t, perRow))
+	sb, err := scale.Bytes()
+	if err != nil {
+		return err
+	}
+	st := c.laid[u.outScale]
+	if int64(len(sb)) != st.Size() {
+		return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), st.Size())
+	}
+	if _, err := c.out.WriteAt(sb, c.dataStart+st.Begin); err != nil {
+		return err
+	}
+	if err := w.WriteTensor(t.Name, qb); err != nil {
+		return err
+	}
+	lq, err := weightError(ctx, c, x, q, scale, int(u.group))
+	if err != nil {
+		return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
+	}
+	lq.Name = layerName(t.Name)
+	c.layers = append(c.layers, lq)
+	return nil
 }
 
-// planner plans the units of one input file of a checkpoint; shardOf says
-// which file of the checkpoint holds a tensor name, if any does.
-type planner func(f *safetensors.File, opts Options, shardOf func(name string) (string, bool)) ([]unit, error)
+// planner plans the units of one input file of a checkpoint, and returns
+// them with the output's __metadata__; shardOf says which file of the
+// checkpoint holds a tensor name, if any does.
+type planner func(f *safetensors.File, opts Options, shardOf func(name string) (string, bool)) ([]unit, map[string]string, error)
 
 // convertAny runs a conversion of a single file or of a sharded checkpoint.
 func convertAny(ctx context.Context, operation, in, out string, opts Options, plan planner) (*Summary, error) {
@@ -128,14 +253,14 @@ func convertAny(ctx context.Context, operation, in, out string, opts Options, pl
 		return nil, err
 	}
 	defer f.Close()
-	units, err := plan(f, opts, func(name string) (string, bool) {
+	units, meta, err := plan(f, opts, func(name string) (string, bool) {
 		_, ok := f.Tensor(name)
 		return in, ok
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := run(ctx, opts, sum, []*job{{in: in, out: out, f: f, units: units}}, nil); err != nil {
+	if err := run(ctx, opts, sum, []*job{{in: in, out: out, f: f, meta: meta, units: units}}, nil); err != nil {
 		return nil, err
 	}
 	return sum, nil

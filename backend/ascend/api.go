@@ -41,6 +41,7 @@ type api struct {
 // ascendcl is libascendcl.so: acl/acl.h, acl/acl_rt.h.
 type ascendcl struct {
 	aclInit                func(configPath unsafe.Pointer) int32
+	aclFinalize            func() int32
 	aclGetRecentErrMsg     func() string
 	aclrtGetDeviceCount    func(count *uint32) int32
 	aclrtSetDevice         func(deviceID int32) int32
@@ -144,6 +145,8 @@ type opapi struct {
 	aclnnDynamicQuantV2                          phase2
 	aclnnQuantizeGetWorkspaceSize                func(x, scales, zeroPoints uintptr, dtype int32, axis int32, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnQuantize                                phase2
+	aclnnQuantMatmulV4GetWorkspaceSize           func(x1, x2, scale, offset, pertokenScale, bias uintptr, transposeX1, transposeX2 bool, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnQuantMatmulV4                           phase2
 }
 
 // symbol is one C function to bind: the Go field it fills and the library

@@ -1,7 +1,9 @@
 // Package ascend is kitchen's backend for Huawei Ascend NPUs: the device
 // type "npu", whose tensors live in NPU memory and whose primitives are
 // aclnn operators, so the eager backend runs on the NPU unchanged, and the
-// backend "ascend", with fused kernels for the INT8 operations.
+// backend "ascend", with fused kernels for the INT8 operations: quantize
+// and dequantize (kernels.go), mm_int8 and int8_linear (linear.go), each
+// with its numeric bound stated there.
 //
 // CANN is bound at run time, never at build time: the package loads its
 // libraries with dlopen through purego, so builds need no cgo and a machine
@@ -15,6 +17,13 @@
 // unavailable with the reason (for a library that does not load, each
 // path tried and why); the load is not tried again. Load and Register do the same at once for
 // other registries and directories.
+//
+// CANN asks a process to call aclFinalize before it exits (acl/acl.h), and
+// allows aclInit only once per process. Finalize does it: a program that
+// used the NPU calls it at exit, after closing the runtimes it loaded
+// itself; it closes backend.Default's runtime, resets the devices and
+// finalizes AscendCL. It refuses while a runtime from Load or Register is
+// open, and nothing in the package can use CANN after it.
 //
 // The package is tested against the CANN simulator in internal/ascendsim,
 // or, with KITCHEN_ASCEND_HARDWARE=1, against the installed CANN.
@@ -86,6 +95,34 @@ type Runtime struct {
 	api   api
 	paths [numLibs]string
 	dev   *Device
+	open  bool // counted in acl.open: loaded and not yet closed; guarded by acl.mu
+}
+
+// acl is AscendCL in this process as the package initialized it: the
+// libraries Load ran aclInit in, the runtimes it returned, and whether
+// Finalize has run. Lock order: acl.mu before any Device.mu.
+var acl struct {
+	mu        sync.Mutex
+	libs      []*aclLib  // each libascendcl.so object aclInit ran in (or had run in)
+	runtimes  []*Runtime // the runtimes Load returned, less those closed with their device never opened
+	open      int        // runtimes returned by Load and not yet closed
+	def       *Runtime   // backend.Default's runtime (loadDefault), which Finalize closes itself
+	finalized bool
+}
+
+// aclLib is one library object, told apart by its dlopen handle (loads of
+// one file by two paths share it), and the functions bound to it.
+type aclLib struct {
+	handle uintptr
+	api    *api
+	done   bool // aclFinalize succeeded
+}
+
+// finalized reports whether Finalize has run.
+func finalized() bool {
+	acl.mu.Lock()
+	defer acl.mu.Unlock()
+	return acl.finalized
 }
 
 // Load loads the CANN libraries, initializes AscendCL and checks that the
@@ -95,20 +132,32 @@ type Runtime struct {
 // the first operation on it.
 //
 // AscendCL can be initialized once per process, so a second Load shares
-// the first one's initialization; Runtime.Close never finalizes it.
-func Load(opts Options) (*Runtime, error) {
+// the first one's initialization; Runtime.Close never finalizes it, and
+// after Finalize, Load fails with ErrFinalized.
+func Load(opts Options) (*Runtime, error) { return loadRuntime(opts, false) }
+
+// loadRuntime is Load; isDefault marks backend.Default's runtime.
+func loadRuntime(opts Options, isDefault bool) (*Runtime, error) {
+	if finalized() {
+		return nil, ErrFinalized
+	}
 	dirs, system := opts.Dirs, false
 	if dirs == nil {
 		dirs, system = DefaultDirs(), os.Getenv(EnvLibDir) == ""
 	}
 	r := &Runtime{}
-	paths, err := openLibraries(&r.api, dirs, system)
+	paths, handle, err := openLibraries(&r.api, dirs, system)
 	if err != nil {
 		return nil, err
 	}
 	r.paths = paths
 	a := &r.api
 
+	acl.mu.Lock()
+	defer acl.mu.Unlock()
+	if acl.finalized {
+		return nil, ErrFinalized
+	}
 	// The runtime's current context is per OS thread: stay on this one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -116,6 +165,9 @@ func Load(opts Options) (*Runtime, error) {
 		return nil, r.fail("aclInit", st)
 	}
 	a.aclGetRecentErrMsg() // forget the message of a repeated initialization
+	if !slices.ContainsFunc(acl.libs, func(l *aclLib) bool { return l.handle == handle }) {
+		acl.libs = append(acl.libs, &aclLib{handle: handle, api: a})
+	}
 	var count uint32
 	if st := a.aclrtGetDeviceCount(&count); st != 0 {
 		return nil, r.fail("aclrtGetDeviceCount", st)
@@ -127,6 +179,12 @@ func Load(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("ascend: device %d requested, aclrtGetDeviceCount reports %d: %w", opts.DeviceID, count, ErrNoDevice)
 	}
 	r.dev = &Device{rt: r, id: opts.DeviceID}
+	r.open = true
+	acl.open++
+	acl.runtimes = append(acl.runtimes, r)
+	if isDefault {
+		acl.def = r
+	}
 	return r, nil
 }
 
@@ -153,33 +211,111 @@ func (r *Runtime) Device() *Device { return r.dev }
 func (r *Runtime) Libraries() []string { return r.paths[:] }
 
 // Close waits for the device's work to finish and destroys its stream.
-// Tensors on the device can still be released; nothing else runs on it.
-// If waiting or destroying fails, the device stays open and Close can be
-// called again.
+// Tensors on the device can still be released (until Finalize, which
+// frees all device memory); nothing else runs on it. If waiting or
+// destroying fails, the device stays open and Close can be called again.
+// A closed runtime no longer keeps Finalize from running.
 func (r *Runtime) Close() error {
+	opened, err := r.close()
+	if err == nil {
+		acl.mu.Lock()
+		if r.open {
+			r.open = false
+			acl.open--
+		}
+		if !opened { // nothing for Finalize to reset
+			acl.runtimes = slices.DeleteFunc(acl.runtimes, func(x *Runtime) bool { return x == r })
+		}
+		acl.mu.Unlock()
+	}
+	return err
+}
+
+// close is Close's work on the device, without the count of open runtimes
+// (Finalize, which holds acl.mu, closes backend.Default's runtime with it).
+// It reports whether the device was ever opened (and not yet reset).
+func (r *Runtime) close() (opened bool, err error) {
 	d := r.dev
 	d.mu.Lock()
 	defer d.unlock()
 	if d.closed {
-		return nil
+		return d.opened, nil
 	}
 	if !d.opened {
 		d.closed = true
-		return nil
+		return false, nil
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if st := r.api.aclrtSetCurrentContext(d.ctx); st != 0 {
-		return r.fail("aclrtSetCurrentContext", st)
+		return true, r.fail("aclrtSetCurrentContext", st)
 	}
 	d.freeLostLocked()
 	if st := r.api.aclrtSynchronizeStream(d.stream); st != 0 {
-		return r.fail("aclrtSynchronizeStream", st)
+		return true, r.fail("aclrtSynchronizeStream", st)
 	}
 	if st := r.api.aclrtDestroyStream(d.stream); st != 0 {
-		return r.fail("aclrtDestroyStream", st)
+		return true, r.fail("aclrtDestroyStream", st)
 	}
 	d.closed = true
+	return true, nil
+}
+
+// Finalize ends AscendCL in this process, as acl/acl.h asks a process to
+// do before it exits: it closes backend.Default's runtime (the one
+// DefaultDevice and the lazy "ascend" use, after its work under way ends),
+// resets every NPU the package opened (aclrtResetDevice, which frees what
+// is left of its memory) and calls aclFinalize in each CANN library the
+// package initialized. Call it once, at exit, from the program that owns
+// the process (a command's main, after its last NPU operation); a library
+// that shares AscendCL with other code in the process must leave it to
+// that code.
+//
+// It refuses, changing nothing, with an error wrapping ErrInUse while a
+// runtime returned by Load or Register is not closed: close those first.
+// After it, operations on NPU tensors fail with ErrClosed, Release does
+// nothing, and Load (so Register, DefaultDevice and "ascend" in
+// backend.Default) fails with ErrFinalized: CANN allows aclInit only once
+// per process. Calling it again, or when CANN was never loaded, does
+// nothing more. If a CANN call fails, it returns that *Error, and a later
+// call finishes the work.
+func Finalize() error {
+	acl.mu.Lock()
+	defer acl.mu.Unlock()
+	if acl.finalized {
+		return nil
+	}
+	def, n := acl.def, acl.open
+	if def != nil && def.open {
+		n--
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %d runtime(s) from Load or Register not closed", ErrInUse, n)
+	}
+	if def != nil && def.open {
+		if _, err := def.close(); err != nil {
+			return err
+		}
+		def.open = false
+		acl.open--
+	}
+	for _, r := range acl.runtimes {
+		if err := r.dev.reset(); err != nil {
+			return err
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, l := range acl.libs {
+		if l.done {
+			continue
+		}
+		if st := l.api.aclFinalize(); st != 0 {
+			return &Error{Call: "aclFinalize", Code: st, Message: l.api.aclGetRecentErrMsg()}
+		}
+		l.done = true
+	}
+	acl.finalized, acl.runtimes = true, nil
 	return nil
 }
 
@@ -207,7 +343,7 @@ var loaded struct {
 }
 
 func loadDefault() (*Runtime, error) {
-	loaded.once.Do(func() { loaded.rt, loaded.err = Load(Options{}) })
+	loaded.once.Do(func() { loaded.rt, loaded.err = loadRuntime(Options{}, true) })
 	return loaded.rt, loaded.err
 }
 

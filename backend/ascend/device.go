@@ -24,7 +24,10 @@ import (
 // quantization with a supplied scale tensor, that tensor's one element,
 // which the registry's check of the arguments (op.TensorwiseArgs.Validate)
 // copies to the host to see that it is finite and positive: 4 bytes for a
-// float32 scale, 2 for float16 or bfloat16.
+// float32 scale, 2 for float16 or bfloat16. int8_linear reads firstBadRow's
+// 1 byte, and the registry's check of its weight scales
+// (op.LinearArgs.Validate) copies them all to the host (N elements when
+// there is one per channel); mm_int8 reads nothing.
 //
 // Device memory is freed by Tensor.Release, or, for tensors that become
 // unreachable without it, when the garbage collector finds them. The
@@ -110,5 +113,24 @@ func (d *Device) open() error {
 		return err
 	}
 	d.ctx, d.stream, d.opened = ctx, stream, true
+	return nil
+}
+
+// reset undoes open's aclrtSetDevice, for Finalize, once the runtime is
+// closed: the device's memory goes with it, so Release frees nothing
+// after it.
+func (d *Device) reset() error {
+	d.mu.Lock()
+	defer d.unlock()
+	if !d.opened {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if st := d.rt.api.aclrtResetDevice(int32(d.id)); st != 0 {
+		return d.rt.fail("aclrtResetDevice", st)
+	}
+	d.opened, d.closed = false, true
+	d.takeLost()
 	return nil
 }

@@ -15,8 +15,9 @@ import (
 // holds it, or, when system is set and none does, through the dynamic
 // loader's own search (LD_LIBRARY_PATH as the process started, the ld.so
 // cache). It binds every function of a and returns where each library came
-// from.
-func openLibraries(a *api, dirs []string, system bool) (paths [numLibs]string, err error) {
+// from and libascendcl.so's handle, which is the same for every load of one
+// library object.
+func openLibraries(a *api, dirs []string, system bool) (paths [numLibs]string, acl uintptr, err error) {
 	var handles [numLibs]uintptr
 	defer func() {
 		if err != nil {
@@ -59,7 +60,7 @@ func openLibraries(a *api, dirs []string, system bool) (paths [numLibs]string, e
 			if len(tried) == 0 {
 				tried = []string{"no directories to search"}
 			}
-			return paths, &LibraryError{Library: name, Tried: tried}
+			return paths, 0, &LibraryError{Library: name, Tried: tried}
 		}
 	}
 	// Each function is looked up in the library that declares it first, then
@@ -75,9 +76,9 @@ func openLibraries(a *api, dirs []string, system bool) (paths [numLibs]string, e
 			}
 		}
 		if addr == 0 {
-			return paths, &LibraryError{Library: libNames[s.lib], Tried: []string{paths[s.lib]}, Symbol: s.name}
+			return paths, 0, &LibraryError{Library: libNames[s.lib], Tried: []string{paths[s.lib]}, Symbol: s.name}
 		}
 		purego.RegisterFunc(s.fn, addr)
 	}
-	return paths, nil
+	return paths, handles[libACL], nil
 }

@@ -53,3 +53,12 @@ var ErrNoDevice = errors.New("no Ascend NPU")
 
 // ErrClosed is returned by operations on a device whose Runtime was closed.
 var ErrClosed = errors.New("ascend: runtime closed")
+
+// ErrFinalized is returned by Load (and so by Register, DefaultDevice and
+// backend.Default's "ascend") after Finalize: AscendCL cannot be
+// initialized again in the process.
+var ErrFinalized = errors.New("ascend: AscendCL was finalized in this process (ascend.Finalize)")
+
+// ErrInUse is wrapped by Finalize's error while runtimes returned by Load
+// or Register are not closed.
+var ErrInUse = errors.New("ascend: runtimes in use")

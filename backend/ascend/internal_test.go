@@ -1,6 +1,7 @@
 package ascend
 
 import (
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
@@ -214,4 +215,63 @@ func goMatches(g reflect.Type, c string, result bool) bool {
 		return false
 	}
 	return class == g.Kind().String()
+}
+
+// TestQuantMatmulArguments checks the argument rules of aclnnQuantMatmulV4
+// that int8Linear's routes are chosen by (its documentation's data type
+// table for Atlas A2 and its limit on K): the operator, simulated or
+// CANN's, accepts the three calls kitchen makes and refuses their
+// neighbours with ACLNN_ERR_PARAM_INVALID.
+func TestQuantMatmulArguments(t *testing.T) {
+	rt, _ := load(t)
+	d := rt.Device()
+	const m, n, k = 2, 3, 4
+	call := func(k, scaleN, ptN int, out int32) error {
+		_, err := do(d, func(s *session) (struct{}, error) {
+			var x1, x2, scale, pt, o arr
+			err := first(
+				func() error { return s.temporaries(aclInt8, m*k, &x1) },
+				func() error { return s.temporaries(aclInt8, n*k, &x2) },
+				func() error { return s.temporaries(aclFloat, scaleN, &scale) },
+				func() error { return s.temporaries(aclFloat, max(ptN, 1), &pt) },
+				func() error { return s.temporaries(out, m*n, &o) },
+				func() error { return s.fill(x1, 1) },
+				func() error { return s.fill(x2, 1) },
+				func() error { return s.fill(scale, 1) },
+				func() error { return s.fill(pt, 1) },
+			)
+			if err != nil {
+				return struct{}{}, err
+			}
+			var p *arr
+			if ptN > 0 {
+				p = &pt
+			}
+			return struct{}{}, s.quantMatmul(x1.as(m, k), x2.as(n, k), true, scale, p, o.as(m, n))
+		})
+		return err
+	}
+	for _, c := range []struct {
+		name          string
+		k, scale, pt  int
+		out           int32
+		refusedByCANN bool
+	}{
+		{"float16 out, per-token and per-channel scales", k, n, m, aclFloat16, false},
+		{"bfloat16 out, per-token scale, one scale", k, 1, m, aclBF16, false},
+		{"int32 out", k, 1, 0, aclInt32, false},
+		{"K = 65,535", 65535, 1, 0, aclInt32, false},
+		{"float16 out without per-token scale", k, n, 0, aclFloat16, true},
+		{"int32 out with per-token scale", k, 1, m, aclInt32, true},
+		{"scale of neither 1 nor N elements", k, 2, m, aclBF16, true},
+		{"per-token scale of other than M elements", k, 1, m + 1, aclBF16, true},
+		{"K = 65,536", 65536, 1, 0, aclInt32, true},
+	} {
+		err := call(c.k, c.scale, c.pt, c.out)
+		var ae *Error
+		refused := errors.As(err, &ae) && ae.Call == "aclnnQuantMatmulV4GetWorkspaceSize" && ae.Code == 161002
+		if refused != c.refusedByCANN || (!refused && err != nil) {
+			t.Errorf("%s: %v, want refused %v", c.name, err, c.refusedByCANN)
+		}
+	}
 }

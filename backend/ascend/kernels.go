@@ -35,11 +35,26 @@ func New() backend.Backend {
 			{Param: "q", DTypes: []dtype.DType{dtype.Int8}}, {Param: "scale", DTypes: floats}, {Param: "out_dtype", DTypes: floats},
 		},
 	}
+	// aclnnQuantMatmulV4 refuses a last dimension of x1 or x2 beyond 65,535:
+	// K for both operations, and N for mm_int8, whose b is [K, N].
+	mm := backend.Constraints{Devices: npu, Shapes: []backend.ShapeRule{lastDim("a", "K"), lastDim("b", "N")}}
+	linear := backend.Constraints{
+		Devices: npu,
+		Shapes:  []backend.ShapeRule{lastDim("weight", "K")},
+		Calls: []backend.CallRule{
+			{Param: "input_act", Desc: "no input activation (CANN has none that computes the contract's float64 gelu_tanh or silu)",
+				OK: func(a backend.Args) bool { la, ok := a.(*op.LinearArgs); return !ok || la.InputAct == "" }},
+			{Param: "convrot", Desc: "no ConvRot rotation (not implemented on the NPU)",
+				OK: func(a backend.Args) bool { la, ok := a.(*op.LinearArgs); return !ok || la.Group == 0 }},
+		},
+	}
 	return backend.Backend{Name: Name, Kind: backend.Accelerator, Caps: []backend.Capability{
 		op.QuantizeRowwise.Implement(quantize, quantizeRowwise),
 		op.QuantizeTensorwise.Implement(quantize, quantizeTensorwise),
 		op.Dequantize.Implement(deq, dequantizeSimple),
 		op.DequantizeDType.Implement(deq, dequantizeDType),
+		op.MMInt8.Implement(mm, mmInt8),
+		op.Int8Linear.Implement(linear, int8Linear),
 	}}
 }
 
@@ -66,9 +81,13 @@ type pair struct{ q, scale *tensor.Tensor }
 // When the smallest a / 127 is below 1e-30 (the contract clamps the scale,
 // and the fused op, which does not, would return q for another scale) or
 // rounds to a subnormal of x's type (the contract then divides by a divisor
-// the fused op never sees), the rows are quantized instead with
-// aclnnQuantize by the contract's divisors rT(scale), which keeps q within
-// one step of the contract everywhere. All-zero rows get q = 0 from
+// the fused op never sees), the rows are quantized instead by the
+// contract's divisors rT(scale) (quantizeSaturating: a subnormal float16
+// divisor can be a third below the scale, 2^-24 for a scale just under
+// 1.5 * 2^-24, so quotients reach about 190 and must be saturated), which
+// keeps q within one step of the contract everywhere.
+// aclnnDynamicQuantV2's own quotients need no clamp: |f32(x) * (127 / a)|
+// is at most 127 within float32 rounding. All-zero rows get q = 0 from
 // aclnnInplaceMaskedFillScalar after the fused op, whose result for them
 // (0 * 127 / 0) CANN does not define.
 func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error) {
@@ -154,9 +173,51 @@ func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error)
 		if err != nil {
 			return pair{}, err
 		}
-		return pair{q, scale}, s.quantize(xa, t, qa.as(rows, k), 0)
+		return pair{q, scale}, s.quantizeSaturating(xa, t.as(rows, 1), qa.as(rows, k))
 	})
 	return op.Quantized{Q: r.q, Scale: r.scale}, err
+}
+
+// quantizeSaturating computes q = sat(rne(f32(x) / f32(t))), the contract's
+// saturation included, for x and the divisors t (broadcast to x's shape,
+// same type or float32) of any float type, into the int8 array q of x's
+// shape: aclnnDiv of x and t widened to float32, aclnnClamp of the quotient
+// to [-128, 127], then aclnnQuantize by 1. aclnnQuantize saturates nothing
+// for an int8 output (the CANN 8.1.RC1 kernel, impl/dynamic/quantize.py,
+// clips the quotient only for uint8, then rounds and casts), so a quotient
+// beyond the int8 range would come back wrapped or unspecified. The clamp
+// changes nothing else: aclnnDiv computes the very quotient aclnnQuantize
+// computes itself (both kernels cast their operands to float32 and divide
+// with tbe.vdiv, impl/dynamic/div.py), dividing by 1 is exact, and the
+// clamp moves only quotients above 127 or below -128, which the contract
+// rounds to at least 127 or at most -128 and so saturates to exactly the
+// 127 or -128 the clamp gives. TestQuantizeSaturatingKeepsInRange checks
+// that it equals aclnnQuantize by t wherever the quotient rounds into the
+// int8 range.
+func (s *session) quantizeSaturating(x, t, q arr) error {
+	n := int(count(x))
+	xw, err := s.widen(x)
+	if err != nil {
+		return err
+	}
+	tw, err := s.widen(t)
+	if err != nil {
+		return err
+	}
+	var y, yc, one arr
+	if err := first(
+		func() error { return s.temporaries(aclFloat, n, &y, &yc) },
+		func() error { return s.temporaries(aclFloat, 1, &one) },
+	); err != nil {
+		return err
+	}
+	y.shape, yc.shape = x.shape, x.shape
+	return first(
+		func() error { return s.div(xw, tw, y) },
+		func() error { return s.clamp(y, -128, 127, yc) },
+		func() error { return s.fill(one, 1) },
+		func() error { return s.quantize(yc, one, q, 0) },
+	)
 }
 
 // divisors returns the contract's divisors for the float32 scales s:
@@ -183,7 +244,17 @@ func (s *session) divisors(scales arr, T dtype.DType) (arr, error) {
 // has already checked that it is finite and positive, see Device), the
 // contract's divisor t = rT(s) (zero replaced by the type's smallest
 // normal), and aclnnQuantize, which divides by t in float32 and rounds half
-// to even.
+// to even, but does not saturate (see quantizeSaturating). Its quotient
+// cannot leave the int8 range for a bfloat16 x with the recalculated
+// scale: |x| <= a, s = f32(a / 127) and t = rT(s) >= s / (1 + 2^-8)
+// (bfloat16 keeps 8 significant bits, and s is a normal number of it), so
+// |f32(x) / t| <= 127.4961 (float32's roundings included), which rounds to
+// 127 at most: aclnnQuantize alone needs no clamp there (over the bfloat16
+// abs-maxes the largest quotient is 127.33; see
+// TestTensorwiseBFloat16NeedsNoClamp). A supplied scale can make the
+// quotient anything, and a float16 divisor can be subnormal (scales below
+// 2^-14), a third below the scale, for quotients up to about 190:
+// quantizeSaturating clamps the quotient in those cases.
 func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, error) {
 	d, err := deviceOf(c.X)
 	if err != nil {
@@ -241,7 +312,10 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 		if err != nil {
 			return pair{}, err
 		}
-		return pair{q, scale}, s.quantize(xa.as(n), t, qa, 0)
+		if c.ScaleValue == nil && c.Scale == nil && x.DType() == dtype.BFloat16 {
+			return pair{q, scale}, s.quantize(xa.as(n), t, qa, 0)
+		}
+		return pair{q, scale}, s.quantizeSaturating(xa.as(n), t, qa.as(n))
 	})
 	return op.Quantized{Q: r.q, Scale: r.scale}, err
 }

@@ -110,12 +110,12 @@ func TestLazyUnavailableReason(t *testing.T) {
 	})
 }
 
-// TestLazyChild plays one scenario of TestLazyLoad or
-// TestLazyUnavailableReason; run directly, it skips.
+// TestLazyChild plays one scenario of TestLazyLoad,
+// TestLazyUnavailableReason or TestFinalize; run directly, it skips.
 func TestLazyChild(t *testing.T) {
 	scenario := os.Getenv(envChild)
 	if scenario == "" {
-		t.Skip("plays a scenario in a process of its own, for TestLazyLoad and TestLazyUnavailableReason")
+		t.Skip("plays a scenario in a process of its own, for TestLazyLoad, TestLazyUnavailableReason and TestFinalize")
 	}
 	c := &lazyChild{t: t, ctx: context.Background(), sim: os.Getenv(envSimDir), lib: os.Getenv(ascend.EnvLibDir)}
 	// Importing the package, and all that did not need "ascend" since,
@@ -219,6 +219,12 @@ func TestLazyChild(t *testing.T) {
 	case "concurrent needs, no libraries":
 		c.concurrently()
 		contains(t, "reason", c.unavailable(), "cannot load libascendcl.so")
+	case "Finalize":
+		c.finalize()
+	case "Finalize fails":
+		c.finalizeFails()
+	case "Finalize first":
+		c.finalizeFirst()
 	default:
 		t.Fatalf("unknown scenario %q", scenario)
 	}

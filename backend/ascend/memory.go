@@ -121,7 +121,8 @@ func (d *Device) Alloc(dt dtype.DType, shape []int) (*tensor.Tensor, error) {
 }
 
 // Release frees a tensor's NPU memory, and that of every tensor sharing it.
-// Releasing twice does nothing.
+// Releasing twice does nothing, and so does releasing after Finalize, which
+// freed all device memory.
 func (d *Device) Release(t *tensor.Tensor) {
 	m, ok := t.Storage().(*memory)
 	if !ok || m.dev != d {
@@ -137,6 +138,9 @@ func (d *Device) Release(t *tensor.Tensor) {
 		return
 	}
 	m.cleanup.Stop()
+	if !d.opened {
+		return // Finalize reset the device, and its memory with it
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if st := d.rt.api.aclrtSetCurrentContext(d.ctx); st != 0 {

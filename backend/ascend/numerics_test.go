@@ -29,7 +29,9 @@ import (
 // in float32). q differs in how the quotient is formed:
 //
 //   - tensor-wise, aclnnQuantize is given t itself and computes
-//     q = sat(rne(f32(x) / t)): only the final rounding of the quotient to T
+//     q = sat(rne(f32(x) / t)) (saturated by a clamp of the quotient
+//     before it where the quotient can leave the int8 range, see
+//     quantizeSaturating): only the final rounding of the quotient to T
 //     is missing. So q equals the contract's wherever that rounding is
 //     exact, rT(f32(x)/t) == f32(x)/t, and is within one step everywhere
 //     (two values less than one apart round to integers at most one apart).

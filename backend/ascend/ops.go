@@ -369,3 +369,27 @@ func (s *session) quantize(x, scales, out arr, axis int32) error {
 		return s.api.aclnnQuantizeGetWorkspaceSize(t[0], t[1], 0, aclInt8, axis, t[2], ws, ex)
 	}, s.api.aclnnQuantize)
 }
+
+// quantMatmul runs aclnnQuantMatmulV4 on int8 x1 [M, K] and x2, which is
+// [K, N], or [N, K] when transposed (the operator then reads it
+// transposed): out [M, N] is their product. For a float16 or bfloat16 out
+// the int32 sums are scaled by scale (float32, one element or N) and, if
+// pertoken is not nil, by pertoken[m] (float32, M), each product rounded
+// in float32, and rounded to out; for an int32 out they are the sums
+// themselves (scale, which the operator requires, is unused). No offset
+// and no bias: kitchen adds the bias itself.
+func (s *session) quantMatmul(x1, x2 arr, transposed bool, scale arr, pertoken *arr, out arr) error {
+	t, err := s.tensorsOf(x1, x2, scale, out)
+	if err != nil {
+		return err
+	}
+	var pt uintptr
+	if pertoken != nil {
+		if pt, err = s.tensor(*pertoken); err != nil {
+			return err
+		}
+	}
+	return s.run("aclnnQuantMatmulV4", func(ws *uint64, ex *uintptr) int32 {
+		return s.api.aclnnQuantMatmulV4GetWorkspaceSize(t[0], t[1], t[2], 0, pt, 0, false, transposed, t[3], ws, ex)
+	}, s.api.aclnnQuantMatmulV4)
+}

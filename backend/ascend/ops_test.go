@@ -651,6 +651,27 @@ func TestNoLeaks(t *testing.T) {
 				keep(q, s)
 			}
 		}
+		w := e.up(must(tensor.FromInt8(make([]int8, 4*9), 4, 9)))
+		for _, ws := range []*tensor.Tensor{e.up(scales(dtype.Float32, 1)), e.up(scales(dtype.BFloat16, 4, 1))} {
+			for _, out := range dtype.Floats() {
+				for _, bias := range []*tensor.Tensor{nil, e.up(scales(dtype.Float16, 4))} {
+					opts := []kitchen.Option{kitchen.WithOutDType(out)}
+					if bias != nil {
+						opts = append(opts, kitchen.WithBias(bias))
+					}
+					y, err := kitchen.Int8Linear(e.ctx, x, w, ws, e.opts(opts...)...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					keep(y)
+					if bias != nil {
+						bias.Release()
+					}
+				}
+			}
+			ws.Release()
+		}
+		w.Release()
 		for _, o := range outs {
 			o.Release()
 		}
@@ -677,7 +698,23 @@ func TestErrorPropagation(t *testing.T) {
 	q := e.up(must(tensor.FromInt8(make([]int8, 24), 4, 6)))
 	s := e.up(scales(dtype.Float16, 4, 1))
 	st := e.up(must(tensor.FromFloat32(dtype.BFloat16, []float32{0.05})))
-	release := func(ts ...*tensor.Tensor) {
+	w := e.up(must(tensor.FromInt8([]int8{1, -2, 3, -128, 5, 127, -7, 8, 9, -10, 11, 12, 13, 14, 15, 16, 17, 18}, 3, 6)))
+	ws1 := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.25})))
+	wsn := e.up(scales(dtype.BFloat16, 3))
+	bias := e.up(scales(dtype.Float16, 3))
+	var release func(ts ...*tensor.Tensor)
+	linear := func(ws, bias *tensor.Tensor, out dtype.DType) func() error {
+		return func() error {
+			opts := []kitchen.Option{kitchen.WithOutDType(out)}
+			if bias != nil {
+				opts = append(opts, kitchen.WithBias(bias))
+			}
+			y, err := kitchen.Int8Linear(e.ctx, x, w, ws, e.opts(opts...)...)
+			release(y)
+			return err
+		}
+	}
+	release = func(ts ...*tensor.Tensor) {
 		for _, o := range ts {
 			o.Release()
 		}
@@ -711,6 +748,15 @@ func TestErrorPropagation(t *testing.T) {
 			release(w)
 			return err
 		}},
+		"mm_int8": {func() error {
+			y, err := kitchen.MMInt8(e.ctx, q, must(w.Reshape(6, 3)), e.opts()...)
+			release(y)
+			return err
+		}},
+		// The three routes of the fused int8_linear.
+		"linear, one weight scale, bias": {linear(ws1, bias, dtype.BFloat16)},
+		"linear, per channel":            {linear(wsn, nil, dtype.Float16)},
+		"linear, per channel, bias":      {linear(wsn, bias, dtype.BFloat16)},
 	}
 	// baseline and check bracket one operation, eager's included: every
 	// backend releases what it made before it returns, so no garbage
@@ -757,6 +803,22 @@ func TestErrorPropagation(t *testing.T) {
 		{"dequantize", "aclnnMulGetWorkspaceSize", 161002},
 		{"dequantize", "aclnnCast", 561103},
 		{"dequantize", "aclrtSynchronizeStream", 507035},
+		{"mm_int8", "aclnnQuantMatmulV4GetWorkspaceSize", 161002},
+		{"mm_int8", "aclnnQuantMatmulV4", 561103},
+		{"mm_int8", "aclrtSynchronizeStream", 507035},
+		// The first copy is op.LinearArgs.Validate's read of the weight scales.
+		{"linear, one weight scale, bias", "aclrtMemcpy", 507899},
+		{"linear, one weight scale, bias", "aclnnQuantMatmulV4GetWorkspaceSize", 161002},
+		{"linear, one weight scale, bias", "aclnnQuantMatmulV4", 561103},
+		{"linear, one weight scale, bias", "aclnnAdd", 361001},
+		{"linear, one weight scale, bias", "aclnnQuantize", 361001},
+		{"linear, per channel", "aclnnQuantMatmulV4", 361001},
+		{"linear, per channel", "aclnnDivGetWorkspaceSize", 161002},
+		{"linear, per channel", "aclnnAll", 361001},
+		{"linear, per channel", "aclrtSynchronizeStream", 507035},
+		{"linear, per channel, bias", "aclnnQuantMatmulV4GetWorkspaceSize", 161002},
+		{"linear, per channel, bias", "aclnnMul", 361001},
+		{"linear, per channel, bias", "aclnnCastGetWorkspaceSize", 161002},
 	} {
 		msg := "sim: " + c.call + " broke for the test"
 		t.Run(c.op+"/"+c.call, func(t *testing.T) {

@@ -515,8 +515,12 @@ func (s *session) noise(seed int64, shape []int, outDT dtype.DType) (*tensor.Ten
 // Half to even is float32 addition: adding and then subtracting 1.5 * 2^23
 // leaves a value of magnitude at most 2^22 rounded to an integer, ties to
 // even, by IEEE addition itself (the input is first clamped to ±256, which
-// saturates the same way). aclnnRound is not used: its documentation does
-// not say how it breaks ties.
+// saturates the same way). aclnnRound also rounds half to even (its header,
+// aclnnop/aclnn_round.h, says so), but it is not used: the CANN 8.1.RC1
+// Round kernel (impl/dynamic/round.py) first casts float32 input to
+// float16 on platforms whose vector round does not take float32, which
+// would round values such as 0.50000006 wrongly, while two float32
+// additions are exact on every chip.
 func (d *Device) RoundToInt8(y *tensor.Tensor, mode eager.RoundMode) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) { return s.roundToInt8(y, mode) })
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -40,26 +42,45 @@ func (f *convertFlags) register(cmd *cobra.Command) {
 
 func newQuantize() *cobra.Command {
 	var (
-		f                convertFlags
-		include, exclude string
-		opts             convert.Options
+		f                   convertFlags
+		include, exclude    string
+		opts                convert.Options
+		perChannel, convrot bool
+		convrotGroup        int
 	)
 	cmd := &cobra.Command{
 		Use:   "quantize IN.safetensors -o OUT.safetensors",
 		Short: "Convert a safetensors checkpoint to ComfyUI's int8_tensorwise format",
-		Long: `quantize converts the 2-D float weights of a checkpoint (a .safetensors file, or a
-.safetensors.index.json with its shards) to int8 with float32 scales, in ComfyUI's
-int8_tensorwise layout, and copies every other tensor unchanged.
+		Long: `quantize converts the linear weights of a checkpoint's repeated blocks (a .safetensors
+file, or a .safetensors.index.json with its shards) to int8 with float32 scales, one per
+output row ([N, 1]) unless --per-tensor, in ComfyUI's int8_tensorwise layout with the
+markers ComfyUI itself writes, and copies every other tensor unchanged.
 
 By default a tensor is quantized when its name ends in .weight, it is 2-D, float32,
-float16 or bfloat16, it has at least 16384 elements, and no dot-separated part of its
-name looks like an embedding or a norm (contains "embed" or "norm"; is "emb", "emb_*",
-"wte", "wpe", "ln", "ln_*", "ln1", "pos", "pos_*" or "position*"). --include RE
-replaces the name and size rules: 2-D float .weight tensors matching RE are
-quantized. --exclude RE removes tensors from the selection. --dry-run shows the plan.
+float16 or bfloat16, it sits inside a repeated block (a numeric name part that a
+module path follows: "blocks.3.attn.qkv.weight", "model.layers.0.mlp.up_proj.weight"),
+no part of its name looks like an embedder or a norm (contains "embed" or "norm"; is
+"emb", "emb_*", "wte", "wpe", "ln", "ln_*", "ln1", "pos", "pos_*" or "position*"), both
+sides are at least 64 (--min-features) and it has at least 16384 elements
+(--min-elements). Input and patch embedders, time, text and caption embedders, final
+layers, norms, biases and convolutions stay as they are. --embeddings also quantizes
+embedding tables ("embed_tokens", "*embedding*", "wte", "wpe", "shared"), one scale per
+row. --include RE replaces the name and size rules: 2-D float .weight tensors matching
+RE are quantized. --exclude RE removes tensors. --dry-run shows every tensor's decision
+and its reason.
 
-The output is written to a temporary file beside it and renamed into place when
-complete; an interrupted run leaves nothing behind, and the input is never modified.`,
+--convrot rotates each layer's input dimension K in groups of 256 (--convrot-group, a
+power of 4) before quantizing, as comfy-kitchen's quantize_int8_convrot_weight does;
+where K is not a multiple of the group, the largest power of 4 below it that divides K
+is used (as Comfy-Org's published files do), and a layer no power of 4 divides is
+quantized per channel without rotation. Each quantized layer's weight error (relative
+RMS error and SNR of the dequantized weight) is reported: --json lists every layer, the
+summary the five worst.
+
+An input that is quantized already (comfy_quant markers, _quantization_metadata, a
+scaled_fp8 tensor, int8 or fp8 weights with scales) is refused. The output is written to
+a temporary file beside it and renamed into place when complete; an interrupted run
+leaves nothing behind, and the input is never modified.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -69,17 +90,34 @@ complete; an interrupted run leaves nothing behind, and the input is never modif
 			if opts.Exclude, err = compileFlag("exclude", exclude); err != nil {
 				return err
 			}
+			switch fl := cmd.Flags(); {
+			case perChannel && opts.PerTensor:
+				return fmt.Errorf("--per-channel and --per-tensor exclude each other")
+			case convrot && opts.PerTensor:
+				return fmt.Errorf("--convrot layers have one scale per row; drop --per-tensor")
+			case fl.Changed("convrot-group") && !convrot:
+				return fmt.Errorf("--convrot-group needs --convrot")
+			}
+			if convrot {
+				opts.ConvRot = convrotGroup
+			}
 			opts.MinElements = max(opts.MinElements, 1) // 0: no size limit
+			opts.MinFeatures = max(opts.MinFeatures, 1)
 			return runConvert(cmd, args[0], f, opts, convert.Quantize)
 		},
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
-	fl.BoolVar(&opts.PerChannel, "per-channel", false, "one scale per output row ([N, 1]) instead of one per tensor")
+	fl.BoolVar(&opts.PerTensor, "per-tensor", false, "one scale per tensor ([]) instead of one per output row ([N, 1])")
+	fl.BoolVar(&perChannel, "per-channel", false, "one scale per output row: the default, accepted for old scripts")
+	fl.BoolVar(&convrot, "convrot", false, "rotate each layer's input dimension (ConvRot) before quantizing")
+	fl.IntVar(&convrotGroup, "convrot-group", 256, "ConvRot group size, a power of 4 (with --convrot)")
+	fl.BoolVar(&opts.Embeddings, "embeddings", false, "also quantize embedding tables (one scale per row)")
 	fl.StringVar(&include, "include", "", "quantize 2-D float .weight tensors whose names match this regular expression")
 	fl.StringVar(&exclude, "exclude", "", "never quantize tensors whose names match this regular expression")
 	fl.Int64Var(&opts.MinElements, "min-elements", convert.DefaultMinElements, "smallest weight quantized by default (0: no limit)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "show what would be quantized and copied; write nothing")
+	fl.IntVar(&opts.MinFeatures, "min-features", convert.DefaultMinFeatures, "smallest input or output width quantized by default (0: no limit)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "show what would be quantized and copied, and why; write nothing")
 	return cmd
 }
 
@@ -93,12 +131,18 @@ func newDequantize() *cobra.Command {
 		Use:   "dequantize IN.safetensors -o OUT.safetensors [--dtype bf16|fp16|fp32] [--allow-inf]",
 		Short: "Convert int8_tensorwise layers back to floating point",
 		Long: `dequantize converts every int8_tensorwise layer of a checkpoint (a .safetensors file, or a
-.safetensors.index.json with its shards) back to floating point, q * scale rounded to
---dtype, drops the scales and comfy_quant markers, and copies every other tensor.
+.safetensors.index.json with its shards) back to floating point, q * scale (rotated back
+for ConvRot layers) rounded to --dtype, drops the scales, the comfy_quant markers and
+_quantization_metadata, and copies every other tensor.
 
-A scale that is not a finite number > 0 is an error naming the scale tensor. A value too
-large for --dtype (float16 ends at 65504) is an error naming the tensor, unless
---allow-inf lets it be written as an infinity, as PyTorch (and ComfyUI) would.`,
+It reads what ComfyUI reads: configs in comfy_quant markers or _quantization_metadata,
+ConvRot keys flat or under "params", the legacy "per_row" key, scales of shape [], [1],
+[N, 1] or [N], int8 embedding tables. Anything else is an error naming the layer, and
+nothing is written: an unknown format or key, a marker and metadata that disagree, a
+layer without a weight_scale, an int8 weight with a scale but no config. A scale that is
+not a finite number > 0 is an error naming the scale tensor. A value too large for
+--dtype (float16 ends at 65504) is an error naming the tensor, unless --allow-inf lets it
+be written as an infinity, as PyTorch (and ComfyUI) would.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := dtype.Parse(dt)
@@ -167,9 +211,16 @@ func runConvert(cmd *cobra.Command, in string, f convertFlags, opts convert.Opti
 
 func printPlan(w io.Writer, s *convert.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTION\tTENSOR\tDTYPE\tSHAPE\tMB\tWHY")
+	fmt.Fprintln(tw, "ACTION\tTENSOR\tDTYPE\tSHAPE\tMB\tSCALES\tWHY")
 	for _, it := range s.Plan {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.2f\t%s\n", it.Action, printable(it.Name), it.DType, it.Shape, float64(it.Bytes)/1e6, printable(it.Reason))
+		scales := it.Scales
+		if it.ConvRot > 0 {
+			scales += fmt.Sprintf(" ConvRot %d", it.ConvRot)
+		}
+		if scales == "" {
+			scales = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.2f\t%s\t%s\n", it.Action, printable(it.Name), it.DType, it.Shape, float64(it.Bytes)/1e6, scales, printable(it.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -178,6 +229,9 @@ func printPlan(w io.Writer, s *convert.Summary) error {
 		s.Quantized, s.Dequantized, s.Copied, s.Shards, float64(s.BytesIn)/1e6)
 	return nil
 }
+
+// worstLayers is how many layers the summary lists by weight error.
+const worstLayers = 5
 
 func printSummary(w io.Writer, s *convert.Summary) error {
 	verb := fmt.Sprintf("%d quantized", s.Quantized)
@@ -190,7 +244,27 @@ func printSummary(w io.Writer, s *convert.Summary) error {
 	}
 	_, err := fmt.Fprintf(w, "wrote %s: %s, %d copied; %.1f MB in, %.1f MB out; %.2fs, %.0f MB/s; backend: %s\n",
 		printable(s.Output), verb, s.Copied, float64(s.BytesIn)/1e6, float64(s.BytesOut)/1e6, s.Seconds, s.MBPerSecond, backends)
-	return err
+	if err != nil || len(s.Layers) == 0 {
+		return err
+	}
+	worst := slices.Clone(s.Layers)
+	slices.SortStableFunc(worst, func(a, b convert.LayerQuality) int { return cmp.Compare(b.RelRMSError, a.RelRMSError) })
+	worst = worst[:min(len(worst), worstLayers)]
+	fmt.Fprintf(w, "weight error of the dequantized weights, worst %d of %d layers (all of them: --json):\n", len(worst), len(s.Layers))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  LAYER\tSCALES\tREL RMS ERROR\tSNR")
+	for _, l := range worst {
+		scales := l.Scales
+		if l.ConvRot > 0 {
+			scales += fmt.Sprintf(" ConvRot %d", l.ConvRot)
+		}
+		snr := "exact"
+		if l.SNR != nil {
+			snr = fmt.Sprintf("%.1f dB", *l.SNR)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.5f\t%s\n", printable(l.Name), scales, l.RelRMSError, snr)
+	}
+	return tw.Flush()
 }
 
 func isTerminal(w io.Writer) bool {

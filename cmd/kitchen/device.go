@@ -23,3 +23,7 @@ func benchDevice(name string) (tensor.Device, error) {
 	}
 	return nil, fmt.Errorf("bench: unknown device %q (want cpu or npu)", name)
 }
+
+// finalizeDevices ends AscendCL (ascend.Finalize) after the command's last
+// NPU operation.
+func finalizeDevices() error { return ascend.Finalize() }

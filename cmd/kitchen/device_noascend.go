@@ -16,3 +16,6 @@ func benchDevice(name string) (tensor.Device, error) {
 	}
 	return nil, fmt.Errorf("bench: device %q: this kitchen was built with -tags noascend", name)
 }
+
+// finalizeDevices has no device runtime to end in this build.
+func finalizeDevices() error { return nil }

@@ -28,7 +28,7 @@ func TestEval(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(rep.Layers) != 11 || rep.Tokens != 16 {
+	if len(rep.Layers) != 10 || rep.Tokens != 16 {
 		t.Fatalf("%d layers, %d tokens: %s", len(rep.Layers), rep.Tokens, out)
 	}
 	for i, l := range rep.Layers {

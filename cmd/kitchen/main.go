@@ -41,6 +41,11 @@ func main() {
 		cancel(&signalError{sig})
 	}()
 	err := newRoot().ExecuteContext(ctx)
+	// AscendCL asks to be finalized before the process exits; it does
+	// nothing where CANN was never loaded.
+	if ferr := finalizeDevices(); ferr != nil && err == nil {
+		err = ferr
+	}
 	os.Exit(exitCode(os.Stderr, err, context.Cause(ctx)))
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/safetensors"
 )
 
 // runCLI runs the command line in-process and returns stdout and the error.
@@ -114,39 +116,72 @@ func TestQuantizeCommands(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "tiny-int8.safetensors")
 	text, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out)
-	if err != nil || !strings.Contains(text, "11 quantized, 26 copied") || !strings.Contains(text, "backend: cpu") {
+	if err != nil || !strings.Contains(text, "10 quantized, 27 copied") || !strings.Contains(text, "backend: cpu") {
 		t.Fatalf("quantize: %q %v", text, err)
+	}
+	// The five worst layers by weight error, worst first.
+	if !strings.Contains(text, "worst 5 of 10 layers") || strings.Count(text, "channel") != 5 || !strings.Contains(text, " dB") {
+		t.Errorf("summary: %q", text)
 	}
 	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Errorf("existing output: %v", err)
 	}
+	// --per-channel is the default, still accepted.
 	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", out, "--force", "--per-channel", "--json", "--backend", "eager")
 	var sum struct {
 		Quantized int      `json:"quantized"`
 		BytesOut  int64    `json:"bytes_out"`
 		Backends  []string `json:"backends"`
+		Layers    []struct {
+			Name    string   `json:"name"`
+			Scales  string   `json:"scales"`
+			ConvRot int      `json:"convrot_group"`
+			RelRMS  float64  `json:"rel_rms_error"`
+			SNR     *float64 `json:"snr_db"`
+		} `json:"layers"`
 	}
-	if err != nil || json.Unmarshal([]byte(text), &sum) != nil || sum.Quantized != 11 || len(sum.Backends) != 1 || sum.Backends[0] != "eager" {
+	if err != nil || json.Unmarshal([]byte(text), &sum) != nil || sum.Quantized != 10 || len(sum.Backends) != 1 || sum.Backends[0] != "eager" {
 		t.Errorf("--json --backend eager: %q %v", text, err)
 	}
-	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "x.safetensors"), "--dry-run", "--exclude", "mlp")
-	if err != nil || !strings.Contains(text, "7 to quantize") || !strings.Contains(text, "matches --exclude") {
-		t.Errorf("--dry-run: %q %v", text, err)
+	if len(sum.Layers) != 10 || sum.Layers[0].Name != "blocks.0.attn.qkv" || sum.Layers[0].Scales != "channel" || !(sum.Layers[0].RelRMS > 0) || sum.Layers[0].SNR == nil {
+		t.Errorf("--json layers: %+v", sum.Layers)
+	}
+	conv := filepath.Join(dir, "tiny-convrot.safetensors")
+	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", conv, "--convrot", "--json")
+	if err != nil || json.Unmarshal([]byte(text), &sum) != nil || sum.Layers[0].ConvRot != 64 {
+		t.Errorf("--convrot --json: %v %+v", err, sum.Layers)
+	}
+	text, err = runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "x.safetensors"), "--dry-run", "--exclude", "mlp", "--convrot", "--convrot-group", "16", "--embeddings")
+	for _, want := range []string{"7 to quantize", "matches --exclude", "channel ConvRot 16", "embedding table (--embeddings)", "outside the repeated blocks", `embedder or norm ("x_embedder")`} {
+		if err != nil || !strings.Contains(text, want) {
+			t.Errorf("--dry-run: no %q in %q %v", want, text, err)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--per-tensor", "--per-channel"}, {"--per-tensor", "--convrot"}, {"--convrot-group", "64"}, {"--convrot", "--convrot-group", "32"},
+	} {
+		if _, err := runCLI(t, append([]string{"quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "y.safetensors")}, bad...)...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 	text, err = runCLI(t, "inspect", out, "--json")
 	var rep struct {
 		Formats map[string]int `json:"formats"`
+		Layers  []struct {
+			Scales string `json:"scales"`
+		} `json:"layers"`
 	}
-	if err != nil || json.Unmarshal([]byte(text), &rep) != nil || rep.Formats["int8_tensorwise"] != 11 {
+	if err != nil || json.Unmarshal([]byte(text), &rep) != nil || rep.Formats["int8_tensorwise"] != 10 || len(rep.Layers) != 10 || rep.Layers[0].Scales != "channel" {
 		t.Errorf("inspect --json: %q %v", text, err)
 	}
-	text, err = runCLI(t, "inspect", out)
-	if err != nil || !strings.Contains(text, "int8_tensorwise (per row)") || !strings.Contains(text, "quantized: int8_tensorwise 11 layers") {
+	text, err = runCLI(t, "inspect", conv)
+	if err != nil || !strings.Contains(text, "int8_tensorwise channel ConvRot 256") || !strings.Contains(text, "quantized: int8_tensorwise 10 layers") ||
+		!strings.Contains(text, "LAYER") || strings.Contains(text, "NO:") {
 		t.Errorf("inspect: %q %v", text, err)
 	}
 	back := filepath.Join(dir, "back.safetensors")
-	text, err = runCLI(t, "dequantize", out, "-o", back, "--dtype", "fp16")
-	if err != nil || !strings.Contains(text, "11 dequantized") {
+	text, err = runCLI(t, "dequantize", conv, "-o", back, "--dtype", "fp16")
+	if err != nil || !strings.Contains(text, "10 dequantized") {
 		t.Errorf("dequantize: %q %v", text, err)
 	}
 	if _, err := runCLI(t, "quantize", "../../testdata/tiny-dit.safetensors"); err == nil {
@@ -157,6 +192,46 @@ func TestQuantizeCommands(t *testing.T) {
 	}
 	if _, err := runCLI(t, "quantize", "../../testdata/golden/int8.json", "-o", filepath.Join(dir, "z.safetensors")); err == nil || !strings.Contains(err.Error(), "invalid safetensors file") {
 		t.Errorf("a JSON file as input: %v", err)
+	}
+	if _, err := runCLI(t, "quantize", conv, "-o", filepath.Join(dir, "z.safetensors")); err == nil || !strings.Contains(err.Error(), "already quantized: it holds a comfy_quant marker") {
+		t.Errorf("a quantized file as input: %v", err)
+	}
+}
+
+// TestInspectFlags: a layer kitchen would not load is flagged with the
+// reason, and inspect still succeeds; dequantize refuses the file.
+func TestInspectFlags(t *testing.T) {
+	text, err := runCLI(t, "inspect", "../../testdata/convrot-ck.safetensors")
+	if err != nil || strings.Count(text, "  yes") != 6 || strings.Contains(text, "NO:") {
+		t.Errorf("inspect of the comfy-kitchen fixture: %q %v", text, err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	marker := []byte(`{"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 64}`)
+	var buf bytes.Buffer
+	w, err := safetensors.NewWriter(&buf, nil, []safetensors.TensorInfo{
+		{Name: "blk.weight_scale", DType: "F32", Shape: []int{}},
+		{Name: "blk.weight", DType: "I8", Shape: []int{2, 16}},
+		{Name: "blk.comfy_quant", DType: "U8", Shape: []int{len(marker)}},
+	})
+	if err == nil {
+		err = w.WriteTensor("blk.weight_scale", []byte{0, 0, 128, 63})
+	}
+	if err == nil {
+		err = w.WriteTensor("blk.weight", make([]byte, 32))
+	}
+	if err == nil {
+		err = w.WriteTensor("blk.comfy_quant", marker)
+	}
+	if err != nil || os.WriteFile(in, buf.Bytes(), 0o644) != nil {
+		t.Fatal(err)
+	}
+	text, err = runCLI(t, "inspect", in)
+	if err != nil || !strings.Contains(text, "NO: ConvRot group 64 does not divide K = 16") || !strings.Contains(text, "1 layer(s) kitchen would not load") {
+		t.Errorf("inspect: %q %v", text, err)
+	}
+	if _, err := runCLI(t, "dequantize", in, "-o", filepath.Join(dir, "out.safetensors")); err == nil || !strings.Contains(err.Error(), `layer "blk": ConvRot group 64 does not divide K = 16`) {
+		t.Errorf("dequantize: %v", err)
 	}
 }
 

@@ -18,8 +18,9 @@
 //	                                      one, fail (counted from when the value was set)
 //	KITCHEN_SIM_MINMAX_NAN=ignore         min/max reductions and aclnnMaximum skip NaN
 //	                                      (as fmaxf does) instead of returning it
-//	KITCHEN_SIM_NAN_TO_INT=N              NaN converted to an integer type gives N,
-//	                                      saturated (default 0)
+//	KITCHEN_SIM_NAN_TO_INT=N              NaN rounded to int8 inside aclnnQuantize and
+//	                                      aclnnDynamicQuantV2 gives N, saturated
+//	                                      (default 0; aclnnCast always gives 0)
 //	KITCHEN_SIM_SAT_MODE=N                every device's aclrtFloatOverflowMode becomes N
 //	                                      when the variable takes a new value (default 1,
 //	                                      INF/NaN; 0 is saturation)
@@ -52,7 +53,7 @@ const (
 	EnvFail      = "KITCHEN_SIM_FAIL"
 	EnvFailAlloc = "KITCHEN_SIM_FAIL_ALLOC"
 	EnvMinMaxNaN = "KITCHEN_SIM_MINMAX_NAN" // "ignore": min and max skip NaN
-	EnvNaNToInt  = "KITCHEN_SIM_NAN_TO_INT" // the integer NaN converts to
+	EnvNaNToInt  = "KITCHEN_SIM_NAN_TO_INT" // the int8 NaN gives in the quantize operators
 	EnvSatMode   = "KITCHEN_SIM_SAT_MODE"   // the devices' overflow mode
 )
 
@@ -172,6 +173,8 @@ type Stats struct {
 	// how many times a process loaded CANN (backend/ascend's Load calls it
 	// once per Runtime).
 	InitCalls int64
+	// FinalizeCalls counts aclFinalize calls, failed ones included.
+	FinalizeCalls int64
 }
 
 // Sub returns s - base, field by field.
@@ -185,7 +188,7 @@ func (s Stats) Sub(base Stats) Stats {
 		s.LiveIntArrays - base.LiveIntArrays, s.LiveExecutors - base.LiveExecutors,
 		s.Launches - base.Launches, s.Syncs - base.Syncs, s.PendingTasks - base.PendingTasks,
 		s.DeviceRefs - base.DeviceRefs,
-		s.InitCalls - base.InitCalls,
+		s.InitCalls - base.InitCalls, s.FinalizeCalls - base.FinalizeCalls,
 	}
 }
 

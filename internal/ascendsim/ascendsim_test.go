@@ -56,7 +56,7 @@ func TestLibrariesExportCANNNames(t *testing.T) {
 		"aclnnEqScalar", "aclnnGtScalar", "aclnnLogicalAnd", "aclnnLogicalNot", "aclnnInplaceFillScalar", "aclnnInplaceMaskedFillScalar",
 		"aclnnInplaceCopy", "aclnnArange", "aclnnInplaceBitwiseAndScalar", "aclnnInplaceBitwiseXorTensor",
 		"aclnnInplaceAdds", "aclnnInplaceAdd", "aclnnInplaceMuls", "aclnnInplaceFloorDivides", "aclnnFloorDivides",
-		"aclnnFloorDivide", "aclnnPowScalarTensor", "aclnnDynamicQuantV2", "aclnnQuantize",
+		"aclnnFloorDivide", "aclnnPowScalarTensor", "aclnnDynamicQuantV2", "aclnnQuantize", "aclnnQuantMatmulV4",
 	}
 	var opapi []string
 	for _, op := range ops {
@@ -106,11 +106,20 @@ type rt struct {
 	cast         func(uintptr, uint64, uintptr, uintptr) int32
 	repeatable   func(uintptr) int32
 	destroyExec  func(uintptr) int32
+	finalize     func() int32
+	deviceCount  func(*uint32) int32
+	quantWS      func(x, scales, zeroPoints uintptr, dtype, axis int32, out uintptr, ws *uint64, ex *uintptr) int32
+	quant        func(uintptr, uint64, uintptr, uintptr) int32
 }
 
 func load(t *testing.T) *rt {
 	t.Helper()
-	dir := ascendsim.Build(t)
+	return loadFrom(t, ascendsim.Build(t))
+}
+
+// loadFrom is load of the simulator built in dir.
+func loadFrom(t *testing.T, dir string) *rt {
+	t.Helper()
 	var h [3]uintptr
 	for i, lib := range ascendsim.Libraries {
 		var err error
@@ -130,6 +139,8 @@ func load(t *testing.T) *rt {
 		{&r.createTensor, 1, "aclCreateTensor"}, {&r.destroy, 1, "aclDestroyTensor"},
 		{&r.castWS, 2, "aclnnCastGetWorkspaceSize"}, {&r.cast, 2, "aclnnCast"},
 		{&r.repeatable, 1, "aclSetAclOpExecutorRepeatable"}, {&r.destroyExec, 1, "aclDestroyAclOpExecutor"},
+		{&r.finalize, 0, "aclFinalize"}, {&r.deviceCount, 0, "aclrtGetDeviceCount"},
+		{&r.quantWS, 2, "aclnnQuantizeGetWorkspaceSize"}, {&r.quant, 2, "aclnnQuantize"},
 	} {
 		purego.RegisterLibFunc(b.fn, h[b.lib], b.name)
 	}

@@ -12,7 +12,9 @@ multiple of 8, contiguous data offsets covering the data exactly, sizes
 matching dtype x shape), checks that every tensor starts at a multiple of its
 element size, and then recomputes every int8_tensorwise layer from the
 input weight following docs/CONTRACT.md with numpy float32 arithmetic,
-comparing q and the scale bit for bit. Every other tensor must be a
+comparing q and the scale bit for bit (one scale per row when the scale's
+shape is [N, 1], as ComfyUI decides; one per tensor when it is []).
+ConvRot layers are for tools/checkcomfy/check_comfy.py. Every other tensor must be a
 byte-for-byte copy, and __metadata__ must be kept. Exits non-zero on the
 first mismatch. CI does not run this (it needs Python); the Go test
 TestTinyOutputGolden pins the hash of the output this script accepted.
@@ -106,7 +108,10 @@ def main(inp, out):
             continue
         cfg = json.loads(raw(hout, dout, cq))
         assert cfg["format"] == "int8_tensorwise", cfg
-        per_row = bool(cfg.get("per_row", False))
+        assert not cfg.get("convrot"), f"{cq}: ConvRot layers are checked by tools/checkcomfy/check_comfy.py"
+        # As in ComfyUI, the scale's shape says whether scales are per row
+        # (the legacy "per_row" key is ignored).
+        per_row = hout[base + ".weight_scale"]["shape"] == [info["shape"][0], 1]
         x = to_f32(info["dtype"], raw(hin, din, k), info["shape"])
         q, s = quantize(info["dtype"], x, per_row)
         assert hout[k]["dtype"] == "I8" and hout[base + ".weight_scale"]["dtype"] == "F32"

@@ -107,6 +107,7 @@ typedef struct kitchenSimStats {
     int64_t launches, syncs, pendingTasks;
     int64_t deviceRefs; /* aclrtSetDevice calls not yet undone by aclrtResetDevice */
     int64_t initCalls;  /* aclInit calls, failed and repeated ones included */
+    int64_t finalizeCalls; /* aclFinalize calls, failed ones included */
 } kitchenSimStats;
 
 static kitchenSimStats stats;
@@ -210,6 +211,7 @@ typedef struct {
 
 static context contexts[MAX_DEVICES];
 static int initialized;
+static int finalized; /* aclFinalize has run: aclInit is refused */
 static __thread context *tls_ctx;
 
 /* Each device's floating-point overflow mode (aclrtFloatOverflowMode).
@@ -254,9 +256,17 @@ KSIM_API aclError aclInit(const char *configPath) {
     pthread_mutex_unlock(&mu);
     FAIL_POINT("aclInit");
     pthread_mutex_lock(&mu);
-    int again = initialized;
-    initialized = 1;
+    int again = initialized, over = finalized;
+    if (!over) {
+        initialized = 1;
+    }
     pthread_mutex_unlock(&mu);
+    if (over) {
+        /* acl.h: aclInit can be called once per process, and after
+         * aclFinalize the services cannot be used. */
+        ksim_set_error("aclInit: AscendCL was finalized in this process and cannot be initialized again");
+        return ACL_ERROR_REPEAT_INITIALIZE;
+    }
     if (again) {
         ksim_set_error("aclInit: already initialized in this process");
         return ACL_ERROR_REPEAT_INITIALIZE;
@@ -264,10 +274,25 @@ KSIM_API aclError aclInit(const char *configPath) {
     return ACL_SUCCESS;
 }
 
-/* aclFinalize is accepted and does nothing: like CANN, the simulator cannot
- * be initialized again in the same process. */
+/* aclFinalize ends AscendCL for the process (acl.h asks for it before the
+ * process exits; after it the services cannot be used): every later runtime
+ * call fails with ACL_ERROR_UNINITIALIZE, and aclInit cannot start it again.
+ * Devices still set are left as they are, so that the counters show whether
+ * the caller reset them. Every call is counted, failed ones included. */
 KSIM_API aclError aclFinalize(void) {
+    pthread_mutex_lock(&mu);
+    stats.finalizeCalls++;
+    pthread_mutex_unlock(&mu);
     FAIL_POINT("aclFinalize");
+    pthread_mutex_lock(&mu);
+    int ok = initialized;
+    initialized = 0;
+    finalized = finalized || ok;
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        ksim_set_error("aclFinalize: AscendCL is not initialized (aclInit not called, or already finalized)");
+        return ACL_ERROR_UNINITIALIZE;
+    }
     return ACL_SUCCESS;
 }
 
@@ -331,6 +356,10 @@ KSIM_API aclError aclrtSetDevice(int32_t deviceId) {
 
 KSIM_API aclError aclrtResetDevice(int32_t deviceId) {
     FAIL_POINT("aclrtResetDevice");
+    aclError e = need_init("aclrtResetDevice");
+    if (e != ACL_SUCCESS) {
+        return e;
+    }
     if (deviceId < 0 || deviceId >= device_count()) {
         ksim_set_error("aclrtResetDevice: device %d does not exist (%d devices)", deviceId, device_count());
         return ACL_ERROR_RT_INVALID_DEVICEID;
@@ -407,6 +436,10 @@ KSIM_API aclError aclrtGetCurrentContext(aclrtContext *context) {
 
 KSIM_API aclError aclrtSetCurrentContext(aclrtContext ctx) {
     FAIL_POINT("aclrtSetCurrentContext");
+    aclError e = need_init("aclrtSetCurrentContext");
+    if (e != ACL_SUCCESS) {
+        return e;
+    }
     context *c = ctx;
     bool ok = false;
     for (int i = 0; i < MAX_DEVICES; i++) {
@@ -667,7 +700,7 @@ static aclError run_queue(stream *s, const char *call) {
                     ksim_set_error("%s: %s uses device memory %#lx+%zu that is not allocated (freed before the "
                                    "stream was synchronized?)",
                                    call, e->op, (unsigned long)start, n);
-                    first = ACL_ERROR_RT_INTERNAL_ERROR;
+                    first = ACL_ERROR_RT_DRV_INTERNAL_ERROR;
                     break;
                 }
                 e->host[i] = a->host + (start - a->addr);

@@ -221,5 +221,10 @@ KSIM_API aclnnStatus aclnnQuantizeGetWorkspaceSize(const aclTensor *x, const acl
     aclOpExecutor **executor);
 KSIM_API aclnnStatus aclnnQuantize(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
     aclrtStream stream);
+/* aclnnop/aclnn_quant_matmul_v4.h */
+KSIM_API aclnnStatus aclnnQuantMatmulV4GetWorkspaceSize(const aclTensor *x1, const aclTensor *x2, const aclTensor *scale, const aclTensor *offset, const aclTensor *pertokenScaleOptional, const aclTensor *bias, bool transposeX1, bool transposeX2, const aclTensor *out, uint64_t *workspaceSize,
+    aclOpExecutor **executor);
+KSIM_API aclnnStatus aclnnQuantMatmulV4(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream);
 
 #endif

@@ -75,8 +75,9 @@ enum {
     ACL_ERROR_RT_INVALID_HANDLE = 107017,
     ACL_ERROR_RT_MEMORY_ALLOCATION = 207001,
     ACL_ERROR_RT_NO_DEVICE = 207004,
+    ACL_ERROR_RT_INTERNAL_ERROR = 507000,
     ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035,
-    ACL_ERROR_RT_INTERNAL_ERROR = 507899,
+    ACL_ERROR_RT_DRV_INTERNAL_ERROR = 507899,
     ACLNN_ERR_PARAM_NULLPTR = 161001,
     ACLNN_ERR_PARAM_INVALID = 161002,
     ACLNN_ERR_RUNTIME_ERROR = 361001,
@@ -174,7 +175,8 @@ KSIM_API size_t ksim_dtype_size(aclDataType dt);
 /* Behaviour knobs, read from the environment at every call (README.md). */
 /* KITCHEN_SIM_MINMAX_NAN=ignore: min/max reductions and aclnnMaximum skip NaN. */
 KSIM_API bool ksim_minmax_ignores_nan(void);
-/* KITCHEN_SIM_NAN_TO_INT=N: the integer a NaN converts to (default 0). */
+/* KITCHEN_SIM_NAN_TO_INT=N: the integer a NaN gives when aclnnQuantize or
+ * aclnnDynamicQuantV2 rounds it to int8 (default 0); aclnnCast always gives 0. */
 KSIM_API int64_t ksim_nan_to_int(void);
 
 #endif

@@ -226,11 +226,31 @@ static void puti(aclDataType dt, unsigned char *p, int64_t v) {
     }
 }
 
+/* float_to_int converts a float32 value to an integer for the integer type
+ * dt, as aclnnCast does: NaN gives 0 (documented: the aclnnCast constraints
+ * in hicann/ops-math math/cast say that NaN converted from a floating-point
+ * type to an integer type becomes 0); otherwise the value is truncated
+ * toward zero, saturated to int64 for the 64-bit types and to int32 for the
+ * others, and puti then keeps the low bits of narrower types (wraps modulo
+ * 2^8 or 2^16). Out-of-range conversions are not documented; wrapping is
+ * what the 8.1.RC1 Cast kernel (impl/dynamic/cast.py) does for float16 and
+ * bfloat16 to int8 (truncate to int32, keep the low 8 bits), and it is the
+ * simulator's choice for every narrow type, so that a caller that relies on
+ * saturation gets wrong numbers here instead of right ones by luck. */
+static int64_t float_to_int(aclDataType dt, float f) {
+    if (f != f) {
+        return 0;
+    }
+    double t = trunc((double)f), lo = -0x1p31, hi = 0x1p31 - 1;
+    if (dt == ACL_INT64 || dt == ACL_UINT64) {
+        lo = -0x1p63, hi = 0x1p63;
+    }
+    t = t < lo ? lo : t > hi ? hi : t;
+    return t >= 0x1p63 ? INT64_MAX : (int64_t)t;
+}
+
 /* putf stores a float32 value: rounded to nearest even for float16 and
- * bfloat16; truncated toward zero and saturated for integers, NaN as 0 or
- * as KITCHEN_SIM_NAN_TO_INT says (the simulator's choice: on the NPU
- * out-of-range conversions are not specified, and kitchen never relies on
- * them). */
+ * bfloat16, converted by float_to_int for integer types. */
 static void putf(aclDataType dt, unsigned char *p, float f) {
     switch (dt) {
     case ACL_FLOAT:
@@ -255,37 +275,7 @@ static void putf(aclDataType dt, unsigned char *p, float f) {
         *p = f != 0;
         return;
     }
-    int64_t v;
-    double lo = -0x1p63, hi = 0x1p63;
-    switch (dt) {
-    case ACL_INT8:
-        lo = -128, hi = 127;
-        break;
-    case ACL_UINT8:
-        lo = 0, hi = 255;
-        break;
-    case ACL_INT16:
-        lo = -32768, hi = 32767;
-        break;
-    case ACL_UINT16:
-        lo = 0, hi = 65535;
-        break;
-    case ACL_INT32:
-        lo = -2147483648.0, hi = 2147483647.0;
-        break;
-    case ACL_UINT32:
-        lo = 0, hi = 4294967295.0;
-        break;
-    }
-    double t = f != f ? (double)ksim_nan_to_int() : trunc((double)f);
-    if (t < lo) {
-        t = lo;
-    }
-    if (t > hi) {
-        t = hi;
-    }
-    v = t >= 0x1p63 ? INT64_MAX : (int64_t)t;
-    puti(dt, p, v);
+    puti(dt, p, float_to_int(dt, f));
 }
 
 /* ---- shapes and iteration ---- */
@@ -1232,24 +1222,32 @@ static int64_t row_offset(const ksim_tensor *t, int64_t r, int64_t k) {
     return off;
 }
 
-/* sat_rint rounds to the nearest integer, ties to even, and saturates to
- * int8; NaN gives 0, or what KITCHEN_SIM_NAN_TO_INT says (see README.md). */
-static int8_t sat_rint(float y) {
+/* rint_int8 is the rounding of aclnnQuantize and aclnnDynamicQuantV2 to
+ * int8: to the nearest integer, ties to even, then converted as float_to_int
+ * converts, without clipping: the 8.1.RC1 Quantize kernel
+ * (impl/dynamic/quantize.py) clips the quotient only for a uint8 output, and
+ * rounds and casts to int8 with nothing in between, so a quotient beyond
+ * the int8 range wraps here (127.5 rounds to 128 and gives -128). NaN gives 0,
+ * or what KITCHEN_SIM_NAN_TO_INT says, saturated to int8 (not documented for
+ * these kernels; see README.md). */
+static int8_t rint_int8(float y) {
     if (y != y) {
         int64_t v = ksim_nan_to_int();
         return v >= 127 ? 127 : v <= -128 ? -128 : (int8_t)v;
     }
-    float r = rintf(y);
-    return r >= 127 ? 127 : r <= -128 ? -128 : (int8_t)r;
+    return (int8_t)float_to_int(ACL_INT8, rintf(y));
 }
 
 /* k_dynamic_quant is the symmetric int8 path of DynamicQuantV2 as the Atlas
  * A2 (910B) kernel computes it (DynamicQuantDbOpt in hicann/ops-nn,
  * quant/dynamic_quant/op_kernel/dynamic_quant_db.h): per row, the abs-max a
  * in float32 (NaN if the row holds NaN, unless KITCHEN_SIM_MINMAX_NAN=ignore),
- * the reciprocal r = 127 / a, y = f32(x) * r, rounded half to even;
- * scaleOut = 1 / r, as the 8.1 tilings compute it. t[0] x, t[1] yOut, t[2]
- * scaleOut. */
+ * the reciprocal r = 127 / a, y = f32(x) * r, rounded half to even and
+ * converted to int8 without clipping (rint_int8; the 8.1.RC1 kernel
+ * impl/ascendc/dynamic_quant/dynamic_quant_db.h casts float32 to int32 with
+ * CAST_RINT, then to half and to int8, with no clip, and |y| <= 127 within
+ * float32 rounding by construction); scaleOut = 1 / r, as the 8.1 tilings
+ * compute it. t[0] x, t[1] yOut, t[2] scaleOut. */
 static int k_dynamic_quant(ksim_exec *e, char *msg, size_t msglen) {
     (void)msg, (void)msglen;
     const ksim_tensor *x = &e->t[0], *y = &e->t[1], *s = &e->t[2];
@@ -1270,7 +1268,7 @@ static int k_dynamic_quant(ksim_exec *e, char *msg, size_t msglen) {
         float recip = 127.0f / a;
         for (int64_t j = 0; j < k; j++) {
             float v = getf(x->dtype, e->host[0] + (size_t)row_offset(x, r, j) * xes);
-            e->host[1][row_offset(y, r, j)] = (unsigned char)sat_rint(v * recip);
+            e->host[1][row_offset(y, r, j)] = (unsigned char)rint_int8(v * recip);
         }
         int64_t off = 0;
         for (uint64_t d = 0; d < s->ndim; d++) {
@@ -1317,10 +1315,12 @@ KSIM_API aclnnStatus aclnnDynamicQuantV2GetWorkspaceSize(const aclTensor *x, con
 }
 SECOND_PHASE(aclnnDynamicQuantV2)
 
-/* k_quantize: out = round_half_even(f32(x) / f32(scales[axis])), saturated
- * to int8, as quantize_golden in hicann/ops-nn quant/quantize computes it
- * (float32 division, no rounding of the quotient to x's type). t[0] x, t[1]
- * scales, t[2] out; iarg[0] the axis (>= 0). */
+/* k_quantize: out = round_half_even(f32(x) / f32(scales[axis])) converted to
+ * int8 without clipping (rint_int8), as the 8.1.RC1 kernel
+ * (impl/dynamic/quantize.py: both operands cast to float32, divided, rounded,
+ * cast to int8) and quantize_golden in hicann/ops-nn quant/quantize compute
+ * it (float32 division, no rounding of the quotient to x's type). t[0] x,
+ * t[1] scales, t[2] out; iarg[0] the axis (>= 0). */
 static int k_quantize(ksim_exec *e, char *msg, size_t msglen) {
     (void)msg, (void)msglen;
     const ksim_tensor *x = &e->t[0], *sc = &e->t[1], *out = &e->t[2];
@@ -1338,7 +1338,7 @@ static int k_quantize(ksim_exec *e, char *msg, size_t msglen) {
         int64_t si = per_tensor ? 0 : idx[axis];
         float s = getf(sc->dtype, e->host[1] + (size_t)(si * sc->strides[0]) * ses);
         float v = getf(x->dtype, e->host[0] + (size_t)xo * xes);
-        e->host[2][oo] = (unsigned char)sat_rint(v / s);
+        e->host[2][oo] = (unsigned char)rint_int8(v / s);
         for (int d = (int)x->ndim - 1; d >= 0; d--) {
             if (++idx[d] < x->dims[d]) {
                 break;
@@ -1382,3 +1382,142 @@ KSIM_API aclnnStatus aclnnQuantizeGetWorkspaceSize(const aclTensor *x, const acl
     return finish(e, workspaceSize, executor);
 }
 SECOND_PHASE(aclnnQuantize)
+
+/* ---- aclnnQuantMatmulV4 ---- */
+
+/* elem returns the address of element (i, j) of the 2-D tensor t, whose
+ * data starts at base. */
+static unsigned char *elem(const ksim_tensor *t, unsigned char *base, int64_t i, int64_t j) {
+    return base + (size_t)(i * t->strides[0] + j * t->strides[1]) * ksim_dtype_size(t->dtype);
+}
+
+/* k_quant_matmul: the int8 product as the Atlas A2 kernels compute it
+ * (hicann/ops-nn matmul/quant_batch_matmul_v3, BmmDequantPertoken): the sum
+ * of x1[m, k] * x2[k, n] exact in int32 (plus an INT32 bias, added by the
+ * cube unit), then for a float out: f32(acc) (to nearest even; exact below
+ * 2^24, a guess above), times scale[n] (or its one element), times
+ * pertokenScale[m] if given, plus a float bias widened to float32, each
+ * operation rounded in float32, and the result rounded to out's type to
+ * nearest even (CAST_RINT). An INT32 out is the sum itself. t[0] x1, t[1] x2,
+ * t[2] scale, t[3] pertokenScale (absent: none), t[4] bias (absent: none),
+ * t[5] out; iarg[0] transposeX2. */
+static int k_quant_matmul(ksim_exec *e, char *msg, size_t msglen) {
+    (void)msg, (void)msglen;
+    const ksim_tensor *a = &e->t[0], *b = &e->t[1], *sc = &e->t[2], *pt = &e->t[3], *bias = &e->t[4];
+    const ksim_tensor *out = &e->t[5];
+    bool tb = e->iarg[0] != 0;
+    int64_t m = a->dims[0], k = a->dims[1], n = out->dims[1];
+    bool per_tensor = sc->dims[0] == 1, int_bias = bias->magic != 0 && bias->dtype == ACL_INT32;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            int64_t acc = 0;
+            for (int64_t p = 0; p < k; p++) {
+                int8_t av = *(const int8_t *)elem(a, e->host[0], i, p);
+                int8_t bv = *(const int8_t *)(tb ? elem(b, e->host[1], j, p) : elem(b, e->host[1], p, j));
+                acc += (int64_t)av * bv;
+            }
+            uint32_t sum = (uint32_t)acc; /* int32 arithmetic wraps */
+            if (int_bias) {
+                sum += (uint32_t)geti(ACL_INT32, e->host[4] + (size_t)(j * bias->strides[0]) * 4);
+            }
+            unsigned char *po = elem(out, e->host[5], i, j);
+            if (out->dtype == ACL_INT32) {
+                puti(ACL_INT32, po, (int32_t)sum);
+                continue;
+            }
+            float f = (float)(int32_t)sum;
+            size_t ses = ksim_dtype_size(sc->dtype);
+            f = f * getf(sc->dtype, e->host[2] + (size_t)((per_tensor ? 0 : j) * sc->strides[0]) * ses);
+            if (pt->magic != 0) {
+                f = getf(ACL_FLOAT, e->host[3] + (size_t)(i * pt->strides[0]) * 4) * f;
+            }
+            if (bias->magic != 0 && !int_bias) {
+                size_t bes = ksim_dtype_size(bias->dtype);
+                f = f + getf(bias->dtype, e->host[4] + (size_t)(j * bias->strides[0]) * bes);
+            }
+            putf(out->dtype, po, f);
+        }
+    }
+    return 0;
+}
+
+/* The first phase checks what the aclnnQuantMatmulV4 documentation
+ * (hicann/ops-nn matmul/quant_batch_matmul_v3/docs) and its parameter
+ * checks (op_api/aclnn_quant_matmul_v4.cpp) require on Atlas A2, for the
+ * cases simulated: int8 x1 and x2 of two dimensions, ND, x1 not transposed,
+ * no offset, a FLOAT or BFLOAT16 scale, and FLOAT16, BFLOAT16 or INT32 out. */
+KSIM_API aclnnStatus aclnnQuantMatmulV4GetWorkspaceSize(const aclTensor *x1, const aclTensor *x2, const aclTensor *scale,
+                                                        const aclTensor *offset,
+                                                        const aclTensor *pertokenScaleOptional, const aclTensor *bias,
+                                                        bool transposeX1, bool transposeX2, const aclTensor *out,
+                                                        uint64_t *workspaceSize, aclOpExecutor **executor) {
+    const char *op = "aclnnQuantMatmulV4";
+    FIRST_PHASE("aclnnQuantMatmulV4");
+    REQUIRE(live_tensor(x1) && live_tensor(x2) && live_tensor(scale) && live_tensor(out), ACLNN_ERR_PARAM_NULLPTR, op,
+            "x1, x2, scale and out must be live aclTensors");
+    REQUIRE(pertokenScaleOptional == NULL || live_tensor(pertokenScaleOptional), ACLNN_ERR_PARAM_NULLPTR, op,
+            "pertokenScaleOptional is not a live aclTensor");
+    REQUIRE(bias == NULL || live_tensor(bias), ACLNN_ERR_PARAM_NULLPTR, op, "bias is not a live aclTensor");
+    REQUIRE(workspaceSize != NULL && executor != NULL, ACLNN_ERR_PARAM_NULLPTR, op, "NULL output pointer");
+    REQUIRE(offset == NULL, ACLNN_ERR_PARAM_INVALID, op, "offset (INT8 out) is not simulated");
+    REQUIRE(!transposeX1, ACLNN_ERR_PARAM_INVALID, op, "transposeX1 is not simulated");
+    const ksim_tensor *a = (const ksim_tensor *)x1, *b = (const ksim_tensor *)x2, *s = (const ksim_tensor *)scale;
+    const ksim_tensor *pt = (const ksim_tensor *)pertokenScaleOptional, *bi = (const ksim_tensor *)bias;
+    const ksim_tensor *o = (const ksim_tensor *)out;
+    REQUIRE(a->dtype == ACL_INT8 && b->dtype == ACL_INT8, ACLNN_ERR_PARAM_INVALID, op,
+            "x1 and x2 must be INT8 (INT4 and packed INT32 are not simulated)");
+    REQUIRE(a->format == ACL_FORMAT_ND && b->format == ACL_FORMAT_ND && o->format == ACL_FORMAT_ND,
+            ACLNN_ERR_PARAM_INVALID, op, "only format ND is simulated");
+    REQUIRE(a->ndim == 2 && b->ndim == 2 && o->ndim == 2, ACLNN_ERR_PARAM_INVALID, op,
+            "x1, x2 and out must have 2 dimensions (batches are not simulated)");
+    REQUIRE(numel(a) > 0 && numel(b) > 0 && numel(s) > 0, ACLNN_ERR_PARAM_INVALID, op, "x1, x2 or scale is empty");
+    REQUIRE(a->dims[1] <= 65535 && b->dims[1] <= 65535, ACLNN_ERR_PARAM_INVALID, op,
+            "x1 last dim or x2 last dim is larger than 65535");
+    int64_t m = a->dims[0], k = a->dims[1];
+    int64_t k2 = transposeX2 ? b->dims[1] : b->dims[0], n = transposeX2 ? b->dims[0] : b->dims[1];
+    REQUIRE(k == k2, ACLNN_ERR_PARAM_INVALID, op, "x1's k differs from x2's");
+    REQUIRE(o->dims[0] == m && o->dims[1] == n, ACLNN_ERR_PARAM_INVALID, op, "out must be [m, n]");
+    REQUIRE(s->ndim == 1 && (s->dims[0] == 1 || s->dims[0] == n), ACLNN_ERR_PARAM_INVALID, op,
+            "scale must be 1-D of 1 or n elements");
+    REQUIRE(s->dtype == ACL_FLOAT || s->dtype == ACL_BF16, ACLNN_ERR_PARAM_INVALID, op,
+            "scale must be FLOAT or BFLOAT16 (UINT64 and INT64 are not simulated)");
+    if (pt != NULL) {
+        REQUIRE(pt->dtype == ACL_FLOAT && pt->ndim == 1 && pt->dims[0] == m, ACLNN_ERR_PARAM_INVALID, op,
+                "pertokenScaleOptional must be FLOAT [m]");
+    }
+    if (bi != NULL) {
+        REQUIRE(bi->ndim == 1 && bi->dims[0] == n, ACLNN_ERR_PARAM_INVALID, op,
+                "bias must be 1-D of n elements (3-D bias is not simulated)");
+        REQUIRE(bi->dtype == ACL_INT32 || bi->dtype == ACL_BF16 || bi->dtype == ACL_FLOAT16 || bi->dtype == ACL_FLOAT,
+                ACLNN_ERR_PARAM_INVALID, op, "bias must be INT32, BFLOAT16, FLOAT16 or FLOAT");
+    }
+    /* The data type combinations of the Atlas A2 table. */
+    switch (o->dtype) {
+    case ACL_INT32:
+        REQUIRE(pt == NULL && (bi == NULL || bi->dtype == ACL_INT32), ACLNN_ERR_PARAM_INVALID, op,
+                "INT32 out takes no pertokenScaleOptional and only an INT32 bias");
+        break;
+    case ACL_BF16:
+        REQUIRE(bi == NULL || bi->dtype != ACL_FLOAT16, ACLNN_ERR_PARAM_INVALID, op,
+                "a FLOAT16 bias needs FLOAT16 out");
+        break;
+    case ACL_FLOAT16:
+        REQUIRE(pt != NULL, ACLNN_ERR_PARAM_INVALID, op,
+                "FLOAT16 out without pertokenScaleOptional needs a UINT64 or INT64 scale, which is not simulated");
+        REQUIRE(s->dtype == ACL_FLOAT, ACLNN_ERR_PARAM_INVALID, op, "FLOAT16 out needs a FLOAT scale");
+        REQUIRE(bi == NULL || bi->dtype != ACL_BF16, ACLNN_ERR_PARAM_INVALID, op, "a BFLOAT16 bias needs BFLOAT16 out");
+        break;
+    default:
+        return bad(ACLNN_ERR_PARAM_INVALID, op, "%s", "out must be FLOAT16, BFLOAT16 or INT32 (INT8 is not simulated)");
+    }
+    ksim_exec *e = ksim_exec_create(op, k_quant_matmul, 4096);
+    snap(e, 0, x1);
+    snap(e, 1, x2);
+    snap(e, 2, scale);
+    snap(e, 3, pertokenScaleOptional);
+    snap(e, 4, bias);
+    snap(e, 5, out);
+    e->iarg[0] = transposeX2;
+    return finish(e, workspaceSize, executor);
+}
+SECOND_PHASE(aclnnQuantMatmulV4)

@@ -1,0 +1,240 @@
+package convert
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gokitchen/kitchen/comfyquant"
+	"github.com/gokitchen/kitchen/safetensors"
+)
+
+// LayerError reports a quantized layer that kitchen does not read (its
+// tensors or its config are not what int8_tensorwise holds, or ComfyUI
+// would read them otherwise than as written), or, with Layer empty, a file
+// whose quantization kitchen does not read.
+type LayerError struct {
+	Path    string // the file holding the layer (or its marker)
+	Layer   string // the layer's name, without suffix
+	Problem string
+}
+
+func (e *LayerError) Error() string {
+	if e.Layer == "" {
+		return fmt.Sprintf("%s: %s", e.Path, e.Problem)
+	}
+	return fmt.Sprintf("%s: layer %q: %s", e.Path, e.Layer, e.Problem)
+}
+
+// diffusionPrefix is the prefix ComfyUI strips from a diffusion model's
+// tensor names before it applies _quantization_metadata a second time, so
+// that the names there may leave it out.
+const diffusionPrefix = "model.diffusion_model."
+
+// qlayer is one quantized layer of a file, as ComfyUI would load it: its
+// config from its comfy_quant marker or from _quantization_metadata (which
+// wins in ComfyUI), its int8 weight and its scale.
+type qlayer struct {
+	name   string            // P
+	format string            // the config's "format", as written
+	conf   comfyquant.Config // when problem is ""
+	// fromMarker and fromMetadata say where the config is written.
+	fromMarker, fromMetadata bool
+	marker, weight, scale    int // indices into the file's tensors (-1: none)
+	perRow                   bool
+	problem                  string // why kitchen does not read the layer
+	note                     string // how ComfyUI may read it otherwise
+}
+
+// source says where the layer's config is written.
+func (l *qlayer) source() string {
+	switch {
+	case l.fromMarker && l.fromMetadata:
+		return "comfy_quant + " + comfyquant.MetadataKey
+	case l.fromMetadata:
+		return comfyquant.MetadataKey
+	}
+	return "comfy_quant"
+}
+
+// quantInfo is what a file says about its quantization.
+type quantInfo struct {
+	layers []*qlayer
+	// problems are those of the file rather than of one layer.
+	problems []*LayerError
+	// metadata is whether __metadata__ holds _quantization_metadata.
+	metadata bool
+}
+
+// firstProblem returns the first problem of the file or of a layer, or nil.
+func (qi *quantInfo) firstProblem(path string) error {
+	if len(qi.problems) > 0 {
+		return qi.problems[0]
+	}
+	for _, l := range qi.layers {
+		if l.problem != "" {
+			return &LayerError{Path: path, Layer: l.name, Problem: l.problem}
+		}
+	}
+	return nil
+}
+
+// readQuant reads the quantized layers of f as ComfyUI's loader does, and
+// checks each as kitchen dequantize would read it. shardOf says which
+// shard of the checkpoint holds a tensor. Only reading the file's data can
+// fail; everything else is a problem, reported in the result.
+func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quantInfo, error) {
+	qi := &quantInfo{}
+	byName := map[string]*qlayer{}
+	get := func(name string) *qlayer {
+		l := byName[name]
+		if l == nil {
+			l = &qlayer{name: name, marker: -1, weight: -1, scale: -1}
+			byName[name] = l
+			qi.layers = append(qi.layers, l)
+		}
+		return l
+	}
+	fileProblem := func(layer, format string, a ...any) {
+		qi.problems = append(qi.problems, &LayerError{Path: f.Path, Layer: layer, Problem: fmt.Sprintf(format, a...)})
+	}
+	nested := map[string]bool{}
+	for i, t := range f.Tensors {
+		name, ok := strings.CutSuffix(t.Name, quantSuffix)
+		if !ok {
+			continue
+		}
+		l := get(name)
+		l.marker, l.fromMarker = i, true
+		if t.DType != "U8" && t.DType != "I8" {
+			l.problem = fmt.Sprintf("%s has dtype %s, want U8 (the bytes of a JSON object)", t.Name, t.DType)
+			continue
+		}
+		b, err := f.Data(t)
+		if err != nil {
+			return nil, err
+		}
+		l.format = comfyquant.RawFormat(b)
+		nested[name] = comfyquant.NestedConvRot(b)
+		l.conf, err = comfyquant.Parse(b)
+		f.Release(t)
+		if err != nil {
+			l.problem = strings.Replace(err.Error(), comfyquant.ErrMarker.Error(), "bad "+t.Name, 1)
+		}
+	}
+	if raw, ok := f.Metadata[comfyquant.MetadataKey]; ok {
+		qi.metadata = true
+		confs, err := comfyquant.ParseMetadata(raw)
+		if err != nil {
+			fileProblem("", "__metadata__: %s", strings.Replace(err.Error(), comfyquant.ErrMarker.Error()+": ", "", 1))
+		}
+		names := make([]string, 0, len(confs))
+		for n := range confs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			base := n
+			if _, ok := f.Tensor(base + weightSuffix); !ok {
+				if _, ok := f.Tensor(diffusionPrefix + n + weightSuffix); ok {
+					base = diffusionPrefix + n
+				} else if _, other := shardOf(n + weightSuffix); other {
+					continue // that shard's own markers or metadata decide
+				} else {
+					fileProblem(n, "%s names this layer, but the checkpoint holds no %s", comfyquant.MetadataKey, n+weightSuffix)
+					continue
+				}
+			}
+			l := get(base)
+			l.fromMetadata = true
+			mc := confs[n]
+			switch {
+			case l.marker >= 0 && l.problem == "" && l.conf.RotationGroup() != mc.RotationGroup():
+				l.problem = fmt.Sprintf("its comfy_quant marker says %s but %s says %s (ComfyUI would follow the metadata)",
+					describe(l.conf), comfyquant.MetadataKey, describe(mc))
+			case l.marker < 0 || l.problem == "":
+				l.conf, l.format = mc, mc.Format
+			}
+		}
+	}
+	for _, l := range qi.layers {
+		checkLayer(f, l, shardOf)
+		if l.problem == "" && nested[l.name] && !l.fromMetadata && isEmbeddingTable(l.name+weightSuffix) {
+			l.note = `ConvRot under "params": ComfyUI's int8 Embedding reads only flat keys and would not undo the rotation`
+		}
+	}
+	for _, t := range f.Tensors {
+		switch {
+		case t.Name == "scaled_fp8" || strings.HasSuffix(t.Name, ".scaled_fp8"):
+			fileProblem("", "%s is ComfyUI's legacy scaled_fp8 marker: an fp8 checkpoint, which kitchen does not read", t.Name)
+		case strings.HasSuffix(t.Name, weightSuffix) && t.DType == "I8" && byName[layerName(t.Name)] == nil:
+			if _, ok := f.Tensor(layerName(t.Name) + scaleSuffix); ok {
+				fileProblem(layerName(t.Name), "int8 weight with a %s but no comfy_quant marker: ComfyUI would load its int8 values as plain numbers", scaleSuffix)
+			}
+		}
+	}
+	return qi, nil
+}
+
+// checkLayer checks a layer's tensors as ComfyUI loads them, unless its
+// config already has a problem.
+func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bool)) {
+	if l.problem != "" {
+		return
+	}
+	find := func(name string) int {
+		if i := f.Index(name); i >= 0 {
+			return i
+		}
+		if shard, ok := shardOf(name); ok {
+			l.problem = fmt.Sprintf("split across shards: %s is in %s; kitchen reads a layer only when its tensors share a shard", name, shard)
+		}
+		return -1
+	}
+	if l.weight = find(l.name + weightSuffix); l.weight < 0 {
+		if l.problem == "" {
+			l.problem = fmt.Sprintf("no %s", l.name+weightSuffix)
+		}
+		return
+	}
+	w := f.Tensors[l.weight]
+	switch {
+	case w.DType != "I8":
+		l.problem = fmt.Sprintf("%s has dtype %s, want I8", w.Name, w.DType)
+		return
+	case len(w.Shape) != 2:
+		l.problem = fmt.Sprintf("%s has shape %v: ComfyUI loads int8 only into Linear and Embedding layers, whose weights are [N, K]", w.Name, w.Shape)
+		return
+	}
+	if l.scale = find(l.name + scaleSuffix); l.scale < 0 {
+		if l.problem == "" {
+			l.problem = fmt.Sprintf("no %s: ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding; kitchen cannot tell which this is, so it does not guess", l.name+scaleSuffix)
+		}
+		return
+	}
+	s := f.Tensors[l.scale]
+	n, k := w.Shape[0], w.Shape[1]
+	switch {
+	case s.DType != "F32" && s.DType != "F16" && s.DType != "BF16":
+		l.problem = fmt.Sprintf("%s has dtype %s, want a float type", s.Name, s.DType)
+	case s.Numel() == 1:
+	case slices.Equal(s.Shape, []int{n, 1}):
+		l.perRow = true
+	case slices.Equal(s.Shape, []int{n}):
+		l.perRow = true
+		l.note = "a 1-D [N] scale: ComfyUI's int8 matmul reads it per row, as kitchen does, but its dequantizing path (LoRA, full_precision_matrix_mult, GPUs without int8) and its Embedding broadcast it along the row; write [N, 1]"
+	default:
+		l.problem = fmt.Sprintf("%s has shape %v; ComfyUI reads one scale ([] or [1]) or one per row ([%d, 1])", s.Name, s.Shape, n)
+	}
+	if g := l.conf.RotationGroup(); l.problem == "" && g > 0 && k%g != 0 {
+		l.problem = fmt.Sprintf("ConvRot group %d does not divide K = %d (ComfyUI fails on it)", g, k)
+	}
+}
+
+// describe is a config in words.
+func describe(c comfyquant.Config) string {
+	if c.ConvRot {
+		return fmt.Sprintf("%s with ConvRot %d", c.Format, c.Group)
+	}
+	return c.Format + " without ConvRot"
+}

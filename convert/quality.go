@@ -1,0 +1,161 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
+)
+
+// LayerQuality is how closely a quantized layer's weight, dequantized as
+// ComfyUI dequantizes it (q * scale, rotated back for ConvRot, in
+// float32), reproduces the original weight w.
+type LayerQuality struct {
+	Name string `json:"name"`
+	// Scales is "tensor" or "channel"; ConvRot the rotation's group (0:
+	// none).
+	Scales  string `json:"scales"`
+	ConvRot int    `json:"convrot_group,omitempty"`
+	// RelRMSError is ||w' - w|| / ||w|| over all elements (0 where w'
+	// equals w).
+	RelRMSError float64 `json:"rel_rms_error"`
+	// SNR is 10·log10(||w||² / ||w' - w||²) in dB, nil where w' equals w
+	// (an infinite ratio, which JSON cannot hold).
+	SNR *float64 `json:"snr_db"`
+}
+
+// errorRows is about how many elements weightError dequantizes at a time,
+// so that its float32 copy stays small whatever the layer's size.
+const errorRows = 1 << 20
+
+// weightError dequantizes q and scale (rotating back with group, if > 0)
+// a few rows at a time and compares them with x.
+func weightError(ctx context.Context, c *conv, x, q, scale *tensor.Tensor, group int) (LayerQuality, error) {
+	lq := LayerQuality{Scales: "tensor", ConvRot: group}
+	if scale.Numel() > 1 {
+		lq.Scales = "channel"
+	}
+	n, k := x.Dim(0), x.Dim(1)
+	xb, err := x.Bytes()
+	if err != nil {
+		return lq, err
+	}
+	qb, err := q.Bytes()
+	if err != nil {
+		return lq, err
+	}
+	sb, err := scale.Bytes()
+	if err != nil {
+		return lq, err
+	}
+	es := x.DType().Size()
+	step := max(1, errorRows/k)
+	var diff, norm float64
+	for r0 := 0; r0 < n; r0 += step {
+		r1 := min(n, r0+step)
+		qc, err := tensor.FromBytes(kitchen.Int8, qb[r0*k:r1*k], r1-r0, k)
+		if err != nil {
+			return lq, err
+		}
+		sc := scale
+		if scale.Numel() > 1 {
+			if sc, err = tensor.FromBytes(kitchen.Float32, sb[r0*4:r1*4], r1-r0, 1); err != nil {
+				return lq, err
+			}
+		}
+		var ran string
+		var d *tensor.Tensor
+		if group > 0 {
+			d, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(c.kitchenOptions(&ran), kitchen.WithConvRotGroup(group))...)
+		} else {
+			d, err = kitchen.DequantizeInt8(ctx, qc, sc, c.kitchenOptions(&ran)...)
+		}
+		if err != nil {
+			return lq, err
+		}
+		c.backends[ran] = true
+		db, err := d.Bytes()
+		if err != nil {
+			return lq, err
+		}
+		dd, nn := sumSquares(x.DType(), xb[r0*k*es:r1*k*es], db)
+		diff, norm = diff+dd, norm+nn
+	}
+	if diff > 0 {
+		// An all-zero weight comes back exactly; were it not, its error
+		// would count as 100% (finite, for JSON).
+		lq.RelRMSError = math.Sqrt(diff / max(norm, diff))
+		snr := 10 * math.Log10(max(norm, diff)/diff)
+		lq.SNR = &snr
+	}
+	return lq, nil
+}
+
+// sumBlock is how many values sumSquares adds up in one sequence.
+const sumBlock = 1 << 14
+
+// sumSquares returns Σ(d - x)² and Σx² in float64, for x the values of dt
+// in xb and d the float32 values in db. Blocks of sumBlock values are
+// summed in parallel, each in a fixed order, and the block sums in block
+// order, so the result does not depend on the number of processors.
+func sumSquares(dt dtype.DType, xb, db []byte) (diff, norm float64) {
+	n, es := len(db)/4, dt.Size()
+	blocks := (n + sumBlock - 1) / sumBlock
+	sums := make([][2]float64, blocks)
+	workers := min(runtime.GOMAXPROCS(0), blocks)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for b := w; b < blocks; b += workers {
+				lo, hi := b*sumBlock, min(n, (b+1)*sumBlock)
+				sums[b] = blockSquares(dt, xb[es*lo:es*hi], db[4*lo:4*hi])
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range sums {
+		diff, norm = diff+s[0], norm+s[1]
+	}
+	return diff, norm
+}
+
+// blockSquares returns Σ(d - x)² and Σx² over one block, in four
+// interleaved sums added in a fixed order.
+func blockSquares(dt dtype.DType, xb, db []byte) [2]float64 {
+	var e0, e1, e2, e3, s0, s1, s2, s3 float64
+	add := func(x, d float32, e, s *float64) {
+		v := float64(x)
+		r := float64(d) - v
+		*e += r * r
+		*s += v * v
+	}
+	f32 := func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+	bf16 := func(b []byte) float32 { return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16) }
+	switch dt {
+	case dtype.BFloat16:
+		for len(xb) >= 8 && len(db) >= 16 {
+			add(bf16(xb[0:2]), f32(db[0:4]), &e0, &s0)
+			add(bf16(xb[2:4]), f32(db[4:8]), &e1, &s1)
+			add(bf16(xb[4:6]), f32(db[8:12]), &e2, &s2)
+			add(bf16(xb[6:8]), f32(db[12:16]), &e3, &s3)
+			xb, db = xb[8:], db[16:]
+		}
+	case dtype.Float32:
+		for len(xb) >= 16 && len(db) >= 16 {
+			add(f32(xb[0:4]), f32(db[0:4]), &e0, &s0)
+			add(f32(xb[4:8]), f32(db[4:8]), &e1, &s1)
+			add(f32(xb[8:12]), f32(db[8:12]), &e2, &s2)
+			add(f32(xb[12:16]), f32(db[12:16]), &e3, &s3)
+			xb, db = xb[16:], db[16:]
+		}
+	}
+	for i := range len(db) / 4 {
+		add(dtype.Load(xb, dt, i), f32(db[4*i:]), &e0, &s0)
+	}
+	return [2]float64{(e0 + e1) + (e2 + e3), (s0 + s1) + (s2 + s3)}
+}
