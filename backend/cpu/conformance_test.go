@@ -31,7 +31,7 @@ func (nopBody) run(int, int) {}
 
 // newRegistry returns a registry holding eager and cpu only, so the tests
 // do not depend on backend.Default.
-func newRegistry(t *testing.T) *backend.Registry {
+func newRegistry(t testing.TB) *backend.Registry {
 	t.Helper()
 	reg := backend.NewRegistry(nil)
 	for _, b := range []backend.Backend{eager.New(), New()} {

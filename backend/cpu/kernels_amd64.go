@@ -214,3 +214,195 @@ func mulInt8(q []byte, s, dst []float32) {
 	}
 	mulInt8Generic(q[n:], s[n:], dst[n:])
 }
+
+// gemmCols is the number of columns (output channels) of a gemmTile
+// tile: two registers of int32. The packed weight panels are this wide.
+func gemmCols() int {
+	if impl == implAVX512 {
+		return 32
+	}
+	return 16
+}
+
+// gemmTile computes a tile of mr rows (1 to gemmRows) of an int8 product:
+// see gemmTileGeneric.
+func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	switch impl {
+	case implAVX512:
+		switch mr {
+		case 1:
+			gemmTile1AVX512(a, lda, b, kp, c, ldc, add)
+		case 2:
+			gemmTile2AVX512(a, lda, b, kp, c, ldc, add)
+		case 3:
+			gemmTile3AVX512(a, lda, b, kp, c, ldc, add)
+		case 4:
+			gemmTile4AVX512(a, lda, b, kp, c, ldc, add)
+		case 5:
+			gemmTile5AVX512(a, lda, b, kp, c, ldc, add)
+		default:
+			gemmTile6AVX512(a, lda, b, kp, c, ldc, add)
+		}
+	case implAVX2:
+		switch mr {
+		case 1:
+			gemmTile1AVX2(a, lda, b, kp, c, ldc, add)
+		case 2:
+			gemmTile2AVX2(a, lda, b, kp, c, ldc, add)
+		case 3:
+			gemmTile3AVX2(a, lda, b, kp, c, ldc, add)
+		case 4:
+			gemmTile4AVX2(a, lda, b, kp, c, ldc, add)
+		case 5:
+			gemmTile5AVX2(a, lda, b, kp, c, ldc, add)
+		default:
+			gemmTile6AVX2(a, lda, b, kp, c, ldc, add)
+		}
+	default:
+		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
+	}
+}
+
+// widenInt8 sets int16 i of dst to int8(q[i]).
+func widenInt8(q, dst []byte) {
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(q) &^ 63
+		widenInt8AVX512(q[:n], dst)
+	case implAVX2:
+		n = len(q) &^ 31
+		widenInt8AVX2(q[:n], dst)
+	}
+	widenInt8Generic(q[n:], dst[2*n:])
+}
+
+// linearOut is int8_linear's epilogue on a row of int32 sums: see
+// linearOutGeneric.
+func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst []byte) {
+	size := out.Size()
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(ws) &^ 31
+	case implAVX2:
+		n = len(ws) &^ 15
+	}
+	if n > 0 {
+		a, w, d := acc[:4*n], ws[:n], dst[:n*size]
+		switch {
+		case bias == nil && impl == implAVX512:
+			switch out {
+			case dtype.BFloat16:
+				linearOutBF16AVX512(a, xs, w, d)
+			case dtype.Float16:
+				linearOutF16AVX512(a, xs, w, d)
+			default:
+				linearOutF32AVX512(a, xs, w, d)
+			}
+		case bias == nil:
+			switch out {
+			case dtype.BFloat16:
+				linearOutBF16AVX2(a, xs, w, d)
+			case dtype.Float16:
+				linearOutF16AVX2(a, xs, w, d)
+			default:
+				linearOutF32AVX2(a, xs, w, d)
+			}
+		case impl == implAVX512:
+			b := bias[:n]
+			switch out {
+			case dtype.BFloat16:
+				linearOutBiasBF16AVX512(a, xs, w, b, d)
+			case dtype.Float16:
+				linearOutBiasF16AVX512(a, xs, w, b, d)
+			default:
+				linearOutBiasF32AVX512(a, xs, w, b, d)
+			}
+		default:
+			b := bias[:n]
+			switch out {
+			case dtype.BFloat16:
+				linearOutBiasBF16AVX2(a, xs, w, b, d)
+			case dtype.Float16:
+				linearOutBiasF16AVX2(a, xs, w, b, d)
+			default:
+				linearOutBiasF32AVX2(a, xs, w, b, d)
+			}
+		}
+	}
+	if bias != nil {
+		bias = bias[n:]
+	}
+	linearOutGeneric(out, acc[4*n:], xs, ws[n:], bias, dst[n*size:])
+}
+
+// peakLoop runs n iterations of gemmTile's arithmetic on registers and
+// returns the number of operations (2 per multiply-add) they did, or 0
+// for the generic kernels, which have no such loop.
+func peakLoop(n int) int64 {
+	switch impl {
+	case implAVX512:
+		peakAVX512(n)
+		return int64(n) * 12 * 64
+	case implAVX2:
+		peakAVX2(n)
+		return int64(n) * 12 * 32
+	}
+	return 0
+}
+
+// packRowsPanel packs the first kp pairs of k, rounded down to a multiple
+// of 8, of a whole weight panel (gemmCols rows of src, ldw bytes apart)
+// into dst, and returns how many pairs it packed.
+func packRowsPanel(src []byte, ldw, kp int, dst []byte) int {
+	kp &^= 7
+	switch impl {
+	case implAVX512:
+		packRowsAVX512(src, ldw, kp, dst)
+	case implAVX2:
+		packRowsAVX2(src, ldw, kp, dst)
+	default:
+		return 0
+	}
+	return kp
+}
+
+// packColsPair packs one pair of rows of a [K, N] matrix (the second ldb
+// bytes after the first) into panels whole panels, pstride bytes apart,
+// and returns how many it packed.
+func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
+	if panels == 0 {
+		return 0
+	}
+	switch impl {
+	case implAVX512:
+		packColsAVX512(src, ldb, panels, dst, pstride)
+	case implAVX2:
+		packColsAVX2(src, ldb, panels, dst, pstride)
+	default:
+		return 0
+	}
+	return panels
+}
+
+// gemvStep is the multiple of k that gemv8 takes: a register of int16.
+func gemvStep() int {
+	if impl == implAVX512 {
+		return 32
+	}
+	return 16
+}
+
+// gemv8 sets the 8 int32 of out to the products of the int16 row x with
+// 8 int8 weight rows: see gemv8Generic.
+func gemv8(x, w []byte, ldw, k int, out []byte) {
+	switch impl {
+	case implAVX512:
+		gemvAVX512(x, w, ldw, k, out)
+	case implAVX2:
+		gemvAVX2(x, w, ldw, k, out)
+	default:
+		gemv8Generic(x, w, ldw, k, out)
+	}
+}

@@ -1015,6 +1015,972 @@ mulInt8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func gemmTile1AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile1AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), CX
+	MOVQ  kp+56(FP), DX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+
+gemmTile1AVX2_loop:
+	VMOVDQU      (CX), Y12
+	VMOVDQU      32(CX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, CX
+	DECQ         DX
+	JNZ          gemmTile1AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JZ           gemmTile1AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+
+gemmTile1AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile2AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  kp+56(FP), BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemmTile2AVX2_loop:
+	VMOVDQU      (DX), Y12
+	VMOVDQU      32(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile2AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile2AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+
+gemmTile2AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile3AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  kp+56(FP), BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+
+gemmTile3AVX2_loop:
+	VMOVDQU      (DX), Y12
+	VMOVDQU      32(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile3AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+
+gemmTile3AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile4AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile4AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemmTile4AVX2_loop:
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile4AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+
+gemmTile4AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile5AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile5AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+
+gemmTile5AVX2_loop:
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD (DX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile5AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+	VPADDD       (DX)(CX*1), Y8, Y8
+	VPADDD       32(DX)(CX*1), Y9, Y9
+
+gemmTile5AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile6AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile6AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+gemmTile6AVX2_loop:
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD (DX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	VPBROADCASTD (DX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y11, Y11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile6AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+	VPADDD       (DX)(CX*1), Y8, Y8
+	VPADDD       32(DX)(CX*1), Y9, Y9
+	VPADDD       (DX)(CX*2), Y10, Y10
+	VPADDD       32(DX)(CX*2), Y11, Y11
+
+gemmTile6AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VMOVDQU Y10, (DX)(CX*2)
+	VMOVDQU Y11, 32(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func peakAVX2(n int)
+// Requires: AVX, AVX2
+TEXT ·peakAVX2(SB), NOSPLIT, $0-8
+	MOVQ  n+0(FP), AX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	VPXOR Y12, Y12, Y12
+	VPXOR Y13, Y13, Y13
+
+peakAVX2_loop:
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y0, Y0
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y1, Y1
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y2, Y2
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y3, Y3
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y4, Y4
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y5, Y5
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y6, Y6
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y7, Y7
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y8, Y8
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y9, Y9
+	VPMADDWD Y12, Y13, Y14
+	VPADDD   Y14, Y10, Y10
+	VPMADDWD Y12, Y13, Y15
+	VPADDD   Y15, Y11, Y11
+	DECQ     AX
+	JNZ      peakAVX2_loop
+	VZEROUPPER
+	RET
+
+// func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
+// Requires: AVX, AVX2
+TEXT ·gemvAVX2(SB), NOSPLIT, $0-88
+	MOVQ  x_base+0(FP), AX
+	MOVQ  wt_base+24(FP), CX
+	MOVQ  ldw+48(FP), DX
+	MOVQ  k+56(FP), BX
+	LEAQ  (CX)(DX*2), SI
+	ADDQ  DX, SI
+	LEAQ  (SI)(DX*2), DI
+	ADDQ  DX, DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemvAVX2_loop:
+	VMOVDQU      (AX), Y8
+	VPMOVSXBW    (CX), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y0, Y0
+	VPMOVSXBW    (CX)(DX*1), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y1, Y1
+	VPMOVSXBW    (CX)(DX*2), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPMOVSXBW    (SI), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMOVSXBW    (SI)(DX*1), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMOVSXBW    (SI)(DX*2), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMOVSXBW    (DI), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMOVSXBW    (DI)(DX*1), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, SI
+	ADDQ         $0x00000010, DI
+	SUBQ         $0x00000010, BX
+	JNZ          gemvAVX2_loop
+	MOVQ         out_base+64(FP), AX
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPHADDD      Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VMOVDQU      X1, (AX)
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X0
+	VPADDD       X0, X4, X0
+	VMOVDQU      X0, 16(AX)
+	VZEROUPPER
+	RET
+
+// func widenInt8AVX2(q []byte, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·widenInt8AVX2(SB), NOSPLIT, $0-48
+	MOVQ q_base+0(FP), AX
+	MOVQ q_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+widenInt8AVX2_loop:
+	CMPQ      CX, $0x00
+	JE        widenInt8AVX2_done
+	VPMOVSXBW (AX), Y0
+	VMOVDQU   Y0, (DX)
+	VPMOVSXBW 16(AX), Y0
+	VMOVDQU   Y0, 32(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000020, CX
+	JMP       widenInt8AVX2_loop
+
+widenInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func packRowsAVX2(src []byte, ldw int, kp int, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·packRowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ src_base+0(FP), AX
+	MOVQ ldw+24(FP), CX
+	MOVQ kp+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ CX, SI
+	SHLQ $0x03, SI
+
+packRowsAVX2_loop:
+	CMPQ           DX, $0x00
+	JE             packRowsAVX2_done
+	MOVQ           AX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y0
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y0, Y0
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y1
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y1, Y1
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y2
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y2, Y2
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y3
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y3, Y3
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y4
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y4, Y4
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y5
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y5, Y5
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y6
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y6, Y6
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y7
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y7, Y7
+	ADDQ           CX, DI
+	VPUNPCKLWD     Y1, Y0, Y8
+	VPUNPCKHWD     Y1, Y0, Y0
+	VPUNPCKLWD     Y3, Y2, Y1
+	VPUNPCKHWD     Y3, Y2, Y2
+	VPUNPCKLWD     Y5, Y4, Y3
+	VPUNPCKHWD     Y5, Y4, Y4
+	VPUNPCKLWD     Y7, Y6, Y5
+	VPUNPCKHWD     Y7, Y6, Y6
+	VPUNPCKLDQ     Y1, Y8, Y7
+	VPUNPCKHDQ     Y1, Y8, Y1
+	VPUNPCKLDQ     Y2, Y0, Y8
+	VPUNPCKHDQ     Y2, Y0, Y0
+	VPUNPCKLDQ     Y5, Y3, Y2
+	VPUNPCKHDQ     Y5, Y3, Y3
+	VPUNPCKLDQ     Y6, Y4, Y5
+	VPUNPCKHDQ     Y6, Y4, Y4
+	VPUNPCKLQDQ    Y2, Y7, Y6
+	VPMOVSXBW      X6, Y9
+	VEXTRACTI128   $0x01, Y6, X6
+	VPMOVSXBW      X6, Y6
+	VMOVDQU        Y9, (BX)
+	VMOVDQU        Y6, 32(BX)
+	VPUNPCKHQDQ    Y2, Y7, Y2
+	VPMOVSXBW      X2, Y6
+	VEXTRACTI128   $0x01, Y2, X2
+	VPMOVSXBW      X2, Y2
+	VMOVDQU        Y6, 64(BX)
+	VMOVDQU        Y2, 96(BX)
+	VPUNPCKLQDQ    Y3, Y1, Y2
+	VPMOVSXBW      X2, Y6
+	VEXTRACTI128   $0x01, Y2, X2
+	VPMOVSXBW      X2, Y2
+	VMOVDQU        Y6, 128(BX)
+	VMOVDQU        Y2, 160(BX)
+	VPUNPCKHQDQ    Y3, Y1, Y1
+	VPMOVSXBW      X1, Y2
+	VEXTRACTI128   $0x01, Y1, X1
+	VPMOVSXBW      X1, Y1
+	VMOVDQU        Y2, 192(BX)
+	VMOVDQU        Y1, 224(BX)
+	VPUNPCKLQDQ    Y5, Y8, Y1
+	VPMOVSXBW      X1, Y2
+	VEXTRACTI128   $0x01, Y1, X1
+	VPMOVSXBW      X1, Y1
+	VMOVDQU        Y2, 256(BX)
+	VMOVDQU        Y1, 288(BX)
+	VPUNPCKHQDQ    Y5, Y8, Y1
+	VPMOVSXBW      X1, Y2
+	VEXTRACTI128   $0x01, Y1, X1
+	VPMOVSXBW      X1, Y1
+	VMOVDQU        Y2, 320(BX)
+	VMOVDQU        Y1, 352(BX)
+	VPUNPCKLQDQ    Y4, Y0, Y1
+	VPMOVSXBW      X1, Y2
+	VEXTRACTI128   $0x01, Y1, X1
+	VPMOVSXBW      X1, Y1
+	VMOVDQU        Y2, 384(BX)
+	VMOVDQU        Y1, 416(BX)
+	VPUNPCKHQDQ    Y4, Y0, Y0
+	VPMOVSXBW      X0, Y1
+	VEXTRACTI128   $0x01, Y0, X0
+	VPMOVSXBW      X0, Y0
+	VMOVDQU        Y1, 448(BX)
+	VMOVDQU        Y0, 480(BX)
+	ADDQ           $0x10, AX
+	ADDQ           $0x00000200, BX
+	SUBQ           $0x08, DX
+	JMP            packRowsAVX2_loop
+
+packRowsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
+// Requires: AVX, AVX2
+TEXT ·packColsAVX2(SB), NOSPLIT, $0-72
+	MOVQ src_base+0(FP), AX
+	MOVQ ldb+24(FP), CX
+	MOVQ panels+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ pstride+64(FP), SI
+
+packColsAVX2_loop:
+	VMOVDQU    (AX), X0
+	VMOVDQU    (AX)(CX*1), X1
+	VPUNPCKLBW X1, X0, X2
+	VPUNPCKHBW X1, X0, X0
+	VPMOVSXBW  X2, Y1
+	VMOVDQU    Y1, (BX)
+	VPMOVSXBW  X0, Y0
+	VMOVDQU    Y0, 32(BX)
+	ADDQ       $0x00000010, AX
+	ADDQ       SI, BX
+	DECQ       DX
+	JNZ        packColsAVX2_loop
+	VZEROUPPER
+	RET
+
+// func linearOutBF16AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX2, SSE
+TEXT ·linearOutBF16AVX2(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00000001, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00007fff, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x00000040, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+
+linearOutBF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBF16AVX2_done
+	VMULPS    (CX), Y0, Y4
+	VCVTDQ2PS (AX), Y5
+	VMULPS    Y4, Y5, Y5
+	VPSRLD    $0x10, Y5, Y4
+	VPAND     Y1, Y4, Y6
+	VCMPPS    $0x03, Y5, Y5, Y7
+	VPADDD    Y2, Y5, Y5
+	VPADDD    Y6, Y5, Y5
+	VPSRLD    $0x10, Y5, Y5
+	VPOR      Y3, Y4, Y4
+	VBLENDVPS Y7, Y4, Y5, Y5
+	VMULPS    32(CX), Y0, Y4
+	VCVTDQ2PS 32(AX), Y6
+	VMULPS    Y4, Y6, Y6
+	VPSRLD    $0x10, Y6, Y4
+	VPAND     Y1, Y4, Y7
+	VCMPPS    $0x03, Y6, Y6, Y8
+	VPADDD    Y2, Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPSRLD    $0x10, Y6, Y6
+	VPOR      Y3, Y4, Y4
+	VBLENDVPS Y8, Y4, Y6, Y6
+	VPACKUSDW Y6, Y5, Y5
+	VPERMQ    $0xd8, Y5, Y5
+	VMOVDQU   Y5, (BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutBF16AVX2_loop
+
+linearOutBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasBF16AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX2, SSE
+TEXT ·linearOutBiasBF16AVX2(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00000001, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00007fff, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x00000040, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0xffff0000, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x00400000, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+
+linearOutBiasBF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasBF16AVX2_done
+	VMULPS    (CX), Y0, Y6
+	VCVTDQ2PS (AX), Y7
+	VMULPS    Y6, Y7, Y7
+	VPAND     Y4, Y7, Y6
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y1, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VPADDD    Y2, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     Y4, Y7, Y7
+	VPOR      Y5, Y6, Y6
+	VBLENDVPS Y9, Y6, Y7, Y7
+	VADDPS    (SI), Y7, Y7
+	VPSRLD    $0x10, Y7, Y6
+	VPAND     Y1, Y6, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VPADDD    Y2, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPSRLD    $0x10, Y7, Y7
+	VPOR      Y3, Y6, Y6
+	VBLENDVPS Y9, Y6, Y7, Y7
+	VMULPS    32(CX), Y0, Y6
+	VCVTDQ2PS 32(AX), Y8
+	VMULPS    Y6, Y8, Y8
+	VPAND     Y4, Y8, Y6
+	VPSRLD    $0x10, Y8, Y9
+	VPAND     Y1, Y9, Y9
+	VCMPPS    $0x03, Y8, Y8, Y10
+	VPADDD    Y2, Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPAND     Y4, Y8, Y8
+	VPOR      Y5, Y6, Y6
+	VBLENDVPS Y10, Y6, Y8, Y8
+	VADDPS    32(SI), Y8, Y8
+	VPSRLD    $0x10, Y8, Y6
+	VPAND     Y1, Y6, Y9
+	VCMPPS    $0x03, Y8, Y8, Y10
+	VPADDD    Y2, Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPSRLD    $0x10, Y8, Y8
+	VPOR      Y3, Y6, Y6
+	VBLENDVPS Y10, Y6, Y8, Y8
+	VPACKUSDW Y8, Y7, Y7
+	VPERMQ    $0xd8, Y7, Y7
+	VMOVDQU   Y7, (BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000020, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutBiasBF16AVX2_loop
+
+linearOutBiasBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func linearOutF16AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·linearOutF16AVX2(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+linearOutF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutF16AVX2_done
+	VMULPS    (CX), Y0, Y1
+	VCVTDQ2PS (AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VCVTPS2PH $0x00, Y2, (BX)
+	VMULPS    32(CX), Y0, Y1
+	VCVTDQ2PS 32(AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VCVTPS2PH $0x00, Y2, 16(BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutF16AVX2_loop
+
+linearOutF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasF16AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·linearOutBiasF16AVX2(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+linearOutBiasF16AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasF16AVX2_done
+	VMULPS    (CX), Y0, Y1
+	VCVTDQ2PS (AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VADDPS    (SI), Y2, Y2
+	VCVTPS2PH $0x00, Y2, (BX)
+	VMULPS    32(CX), Y0, Y1
+	VCVTDQ2PS 32(AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VADDPS    32(SI), Y2, Y2
+	VCVTPS2PH $0x00, Y2, 16(BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000020, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutBiasF16AVX2_loop
+
+linearOutBiasF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func linearOutF32AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX2, SSE
+TEXT ·linearOutF32AVX2(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+linearOutF32AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutF32AVX2_done
+	VMULPS    (CX), Y0, Y1
+	VCVTDQ2PS (AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VMOVUPS   Y2, (BX)
+	VMULPS    32(CX), Y0, Y1
+	VCVTDQ2PS 32(AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VMOVUPS   Y2, 32(BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutF32AVX2_loop
+
+linearOutF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasF32AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX2, SSE
+TEXT ·linearOutBiasF32AVX2(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+linearOutBiasF32AVX2_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasF32AVX2_done
+	VMULPS    (CX), Y0, Y1
+	VCVTDQ2PS (AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VADDPS    (SI), Y2, Y2
+	VMOVUPS   Y2, (BX)
+	VMULPS    32(CX), Y0, Y1
+	VCVTDQ2PS 32(AX), Y2
+	VMULPS    Y1, Y2, Y2
+	VADDPS    32(SI), Y2, Y2
+	VMOVUPS   Y2, 32(BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000010, DX
+	JMP       linearOutBiasF32AVX2_loop
+
+linearOutBiasF32AVX2_done:
+	VZEROUPPER
+	RET
+
 // func absMaxBits16AVX512(src []byte) uint32
 // Requires: AVX, AVX2, AVX512BW, AVX512F
 TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
@@ -1977,5 +2943,1015 @@ mulInt8AVX512_loop:
 	JMP       mulInt8AVX512_loop
 
 mulInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile1AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   kp+56(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmTile1AVX512_loop:
+	VMOVDQU32    (CX), Z12
+	VMOVDQU32    64(CX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JNZ          gemmTile1AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JZ           gemmTile1AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+
+gemmTile1AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile2AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemmTile2AVX512_loop:
+	VMOVDQU32    (DX), Z12
+	VMOVDQU32    64(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JNZ          gemmTile2AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile2AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+
+gemmTile2AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile3AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmTile3AVX512_loop:
+	VMOVDQU32    (DX), Z12
+	VMOVDQU32    64(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JNZ          gemmTile3AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+
+gemmTile3AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile4AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmTile4AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile4AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+
+gemmTile4AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile5AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+gemmTile5AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z8, Z8
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z9, Z9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile5AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+
+gemmTile5AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile6AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+gemmTile6AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z8, Z8
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z9, Z9
+	VPBROADCASTD (DX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z10, Z10
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z11, Z11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile6AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+	VPADDD       (DX)(CX*2), Z10, Z10
+	VPADDD       64(DX)(CX*2), Z11, Z11
+
+gemmTile6AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func peakAVX512(n int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·peakAVX512(SB), NOSPLIT, $0-8
+	MOVQ   n+0(FP), AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+
+peakAVX512_loop:
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z0, Z0
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z1, Z1
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z2, Z2
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z3, Z3
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z4, Z4
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z5, Z5
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z6, Z6
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z7, Z7
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z8, Z8
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z9, Z9
+	VPMADDWD Z12, Z13, Z14
+	VPADDD   Z14, Z10, Z10
+	VPMADDWD Z12, Z13, Z15
+	VPADDD   Z15, Z11, Z11
+	DECQ     AX
+	JNZ      peakAVX512_loop
+	VZEROUPPER
+	RET
+
+// func gemvAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·gemvAVX512(SB), NOSPLIT, $0-88
+	MOVQ   x_base+0(FP), AX
+	MOVQ   wt_base+24(FP), CX
+	MOVQ   ldw+48(FP), DX
+	MOVQ   k+56(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	LEAQ   (SI)(DX*2), DI
+	ADDQ   DX, DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemvAVX512_loop:
+	VMOVDQU32     (AX), Z8
+	VPMOVSXBW     (CX), Z9
+	VPMADDWD      Z8, Z9, Z9
+	VPADDD        Z9, Z0, Z0
+	VPMOVSXBW     (CX)(DX*1), Z10
+	VPMADDWD      Z8, Z10, Z10
+	VPADDD        Z10, Z1, Z1
+	VPMOVSXBW     (CX)(DX*2), Z9
+	VPMADDWD      Z8, Z9, Z9
+	VPADDD        Z9, Z2, Z2
+	VPMOVSXBW     (SI), Z10
+	VPMADDWD      Z8, Z10, Z10
+	VPADDD        Z10, Z3, Z3
+	VPMOVSXBW     (SI)(DX*1), Z9
+	VPMADDWD      Z8, Z9, Z9
+	VPADDD        Z9, Z4, Z4
+	VPMOVSXBW     (SI)(DX*2), Z10
+	VPMADDWD      Z8, Z10, Z10
+	VPADDD        Z10, Z5, Z5
+	VPMOVSXBW     (DI), Z9
+	VPMADDWD      Z8, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMOVSXBW     (DI)(DX*1), Z10
+	VPMADDWD      Z8, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	ADDQ          $0x00000040, AX
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, SI
+	ADDQ          $0x00000020, DI
+	SUBQ          $0x00000020, BX
+	JNZ           gemvAVX512_loop
+	MOVQ          out_base+64(FP), AX
+	VEXTRACTI64X4 $0x01, Z0, Y8
+	VPADDD        Y8, Y0, Y0
+	VEXTRACTI64X4 $0x01, Z1, Y8
+	VPADDD        Y8, Y1, Y1
+	VEXTRACTI64X4 $0x01, Z2, Y8
+	VPADDD        Y8, Y2, Y2
+	VEXTRACTI64X4 $0x01, Z3, Y8
+	VPADDD        Y8, Y3, Y3
+	VEXTRACTI64X4 $0x01, Z4, Y8
+	VPADDD        Y8, Y4, Y4
+	VEXTRACTI64X4 $0x01, Z5, Y8
+	VPADDD        Y8, Y5, Y5
+	VEXTRACTI64X4 $0x01, Z6, Y8
+	VPADDD        Y8, Y6, Y6
+	VEXTRACTI64X4 $0x01, Z7, Y8
+	VPADDD        Y8, Y7, Y7
+	VPHADDD       Y1, Y0, Y0
+	VPHADDD       Y3, Y2, Y2
+	VPHADDD       Y2, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X1
+	VPADDD        X1, X0, X1
+	VMOVDQU       X1, (AX)
+	VPHADDD       Y5, Y4, Y4
+	VPHADDD       Y7, Y6, Y6
+	VPHADDD       Y6, Y4, Y4
+	VEXTRACTI128  $0x01, Y4, X0
+	VPADDD        X0, X4, X0
+	VMOVDQU       X0, 16(AX)
+	VZEROUPPER
+	RET
+
+// func widenInt8AVX512(q []byte, dst []byte)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·widenInt8AVX512(SB), NOSPLIT, $0-48
+	MOVQ q_base+0(FP), AX
+	MOVQ q_len+8(FP), CX
+	MOVQ dst_base+24(FP), DX
+
+widenInt8AVX512_loop:
+	CMPQ      CX, $0x00
+	JE        widenInt8AVX512_done
+	VPMOVSXBW (AX), Z0
+	VMOVDQU32 Z0, (DX)
+	VPMOVSXBW 32(AX), Z0
+	VMOVDQU32 Z0, 64(DX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x00000040, CX
+	JMP       widenInt8AVX512_loop
+
+widenInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·packRowsAVX512(SB), NOSPLIT, $0-64
+	MOVQ src_base+0(FP), AX
+	MOVQ ldw+24(FP), CX
+	MOVQ kp+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ CX, SI
+	SHLQ $0x03, SI
+
+packRowsAVX512_loop:
+	CMPQ            DX, $0x00
+	JE              packRowsAVX512_done
+	MOVQ            AX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z0, Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z0, Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z0, Z0
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z1, Z1
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z2, Z2
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z3, Z3
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z4, Z4
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z5, Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z5, Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z5, Z5
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z6, Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z6, Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z6, Z6
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z7, Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z7, Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z7, Z7
+	ADDQ            CX, DI
+	VPUNPCKLWD      Z1, Z0, Z8
+	VPUNPCKHWD      Z1, Z0, Z0
+	VPUNPCKLWD      Z3, Z2, Z1
+	VPUNPCKHWD      Z3, Z2, Z2
+	VPUNPCKLWD      Z5, Z4, Z3
+	VPUNPCKHWD      Z5, Z4, Z4
+	VPUNPCKLWD      Z7, Z6, Z5
+	VPUNPCKHWD      Z7, Z6, Z6
+	VPUNPCKLDQ      Z1, Z8, Z7
+	VPUNPCKHDQ      Z1, Z8, Z1
+	VPUNPCKLDQ      Z2, Z0, Z8
+	VPUNPCKHDQ      Z2, Z0, Z0
+	VPUNPCKLDQ      Z5, Z3, Z2
+	VPUNPCKHDQ      Z5, Z3, Z3
+	VPUNPCKLDQ      Z6, Z4, Z5
+	VPUNPCKHDQ      Z6, Z4, Z4
+	VPUNPCKLQDQ     Z2, Z7, Z6
+	VPMOVSXBW       Y6, Z9
+	VEXTRACTI64X4   $0x01, Z6, Y6
+	VPMOVSXBW       Y6, Z6
+	VMOVDQU32       Z9, (BX)
+	VMOVDQU32       Z6, 64(BX)
+	VPUNPCKHQDQ     Z2, Z7, Z2
+	VPMOVSXBW       Y2, Z6
+	VEXTRACTI64X4   $0x01, Z2, Y2
+	VPMOVSXBW       Y2, Z2
+	VMOVDQU32       Z6, 128(BX)
+	VMOVDQU32       Z2, 192(BX)
+	VPUNPCKLQDQ     Z3, Z1, Z2
+	VPMOVSXBW       Y2, Z6
+	VEXTRACTI64X4   $0x01, Z2, Y2
+	VPMOVSXBW       Y2, Z2
+	VMOVDQU32       Z6, 256(BX)
+	VMOVDQU32       Z2, 320(BX)
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPMOVSXBW       Y1, Z2
+	VEXTRACTI64X4   $0x01, Z1, Y1
+	VPMOVSXBW       Y1, Z1
+	VMOVDQU32       Z2, 384(BX)
+	VMOVDQU32       Z1, 448(BX)
+	VPUNPCKLQDQ     Z5, Z8, Z1
+	VPMOVSXBW       Y1, Z2
+	VEXTRACTI64X4   $0x01, Z1, Y1
+	VPMOVSXBW       Y1, Z1
+	VMOVDQU32       Z2, 512(BX)
+	VMOVDQU32       Z1, 576(BX)
+	VPUNPCKHQDQ     Z5, Z8, Z1
+	VPMOVSXBW       Y1, Z2
+	VEXTRACTI64X4   $0x01, Z1, Y1
+	VPMOVSXBW       Y1, Z1
+	VMOVDQU32       Z2, 640(BX)
+	VMOVDQU32       Z1, 704(BX)
+	VPUNPCKLQDQ     Z4, Z0, Z1
+	VPMOVSXBW       Y1, Z2
+	VEXTRACTI64X4   $0x01, Z1, Y1
+	VPMOVSXBW       Y1, Z1
+	VMOVDQU32       Z2, 768(BX)
+	VMOVDQU32       Z1, 832(BX)
+	VPUNPCKHQDQ     Z4, Z0, Z0
+	VPMOVSXBW       Y0, Z1
+	VEXTRACTI64X4   $0x01, Z0, Y0
+	VPMOVSXBW       Y0, Z0
+	VMOVDQU32       Z1, 896(BX)
+	VMOVDQU32       Z0, 960(BX)
+	ADDQ            $0x10, AX
+	ADDQ            $0x00000400, BX
+	SUBQ            $0x08, DX
+	JMP             packRowsAVX512_loop
+
+packRowsAVX512_done:
+	VZEROUPPER
+	RET
+
+// func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·packColsAVX512(SB), NOSPLIT, $0-72
+	MOVQ src_base+0(FP), AX
+	MOVQ ldb+24(FP), CX
+	MOVQ panels+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ pstride+64(FP), SI
+
+packColsAVX512_loop:
+	VMOVDQU     (AX), X0
+	VMOVDQU     (AX)(CX*1), X1
+	VPUNPCKLBW  X1, X0, X2
+	VPUNPCKHBW  X1, X0, X0
+	VINSERTI128 $0x01, X0, Y2, Y0
+	VPMOVSXBW   Y0, Z0
+	VMOVDQU32   Z0, (BX)
+	VMOVDQU     16(AX), X0
+	VMOVDQU     16(AX)(CX*1), X2
+	VPUNPCKLBW  X2, X0, X1
+	VPUNPCKHBW  X2, X0, X0
+	VINSERTI128 $0x01, X0, Y1, Y0
+	VPMOVSXBW   Y0, Z0
+	VMOVDQU32   Z0, 64(BX)
+	ADDQ        $0x00000020, AX
+	ADDQ        SI, BX
+	DECQ        DX
+	JNZ         packColsAVX512_loop
+	VZEROUPPER
+	RET
+
+// func linearOutBF16AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutBF16AVX512(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x00007fff, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x00000040, SI
+	VPBROADCASTD SI, Z3
+
+linearOutBF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBF16AVX512_done
+	VMULPS    (CX), Z0, Z4
+	VCVTDQ2PS (AX), Z5
+	VMULPS    Z4, Z5, Z5
+	VPSRLD    $0x10, Z5, Z4
+	VPANDD    Z1, Z4, Z6
+	VCMPPS    $0x03, Z5, Z5, K1
+	VPADDD    Z2, Z5, Z5
+	VPADDD    Z6, Z5, Z5
+	VPSRLD    $0x10, Z5, Z5
+	VPORD     Z3, Z4, Z4
+	VMOVDQA32 Z4, K1, Z5
+	VPMOVDW   Z5, (BX)
+	VMULPS    64(CX), Z0, Z4
+	VCVTDQ2PS 64(AX), Z5
+	VMULPS    Z4, Z5, Z5
+	VPSRLD    $0x10, Z5, Z4
+	VPANDD    Z1, Z4, Z6
+	VCMPPS    $0x03, Z5, Z5, K1
+	VPADDD    Z2, Z5, Z5
+	VPADDD    Z6, Z5, Z5
+	VPSRLD    $0x10, Z5, Z5
+	VPORD     Z3, Z4, Z4
+	VMOVDQA32 Z4, K1, Z5
+	VPMOVDW   Z5, 32(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutBF16AVX512_loop
+
+linearOutBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasBF16AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutBiasBF16AVX512(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x00007fff, DI
+	VPBROADCASTD DI, Z2
+	MOVL         $0x00000040, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z4
+	MOVL         $0x00400000, DI
+	VPBROADCASTD DI, Z5
+
+linearOutBiasBF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasBF16AVX512_done
+	VMULPS    (CX), Z0, Z6
+	VCVTDQ2PS (AX), Z7
+	VMULPS    Z6, Z7, Z7
+	VPANDD    Z4, Z7, Z6
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z1, Z8, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VPADDD    Z2, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z4, Z7, Z7
+	VPORD     Z5, Z6, Z6
+	VMOVDQA32 Z6, K1, Z7
+	VADDPS    (SI), Z7, Z7
+	VPSRLD    $0x10, Z7, Z6
+	VPANDD    Z1, Z6, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VPADDD    Z2, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPSRLD    $0x10, Z7, Z7
+	VPORD     Z3, Z6, Z6
+	VMOVDQA32 Z6, K1, Z7
+	VPMOVDW   Z7, (BX)
+	VMULPS    64(CX), Z0, Z6
+	VCVTDQ2PS 64(AX), Z7
+	VMULPS    Z6, Z7, Z7
+	VPANDD    Z4, Z7, Z6
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z1, Z8, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VPADDD    Z2, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z4, Z7, Z7
+	VPORD     Z5, Z6, Z6
+	VMOVDQA32 Z6, K1, Z7
+	VADDPS    64(SI), Z7, Z7
+	VPSRLD    $0x10, Z7, Z6
+	VPANDD    Z1, Z6, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VPADDD    Z2, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPSRLD    $0x10, Z7, Z7
+	VPORD     Z3, Z6, Z6
+	VMOVDQA32 Z6, K1, Z7
+	VPMOVDW   Z7, 32(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutBiasBF16AVX512_loop
+
+linearOutBiasBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func linearOutF16AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutF16AVX512(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+linearOutF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutF16AVX512_done
+	VMULPS    (CX), Z0, Z1
+	VCVTDQ2PS (AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VCVTPS2PH $0x00, Z2, (BX)
+	VMULPS    64(CX), Z0, Z1
+	VCVTDQ2PS 64(AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VCVTPS2PH $0x00, Z2, 32(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutF16AVX512_loop
+
+linearOutF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasF16AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutBiasF16AVX512(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+linearOutBiasF16AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasF16AVX512_done
+	VMULPS    (CX), Z0, Z1
+	VCVTDQ2PS (AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VADDPS    (SI), Z2, Z2
+	VCVTPS2PH $0x00, Z2, (BX)
+	VMULPS    64(CX), Z0, Z1
+	VCVTDQ2PS 64(AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VADDPS    64(SI), Z2, Z2
+	VCVTPS2PH $0x00, Z2, 32(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutBiasF16AVX512_loop
+
+linearOutBiasF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func linearOutF32AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutF32AVX512(SB), NOSPLIT, $0-80
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+56(FP), BX
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+linearOutF32AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutF32AVX512_done
+	VMULPS    (CX), Z0, Z1
+	VCVTDQ2PS (AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VMOVUPS   Z2, (BX)
+	VMULPS    64(CX), Z0, Z1
+	VCVTDQ2PS 64(AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VMOVUPS   Z2, 64(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000080, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutF32AVX512_loop
+
+linearOutF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func linearOutBiasF32AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+// Requires: AVX, AVX512F, SSE
+TEXT ·linearOutBiasF32AVX512(SB), NOSPLIT, $0-104
+	MOVQ         acc_base+0(FP), AX
+	MOVQ         ws_base+32(FP), CX
+	MOVQ         ws_len+40(FP), DX
+	MOVQ         dst_base+80(FP), BX
+	MOVQ         bias_base+56(FP), SI
+	MOVSS        xs+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+linearOutBiasF32AVX512_loop:
+	CMPQ      DX, $0x00
+	JE        linearOutBiasF32AVX512_done
+	VMULPS    (CX), Z0, Z1
+	VCVTDQ2PS (AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VADDPS    (SI), Z2, Z2
+	VMOVUPS   Z2, (BX)
+	VMULPS    64(CX), Z0, Z1
+	VCVTDQ2PS 64(AX), Z2
+	VMULPS    Z1, Z2, Z2
+	VADDPS    64(SI), Z2, Z2
+	VMOVUPS   Z2, 64(BX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000080, BX
+	SUBQ      $0x00000020, DX
+	JMP       linearOutBiasF32AVX512_loop
+
+linearOutBiasF32AVX512_done:
 	VZEROUPPER
 	RET

@@ -136,6 +136,127 @@ func scaleInt8AVX2(q []byte, s float32, dst []float32)
 //go:noescape
 func mulInt8AVX2(q []byte, s []float32, dst []float32)
 
+// gemmTile1AVX2 computes a tile of 1 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2AVX2 computes a tile of 2 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile3AVX2 computes a tile of 3 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4AVX2 computes a tile of 4 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile5AVX2 computes a tile of 5 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile6AVX2 computes a tile of 6 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// peakAVX2 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
+// n must be at least 1.
+//
+//go:noescape
+func peakAVX2(n int)
+
+// gemvAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
+// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 16 and at least 16.
+//
+//go:noescape
+func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
+
+// widenInt8AVX2 sets int16 i of dst to int8(q[i]).
+// len(q) must be a multiple of 32 and dst must hold 2*len(q) bytes.
+//
+//go:noescape
+func widenInt8AVX2(q []byte, dst []byte)
+
+// packRowsAVX2 packs 16 int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,
+// the 16 channels' two values as int16 (64 bytes). kp must be a multiple of 8.
+//
+//go:noescape
+func packRowsAVX2(src []byte, ldw int, kp int, dst []byte)
+
+// packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
+// for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
+// panels must be at least 1.
+//
+//go:noescape
+func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
+
+// linearOutBF16AVX2 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBF16AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasBF16AVX2 sets element i of dst to the bfloat16 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasBF16AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
+// linearOutF16AVX2 sets element i of dst to the float16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutF16AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasF16AVX2 sets element i of dst to the float16 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasF16AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
+// linearOutF32AVX2 sets element i of dst to the float32 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutF32AVX2(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasF32AVX2 sets element i of dst to the float32 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 16; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasF32AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
 // absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.
 //
@@ -267,3 +388,124 @@ func scaleInt8AVX512(q []byte, s float32, dst []float32)
 //
 //go:noescape
 func mulInt8AVX512(q []byte, s []float32, dst []float32)
+
+// gemmTile1AVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
+// n must be at least 1.
+//
+//go:noescape
+func peakAVX512(n int)
+
+// gemvAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
+// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemvAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
+
+// widenInt8AVX512 sets int16 i of dst to int8(q[i]).
+// len(q) must be a multiple of 64 and dst must hold 2*len(q) bytes.
+//
+//go:noescape
+func widenInt8AVX512(q []byte, dst []byte)
+
+// packRowsAVX512 packs 32 int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,
+// the 32 channels' two values as int16 (128 bytes). kp must be a multiple of 8.
+//
+//go:noescape
+func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
+
+// packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
+// for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).
+// panels must be at least 1.
+//
+//go:noescape
+func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
+
+// linearOutBF16AVX512 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBF16AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasBF16AVX512 sets element i of dst to the bfloat16 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasBF16AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
+// linearOutF16AVX512 sets element i of dst to the float16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutF16AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasF16AVX512 sets element i of dst to the float16 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasF16AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
+// linearOutF32AVX512 sets element i of dst to the float32 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutF32AVX512(acc []byte, xs float32, ws []float32, dst []byte)
+
+// linearOutBiasF32AVX512 sets element i of dst to the float32 rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i]), every product and sum rounded to float32,
+// for the int32 sums in acc.
+// len(ws) must be a multiple of 32; acc, dst (and bias) must hold len(ws) elements.
+//
+//go:noescape
+func linearOutBiasF32AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)

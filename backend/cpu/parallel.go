@@ -73,8 +73,13 @@ var loops = sync.Pool{New: func() any { return new(loop) }}
 // on the calling goroutine and idle workers. It returns ctx.Err() if the
 // context was cancelled before every part ran.
 func parallelFor(ctx context.Context, b body, units, minUnits int) error {
+	return parallelForParts(ctx, b, units, minUnits, partsPerThread)
+}
+
+// parallelForParts is parallelFor with up to perThread parts per thread.
+func parallelForParts(ctx context.Context, b body, units, minUnits, perThread int) error {
 	n := helpers()
-	parts := min(max(1, units/max(1, minUnits)), partsPerThread*(n+1))
+	parts := min(max(1, units/max(1, minUnits)), perThread*(n+1))
 	if parts == 1 {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -36,7 +36,10 @@ across machines.
 
 --op chooses operations. The matrix products (mm_int8, int8_linear) take --shape
 M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is streaming
-the int8 weight (K·N bytes) at the copy speed.`,
+the int8 weight (K·N bytes) at the copy speed. On the host they also report this
+machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds from registers
+on every thread; the highest of about --runs measurements made just before and just
+after each backend's rounds) and their share of it ("of peak").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -94,15 +97,25 @@ func printBench(w io.Writer, r *bench.Result) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	gops := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.GOPS > 0 })
+	peak := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.PeakGOPS > 0 })
 	head := "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t"
 	if gops {
 		head += "GOPS\t"
+	}
+	if peak {
+		head += "peak GOPS\tof peak\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, o := range r.Ops {
 		tail := "\n"
 		if gops {
-			tail = fmt.Sprintf("%.1f\t\n", o.GOPS)
+			tail = fmt.Sprintf("%.1f\t", o.GOPS)
+			if peak && o.PeakGOPS > 0 {
+				tail += fmt.Sprintf("%.1f\t%.2f\t", o.PeakGOPS, o.RatioToPeak)
+			} else if peak {
+				tail += "-\t-\t"
+			}
+			tail += "\n"
 		}
 		if o.FloorMs == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t"+tail, o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)

@@ -2,6 +2,9 @@
 // same run, the time this machine takes to copy the bytes each operation
 // must move, so results can be stated as a ratio to that floor rather than
 // as absolute times, which vary from machine to machine and run to run.
+// For the matrix products it also measures, in the same run, the machine's
+// peak speed at the arithmetic of the cpu backend's kernel (cpu.PeakGOPS),
+// and states their speed as a share of it.
 package bench
 
 import (
@@ -14,6 +17,7 @@ import (
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/backend/cpu"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -44,8 +48,11 @@ type Result struct {
 	Warmup  int    `json:"warmup"`
 	Threads int    `json:"threads"`
 	// CopyGBPerS is the copy speed measured alongside the first backend.
-	CopyGBPerS float64    `json:"copy_gb_per_s"`
-	Ops        []OpResult `json:"ops"`
+	CopyGBPerS float64 `json:"copy_gb_per_s"`
+	// PeakGOPS is the peak measured alongside the first backend (see
+	// OpResult.PeakGOPS).
+	PeakGOPS float64    `json:"peak_gops,omitempty"`
+	Ops      []OpResult `json:"ops"`
 }
 
 // OpResult is one operation on one backend.
@@ -65,7 +72,19 @@ type OpResult struct {
 	// time, in billions per second.
 	GOPS         float64 `json:"gops,omitempty"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
+	// PeakGOPS is this machine's peak at the arithmetic of the cpu
+	// backend's product kernel (cpu.PeakGOPS: its multiply-adds, on
+	// registers, on every thread): the highest of about as many
+	// measurements as runs, half made just before this backend's rounds and
+	// half just after (anything else running only lowers it). RatioToPeak
+	// is GOPS over it. Both are left out when the tensors are not in host
+	// memory or the cpu kernels are not assembly.
+	PeakGOPS    float64 `json:"peak_gops,omitempty"`
+	RatioToPeak float64 `json:"ratio_to_peak,omitempty"`
 }
+
+// peakTime is how long each measurement of the peak takes.
+const peakTime = 30 * time.Millisecond
 
 // ShortName is the dtype as the JSON output spells it: bf16, fp16, fp32.
 func ShortName(d dtype.DType) string {
@@ -153,6 +172,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if len(all) == 0 {
 			continue
 		}
+		// The products' peak is a host figure too, measured only when a
+		// product is timed: before the warm-up rounds and after the last
+		// round, not between rounds, since right after the peak's loop on
+		// every core the operations measured up to twice as slow (for a
+		// millisecond operation).
+		var peaks []float64
+		gemm := host && slices.ContainsFunc(all, func(s *series) bool { return s.op.w.Ops > 0 })
+		measurePeak := func() {
+			for range (cfg.Runs + 1) / 2 {
+				if p := cpu.PeakGOPS(peakTime); p > 0 {
+					peaks = append(peaks, p)
+				}
+			}
+		}
+		if gemm {
+			measurePeak()
+		}
 		var copies []time.Duration
 		for round := range cfg.Warmup + cfg.Runs {
 			if err := ctx.Err(); err != nil {
@@ -175,6 +211,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 		}
+		if gemm {
+			measurePeak()
+		}
 		runtime.GC() // leave the next phase none of this one's garbage
 		var gbps float64
 		if host {
@@ -182,6 +221,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if res.CopyGBPerS == 0 {
 			res.CopyGBPerS = gbps
+		}
+		var peak float64
+		if len(peaks) > 0 {
+			peak = slices.Max(peaks) // anything else running only lowers it
+		}
+		if res.PeakGOPS == 0 {
+			res.PeakGOPS = peak
 		}
 		for _, s := range all {
 			r := OpResult{
@@ -194,6 +240,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			if s.op.w.Ops > 0 {
 				r.GOPS = float64(s.op.w.Ops) / median(s.times).Seconds() / 1e9
+				if peak > 0 {
+					r.PeakGOPS, r.RatioToPeak = peak, r.GOPS/peak
+				}
 			}
 			res.Ops = append(res.Ops, r)
 		}

@@ -21,11 +21,16 @@
 //     float16 and bfloat16 to float32 exactly (F16C returns a signaling
 //     float16 NaN quieted, which any arithmetic on it next does too); int8
 //     times one scale or a scale per element; rounding float32 rows to T as
-//     above; and a test for NaN.
+//     above; and a test for NaN;
+//   - the int8 matrix products of mm_int8 and int8_linear, exact for every
+//     int8 value, their epilogue, and a loop that measures the machine's
+//     peak at their arithmetic: see linear.go.
 //
 // Each kernel is written once and emitted for both vector widths: AVX2 with
 // 256-bit registers and AVX-512 with 512-bit ones (see width). The AVX-512
-// forms do the same arithmetic on twice the lanes.
+// forms do the same arithmetic on twice the lanes. (AVX512-VNNI's VPDPWSSD,
+// which would fuse the products' VPMADDWD and VPADDD, is not in this avo
+// version's instruction set.)
 //
 // No kernel uses FMA: the contract has no multiply-add, and fusing would
 // skip a rounding step. Callers pass whole blocks (the unit is in each
@@ -827,6 +832,7 @@ func main() {
 		}
 		scaleInt8("scaleInt8"+w.name, false, w)
 		scaleInt8("mulInt8"+w.name, true, w)
+		linearKernels(w)
 	}
 	Generate()
 }

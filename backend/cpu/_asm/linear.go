@@ -1,0 +1,527 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The int8 matrix products (mm_int8 and int8_linear), exact for every
+// int8 value, -128 included:
+//
+//   - each int8 is sign-extended to int16 (VPMOVSXBW), and VPMADDWD
+//     multiplies int16 lanes and adds adjacent pairs of products into
+//     int32 lanes. A product of two int8 is at most 2^14 in magnitude and a
+//     pair at most 2^15, so nothing saturates or rounds (VPMADDWD's one
+//     overflow, both pairs -32768 * -32768, needs int16 values int8 never
+//     reaches). VPMADDUBSW is not used: it multiplies unsigned by signed
+//     bytes and saturates the pair sums to int16;
+//   - the int32 lanes are added with VPADDD, which wraps modulo 2^32 as Go's
+//     int32 does, so the order of the additions cannot change the result:
+//     the sum is exact below K = 131,072 and at K = 131,072 only the row and
+//     column of all -128 reach 2^31, which wraps to -2^31 in both.
+//
+// The product kernel, gemmTile, computes a tile of up to 6 rows of
+// activations by two registers of columns (output channels), in up to 12
+// accumulators. The weight is packed into panels where, for each pair of
+// k, a register holds the two int16 values of k and k+1 of consecutive
+// channels (packRows from [N, K] rows, packCols from a [K, N] matrix);
+// each activation row is int16, and the same pair of k of a row is
+// broadcast to every lane, so one VPMADDWD adds two steps of k to one
+// register of outputs. Per pair of k and 6 rows: 2 loads of the weight, 6
+// broadcasts, 12 VPMADDWD and 12 VPADDD. (Multiplying along k instead,
+// with no packing, needs a load per product and a sum across lanes at the
+// end; measured here it ran at about two thirds of this kernel's speed,
+// and much less when the weight's rows are a multiple of 4 KiB apart.)
+//
+// For a few rows, one at a time (gemv), the weight is read as it is,
+// [N, K] int8 sign-extended while loading: each register holds 16 (32)
+// steps of k of one channel, multiplied with the same steps of the row, 8
+// channels at a time, and the lanes are added up at the end. Nothing is
+// packed or written, so the weight streams from memory once.
+//
+// linearOut is int8_linear's epilogue on a row of int32 sums, and peak is
+// the arithmetic of gemmTile alone, from registers, to measure this
+// machine's peak for it.
+
+// phys returns the vector registers of w by number: the int8 kernels
+// place their 12 accumulators and 4 working registers themselves.
+func (w width) phys(i int) VecPhysical {
+	if w.bytes == 64 {
+		return []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15}[i]
+	}
+	return []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
+}
+
+// mov is an unaligned move of a whole integer register.
+func (w width) mov(src, dst Op) {
+	if w.bytes == 64 {
+		VMOVDQU32(src, dst)
+		return
+	}
+	VMOVDQU(src, dst)
+}
+
+// rows returns the memory operands of the first n rows at p, stride s
+// apart, using p3 = p + 3*s (which it sets) for rows 3 to 5.
+func rows(n int, p, s, p3 Register, disp int) []Mem {
+	out := []Mem{{Base: p, Disp: disp}, {Base: p, Index: s, Scale: 1, Disp: disp}, {Base: p, Index: s, Scale: 2, Disp: disp}}
+	if n > 3 {
+		out = append(out, Mem{Base: p3, Disp: disp}, Mem{Base: p3, Index: s, Scale: 1, Disp: disp}, Mem{Base: p3, Index: s, Scale: 2, Disp: disp})
+	}
+	return out[:n]
+}
+
+// third sets p3 = p + 3*s.
+func third(p, s Register) GPVirtual {
+	p3 := GP64()
+	LEAQ(Mem{Base: p, Index: s, Scale: 2}, p3)
+	ADDQ(s, p3)
+	return p3
+}
+
+// gemmTile emits the product kernel for tiles of mr rows (1 to 6; see
+// above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and
+// 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
+// products.
+func gemmTile(name string, mr int, w width) {
+	nr := 2 * w.lanes()
+	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k:", name, mr, nr),
+		fmt.Sprintf("a holds %d rows of int16 activations, lda bytes apart (each pair of k 4 bytes);", mr),
+		fmt.Sprintf("b the packed weight panel: per pair of k, %d columns of int16 pairs (%d bytes);", nr, 4*nr),
+		fmt.Sprintf("c gets (add: c +=) the int32 sums, %d rows ldc bytes apart. kp must be at least 1.", mr))
+	acc := make([]VecPhysical, 2*mr)
+	for i := range acc {
+		acc[i] = w.phys(i)
+	}
+	b0, b1, bc, t := w.phys(12), w.phys(13), w.phys(14), w.phys(15)
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	var ap3 Register = ap
+	if mr > 3 {
+		ap3 = third(ap, lda)
+	}
+	bp := Load(Param("b").Base(), GP64())
+	kp := Load(Param("kp"), GP64())
+	for _, a := range acc {
+		w.xor(a, a, a)
+	}
+
+	Label(name + "_loop")
+	w.mov(Mem{Base: bp}, b0)
+	w.mov(Mem{Base: bp, Disp: w.bytes}, b1)
+	for i, m := range rows(mr, ap, lda, ap3, 0) {
+		VPBROADCASTD(m, bc)
+		VPMADDWD(b0, bc, t)
+		VPADDD(t, acc[2*i], acc[2*i])
+		VPMADDWD(b1, bc, t)
+		VPADDD(t, acc[2*i+1], acc[2*i+1])
+	}
+	ADDQ(Imm(4), ap)
+	if mr > 3 {
+		ADDQ(Imm(4), ap3)
+	}
+	ADDQ(U32(2*w.bytes), bp)
+	DECQ(kp)
+	JNZ(LabelRef(name + "_loop"))
+
+	// Store the sums, first adding what c holds if asked to.
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	var cp3 Register = cp
+	if mr > 3 {
+		cp3 = third(cp, ldc)
+	}
+	add := Load(Param("add"), GP8())
+	crow := rows(mr, cp, ldc, cp3, 0)
+	TESTB(add, add)
+	JZ(LabelRef(name + "_store"))
+	for i := range mr {
+		for h := range 2 {
+			VPADDD(crow[i].Offset(h*w.bytes), acc[2*i+h], acc[2*i+h])
+		}
+	}
+	Label(name + "_store")
+	for i := range mr {
+		for h := range 2 {
+			w.mov(acc[2*i+h], crow[i].Offset(h*w.bytes))
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// peak emits the measurement loop: gemmTile's arithmetic without its
+// loads, 12 VPMADDWD and 12 VPADDD into 12 independent accumulators per
+// iteration, from registers.
+func peak(name string, w width) {
+	TEXT(name, NOSPLIT, "func(n int)")
+	Pragma("noescape")
+	Doc(name+" runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.",
+		"n must be at least 1.")
+	n := Load(Param("n"), GP64())
+	for i := range 14 {
+		r := w.phys(i)
+		w.xor(r, r, r)
+	}
+	Label(name + "_loop")
+	for i := range 12 {
+		t := w.phys(14 + i%2)
+		VPMADDWD(w.phys(12), w.phys(13), t)
+		VPADDD(t, w.phys(i), w.phys(i))
+	}
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	VZEROUPPER()
+	RET()
+}
+
+// gemv emits the one-row kernel (see above): registers 0 to 7 accumulate
+// channels 0 to 7, 8 holds the row, 9 and 10 the channels' values and
+// products in turn.
+func gemv(name string, w width) {
+	step := 2 * w.lanes() // k per register of int16
+	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, k int, out []byte)")
+	Pragma("noescape")
+	Doc(name+" sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt",
+		fmt.Sprintf("(8 rows, ldw bytes apart) over k steps. k must be a multiple of %d and at least %d.", step, step))
+	xp := Load(Param("x").Base(), GP64())
+	wp := Load(Param("wt").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	k := Load(Param("k"), GP64())
+	wp3, wp6 := third(wp, ldw), GP64()
+	LEAQ(Mem{Base: wp3, Index: ldw, Scale: 2}, wp6)
+	ADDQ(ldw, wp6)
+	acc := make([]VecPhysical, 8)
+	for i := range acc {
+		acc[i] = w.phys(i)
+		w.xor(acc[i], acc[i], acc[i])
+	}
+	xr := w.phys(8)
+	wrow := append(rows(6, wp, ldw, wp3, 0), Mem{Base: wp6}, Mem{Base: wp6, Index: ldw, Scale: 1})
+
+	Label(name + "_loop")
+	w.mov(Mem{Base: xp}, xr)
+	for j, m := range wrow {
+		t := w.phys(9 + j%2)
+		VPMOVSXBW(m, t)
+		VPMADDWD(xr, t, t)
+		VPADDD(t, acc[j], acc[j])
+	}
+	ADDQ(U32(2*step), xp)
+	for _, p := range []Register{wp, wp3, wp6} {
+		ADDQ(U32(step), p)
+	}
+	SUBQ(U32(step), k)
+	JNZ(LabelRef(name + "_loop"))
+
+	// Add up the lanes: on AVX-512 first the two halves, then per group of
+	// four accumulators two rounds of VPHADDD and the two 128-bit halves.
+	op := Load(Param("out").Base(), GP64())
+	y := make([]Register, 8)
+	for i, a := range acc {
+		y[i] = a.AsY()
+		if w.bytes == 64 {
+			hi := YMM()
+			VEXTRACTI64X4(Imm(1), a, hi)
+			VPADDD(hi, y[i], y[i])
+		}
+	}
+	for g := range 2 {
+		a, b, c, d := y[4*g], y[4*g+1], y[4*g+2], y[4*g+3]
+		VPHADDD(b, a, a) // pairs of a, pairs of b, per 128-bit half
+		VPHADDD(d, c, c)
+		VPHADDD(c, a, a) // quarters of a, b, c, d, per half
+		hi := XMM()
+		VEXTRACTI128(Imm(1), a, hi)
+		VPADDD(hi, a.(VecPhysical).AsX(), hi)
+		VMOVDQU(hi, Mem{Base: op, Disp: 16 * g})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// roundKeep rounds the float32 lanes of y to dt in place and keeps them
+// as float32, as dtype.Round does: bfloat16 to nearest even on the bits,
+// a NaN keeping its top half and quieted; float16 through F16C, which
+// quiets a NaN and keeps the top of its payload as Go's conversion does.
+func (st storer) roundKeep(y, himask, quietHi VecVirtual) {
+	w := st.w
+	switch st.dt {
+	case "bfloat16":
+		top, t := w.reg(), w.reg()
+		nan := w.mask()
+		w.and(himask, y, top) // NaN: the top half ...
+		VPSRLD(Imm(16), y, t)
+		w.and(st.one, t, t)
+		VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
+		VPADDD(st.bias, y, y)
+		VPADDD(t, y, y)
+		w.and(himask, y, y)
+		w.or(quietHi, top, top) // ... with the quiet bit
+		w.blend(nan, top, y)
+	case "float16":
+		VCVTPS2PH(Imm(0), y, w.half(y))
+		VCVTPH2PS(w.half(y), y)
+	}
+}
+
+// linearOut emits int8_linear's epilogue for a row of sums, two registers
+// of lanes per iteration: c = xs*ws[n], y = float32(acc)*c (each product
+// rounded on its own, no FMA), then rOut(y); with a bias,
+// rOut(rOut(y) + bias[n]), the bias already rounded to the output type.
+func linearOut(name, dt string, bias bool, w width) {
+	size := elemSize(dt)
+	lanes := w.lanes()
+	block := 2 * lanes
+	sig, what := "func(acc []byte, xs float32, ws []float32, dst []byte)", "rOut(float32(acc[i]) * (xs*ws[i]))"
+	if bias {
+		sig, what = "func(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)", "rOut(rOut(float32(acc[i]) * (xs*ws[i])) + bias[i])"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name+" sets element i of dst to the "+dt+" "+what+", every product and sum rounded to float32,",
+		"for the int32 sums in acc.",
+		fmt.Sprintf("len(ws) must be a multiple of %d; acc, dst (and bias) must hold len(ws) elements.", block))
+	ap := Load(Param("acc").Base(), GP64())
+	sp := Load(Param("ws").Base(), GP64())
+	n := Load(Param("ws").Len(), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	var bp Register
+	if bias {
+		bp = Load(Param("bias").Base(), GP64())
+	}
+	xs := w.broadcastParam("xs")
+	st := newStorer(dt, w)
+	var himask, quietHi VecVirtual
+	if bias && dt == "bfloat16" {
+		himask, quietHi = w.broadcast(0xffff0000), w.broadcast(0x00400000)
+	}
+
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	v := make([]VecVirtual, 2)
+	for g := range v {
+		c, y := w.reg(), w.reg()
+		v[g] = y
+		VMULPS(Mem{Base: sp, Disp: w.bytes * g}, xs, c) // xs * ws
+		VCVTDQ2PS(Mem{Base: ap, Disp: w.bytes * g}, y)  // exact below 2^24, else to nearest even, as Go
+		VMULPS(c, y, y)
+		if bias {
+			st.roundKeep(y, himask, quietHi)
+			VADDPS(Mem{Base: bp, Disp: w.bytes * g}, y, y) // y + bias: y is the first operand, as in Go
+		}
+		st.store(y, Mem{Base: dp, Disp: lanes * size * g})
+	}
+	st.finish(v, Mem{Base: dp})
+	ADDQ(U32(4*block), ap)
+	ADDQ(U32(4*block), sp)
+	if bias {
+		ADDQ(U32(4*block), bp)
+	}
+	ADDQ(U32(block*size), dp)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// widenInt8 emits the kernel that sign-extends int8 to int16, two
+// registers of int16 per iteration.
+func widenInt8(name string, w width) {
+	block := w.bytes // int8 in per iteration: two registers' worth of int16
+	TEXT(name, NOSPLIT, "func(q []byte, dst []byte)")
+	Pragma("noescape")
+	Doc(name+" sets int16 i of dst to int8(q[i]).",
+		fmt.Sprintf("len(q) must be a multiple of %d and dst must hold 2*len(q) bytes.", block))
+	q := Load(Param("q").Base(), GP64())
+	n := Load(Param("q").Len(), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for g := range 2 {
+		y := w.reg()
+		VPMOVSXBW(Mem{Base: q, Disp: block / 2 * g}, y)
+		w.mov(y, Mem{Base: dp, Disp: w.bytes * g})
+	}
+	ADDQ(U32(block), q)
+	ADDQ(U32(2*block), dp)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// packRows emits the kernel that packs whole weight panels from [N, K]
+// rows: 2*lanes rows (the panel's channels), 8 pairs of k per iteration.
+// Each row's 16 bytes are 8 words, one per pair of k; the rows go into
+// the 128-bit lanes of 8 registers (rows i, i+8, i+16 and i+24 of the
+// panel in lanes 0 to 3 of register i), and three rounds of unpacks
+// (words, dwords, qwords) transpose each lane's 8x8 words, so register q
+// holds pair q of every channel, in channel order. VPMOVSXBW widens each
+// half to int16 pairs, which are the panel's row for that pair of k.
+func packRows(name string, w width) {
+	nr := 2 * w.lanes()
+	TEXT(name, NOSPLIT, "func(src []byte, ldw int, kp int, dst []byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs %d int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,", name, nr),
+		fmt.Sprintf("the %d channels' two values as int16 (%d bytes). kp must be a multiple of 8.", nr, 4*nr))
+	sp := Load(Param("src").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("kp"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	// Rows 0 to 7 one after the other, each lane's rows 8 further.
+	ld8 := GP64()
+	MOVQ(ldw, ld8)
+	SHLQ(Imm(3), ld8) // 8 rows
+	lanes := w.bytes / 16
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	r := make([]VecVirtual, 8)
+	p := GP64()
+	MOVQ(sp, p)
+	for i := range r {
+		// A broadcast writes the whole register (the lanes after the
+		// first are then replaced), so no earlier value stays live.
+		r[i] = w.reg()
+		q := GP64()
+		MOVQ(p, q)
+		if w.bytes == 64 {
+			VBROADCASTI32X4(Mem{Base: p}, r[i])
+		} else {
+			VBROADCASTI128(Mem{Base: p}, r[i])
+		}
+		for l := 1; l < lanes; l++ {
+			ADDQ(ld8, q)
+			if w.bytes == 64 {
+				VINSERTI32X4(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+			} else {
+				VINSERTI128(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+			}
+		}
+		ADDQ(ldw, p)
+	}
+	// Words: t[2i], t[2i+1] interleave rows 2i and 2i+1.
+	t := make([]VecVirtual, 8)
+	for i := range 4 {
+		t[2*i], t[2*i+1] = w.reg(), w.reg()
+		VPUNPCKLWD(r[2*i+1], r[2*i], t[2*i])
+		VPUNPCKHWD(r[2*i+1], r[2*i], t[2*i+1])
+	}
+	// Dwords: u[0..3] rows 0-3 (pairs 0-1, 2-3, 4-5, 6-7), u[4..7] rows 4-7.
+	u := make([]VecVirtual, 8)
+	for h := range 2 {
+		a, b, c, d := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
+		for i := range 4 {
+			u[4*h+i] = w.reg()
+		}
+		VPUNPCKLDQ(c, a, u[4*h])
+		VPUNPCKHDQ(c, a, u[4*h+1])
+		VPUNPCKLDQ(d, b, u[4*h+2])
+		VPUNPCKHDQ(d, b, u[4*h+3])
+	}
+	// Qwords: pair q of rows 0-7, then widen and store.
+	for q := range 8 {
+		v := w.reg()
+		if q%2 == 0 {
+			VPUNPCKLQDQ(u[4+q/2], u[q/2], v)
+		} else {
+			VPUNPCKHQDQ(u[4+q/2], u[q/2], v)
+		}
+		lo, hi := w.reg(), w.reg()
+		VPMOVSXBW(w.half(v), lo)
+		if w.bytes == 64 {
+			top := YMM()
+			VEXTRACTI64X4(Imm(1), v, top)
+			VPMOVSXBW(top, hi)
+		} else {
+			top := XMM()
+			VEXTRACTI128(Imm(1), v, top)
+			VPMOVSXBW(top, hi)
+		}
+		w.mov(lo, Mem{Base: dp, Disp: 4 * nr * q})
+		w.mov(hi, Mem{Base: dp, Disp: 4*nr*q + w.bytes})
+	}
+	ADDQ(Imm(16), sp)
+	ADDQ(U32(32*nr), dp)
+	SUBQ(Imm(8), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// packCols emits the kernel that packs one pair of k of whole weight
+// panels from a [K, N] matrix (mm_int8's b): rows 2p and 2p+1, read in
+// order, 16 columns at a time, their bytes interleaved (VPUNPCKLBW and
+// VPUNPCKHBW) and widened to int16, each panel's part written to its
+// place in the panels.
+func packCols(name string, w width) {
+	nr := 2 * w.lanes()
+	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs a pair of int8 rows of src (the second ldb bytes after the first), %d columns", name, nr),
+		fmt.Sprintf("for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (%d bytes).", 4*nr),
+		"panels must be at least 1.")
+	sp := Load(Param("src").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	n := Load(Param("panels"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	ps := Load(Param("pstride"), GP64())
+	Label(name + "_loop")
+	for h := range nr / 16 {
+		a, b := XMM(), XMM()
+		VMOVDQU(Mem{Base: sp, Disp: 16 * h}, a)
+		VMOVDQU(Mem{Base: sp, Index: ldb, Scale: 1, Disp: 16 * h}, b)
+		lo, hi := XMM(), XMM()
+		VPUNPCKLBW(b, a, lo) // columns 16h to 16h+7
+		VPUNPCKHBW(b, a, hi) // 16h+8 to 16h+15
+		if w.bytes == 64 {
+			y, z := YMM(), ZMM()
+			VINSERTI128(Imm(1), hi, lo.AsY(), y) // lo's upper half is replaced
+			VPMOVSXBW(y, z)
+			VMOVDQU32(z, Mem{Base: dp, Disp: 64 * h})
+		} else {
+			for i, x := range []VecVirtual{lo, hi} {
+				y := YMM()
+				VPMOVSXBW(x, y)
+				VMOVDQU(y, Mem{Base: dp, Disp: 64*h + 32*i})
+			}
+		}
+	}
+	ADDQ(U32(nr), sp)
+	ADDQ(ps, dp)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	VZEROUPPER()
+	RET()
+}
+
+// linearKernels emits the int8 product kernels for w.
+func linearKernels(w width) {
+	for mr := 1; mr <= 6; mr++ {
+		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w)
+	}
+	peak("peak"+w.name, w)
+	gemv("gemv"+w.name, w)
+	widenInt8("widenInt8"+w.name, w)
+	packRows("packRows"+w.name, w)
+	packCols("packCols"+w.name, w)
+	for _, dt := range []string{"bfloat16", "float16", "float32"} {
+		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+		linearOut("linearOut"+short+w.name, dt, false, w)
+		linearOut("linearOutBias"+short+w.name, dt, true, w)
+	}
+}

@@ -1,0 +1,344 @@
+package cpu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gokitchen/kitchen/backend"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/quant"
+)
+
+// dotInt8 is the reference: the int32 dot product of two int8 vectors of
+// the same length, wrapping as int32 does (which only the contract's
+// extreme, K = 131,072 of -128·-128, reaches).
+func dotInt8(a, b []byte) int32 {
+	b = b[:len(a)]
+	var acc int32
+	for i, x := range a {
+		acc += int32(int8(x)) * int32(int8(b[i]))
+	}
+	return acc
+}
+
+// multiply runs the product of a [m, k] and w [n, k] (or, cols, of w
+// [k, n]) through the driver on the path chosen, and returns the int32
+// sums.
+func multiply(t testing.TB, a, w []byte, m, k, n, path int, cols bool) []int32 {
+	t.Helper()
+	p := newProduct(m, k, n, path)
+	for r := range m {
+		p.setRow(r, a[r*k:(r+1)*k])
+	}
+	ctx := context.Background()
+	if err := p.setWeight(ctx, w, cols); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, 4*m*n)
+	p.fin = &mmFinish{dst: dst, n: n}
+	if err := p.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int32, m*n)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(dst[4*i:]))
+	}
+	return out
+}
+
+// transpose returns the [c, r] transpose of the [r, c] bytes b.
+func transpose(b []byte, r, c int) []byte {
+	t := make([]byte, len(b))
+	for i := range r {
+		for j := range c {
+			t[j*r+i] = b[i*c+j]
+		}
+	}
+	return t
+}
+
+// paths runs f for each path of the product and, on the many-row path,
+// both weight layouts. Every path takes any number of rows.
+func paths(t *testing.T, f func(t *testing.T, path int, cols bool)) {
+	names := []string{"many", "few", "one"}
+	for _, path := range []int{manyRows, fewRows, oneRow} {
+		for _, cols := range []bool{false, true} {
+			if path != manyRows && cols {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s,cols=%v", names[path], cols), func(t *testing.T) { f(t, path, cols) })
+		}
+	}
+}
+
+// TestProductPairsExhaustive multiplies every int8 value by every int8
+// value, K times over, on every path: row a of A (a = 0 to 255) is all the
+// byte a, channel b of W all the byte b, so sum (a, b) is K·int8(a)·int8(b),
+// wrapped to int32. The assembly kernel sets run it at K = 4096 and at
+// K = 131,072, the largest K, where only -128·-128 reaches 2^31 and wraps to
+// -2^31; the Go kernels, whose arithmetic is Go's int32 (and slow under
+// -race), at K = 256. A second pass puts the pairs in every position of k
+// and of the registers: row a holds a+k and channel b holds b+3k (mod 256),
+// so each sum mixes all 256 values of each side, checked against dotInt8.
+func TestProductPairsExhaustive(t *testing.T) {
+	forEachKernelSet(t, true, func(t *testing.T) {
+		ks := []int{4096, 131072}
+		switch {
+		case impl == implGeneric:
+			ks = []int{256}
+		case testing.Short():
+			ks = ks[:1]
+		}
+		for _, k := range ks {
+			t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { testPairs(t, k) })
+		}
+		t.Run(fmt.Sprintf("mixed,K=%d", ks[0]), func(t *testing.T) { testPairsMixed(t, ks[0]) })
+	})
+}
+
+// testPairs checks every pair of values, each repeated k times.
+func testPairs(t *testing.T, k int) {
+	a, w := make([]byte, 256*k), make([]byte, 256*k)
+	for v := range 256 {
+		for p := range k {
+			a[v*k+p], w[v*k+p] = byte(v), byte(v)
+		}
+	}
+	paths(t, func(t *testing.T, path int, cols bool) {
+		wt := w
+		if cols {
+			wt = transpose(w, 256, k)
+		}
+		got := multiply(t, a, wt, 256, k, 256, path, cols)
+		for i := range 256 {
+			for j := range 256 {
+				want := int32(int64(k) * int64(int8(i)) * int64(int8(j)))
+				if g := got[i*256+j]; g != want {
+					t.Fatalf("%d·%d summed to %d, want %d", int8(i), int8(j), g, want)
+				}
+			}
+		}
+		if k == 131072 && got[128*256+128] != math.MinInt32 {
+			t.Fatalf("-128·-128 at K=131072: %d, want -2^31", got[128*256+128])
+		}
+	})
+}
+
+// testPairsMixed checks sums that mix all 256 values on each side.
+func testPairsMixed(t *testing.T, k int) {
+	a, w := make([]byte, 256*k), make([]byte, 256*k)
+	for v := range 256 {
+		for p := range k {
+			a[v*k+p], w[v*k+p] = byte(v+p), byte(v+3*p)
+		}
+	}
+	paths(t, func(t *testing.T, path int, cols bool) {
+		wt := w
+		if cols {
+			wt = transpose(w, 256, k)
+		}
+		got := multiply(t, a, wt, 256, k, 256, path, cols)
+		for i := range 256 {
+			for j := range 256 {
+				if want := dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k]); got[i*256+j] != want {
+					t.Fatalf("row %d, channel %d: %d, want %d", i, j, got[i*256+j], want)
+				}
+			}
+		}
+	})
+}
+
+// TestProductRagged checks the product on every path against dotInt8 for
+// ragged shapes: M, K and N that are not multiples of the tiles, the
+// registers, the blocks or the passes of k.
+func TestProductRagged(t *testing.T) {
+	forEachKernelSet(t, true, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		type shape struct{ m, k, n int }
+		var shapes []shape
+		for _, m := range []int{1, 2, 3, 4, 5, 7, 17} {
+			for _, k := range []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 65, 255, 256, 257} {
+				for _, n := range []int{1, 3, 5, 17, 63} {
+					shapes = append(shapes, shape{m, k, n})
+				}
+			}
+		}
+		shapes = append(shapes, shape{63, 513, 65}, shape{65, 1030, 257}, shape{97, 1025, 300}, shape{200, 600, 33},
+			shape{16, 4099, 100}, shape{3, 8193, 50})
+		paths(t, func(t *testing.T, path int, cols bool) {
+			for _, s := range shapes {
+				a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
+				for i := range a {
+					a[i] = byte(rng.Uint32())
+				}
+				for i := range w {
+					w[i] = byte(rng.Uint32())
+				}
+				if s.k > 2 {
+					a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
+				}
+				wt := w
+				if cols {
+					wt = transpose(w, s.n, s.k)
+				}
+				got := multiply(t, a, wt, s.m, s.k, s.n, path, cols)
+				for i := range s.m {
+					for j := range s.n {
+						if want := dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k]); got[i*s.n+j] != want {
+							t.Fatalf("%dx%dx%d: [%d, %d] = %d, want %d", s.m, s.k, s.n, i, j, got[i*s.n+j], want)
+						}
+					}
+				}
+			}
+		})
+	})
+}
+
+// TestLinearOutMatchesGeneric runs the epilogue kernels against the Go
+// one on sums and scales chosen for their edges: sums beyond 2^24 (which
+// round when converted), the int32 extremes, zero; products that round to
+// infinity or to subnormals, 0·infinity (NaN), and biases that are NaN,
+// infinite, -0 or subnormal; every length to 70 so the tails run too.
+func TestLinearOutMatchesGeneric(t *testing.T) { forEachImpl(t, testLinearOutMatchesGeneric) }
+
+func testLinearOutMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	sums := []int32{0, 1, -1, 127, -128, 1 << 24, 1<<24 + 1, -(1<<24 + 3), 1<<30 + 12345, math.MaxInt32, math.MinInt32, 16129, -16256}
+	nan := math.Float32frombits(0x7fc01234)
+	biases := []float32{0, float32(math.Copysign(0, -1)), 1, -2.5, 1e-40, 6e-8, 65504, 70000, 3e38, nan, float32(math.NaN()),
+		float32(math.Inf(1)), float32(math.Inf(-1)), 0x1p-126, 1 + 0x1p-8, 1 + 0x1p-11}
+	scales := []float32{1, 0.5, 1e-3, 3e-5, 7e-39, 1e-45, 1e20, 3e38, 1 + 0x1p-23, 0.1}
+	for _, out := range dtype.Floats() {
+		for n := 1; n <= 70; n++ {
+			for range 20 {
+				acc := make([]byte, 4*n)
+				ws, bias := make([]float32, n), make([]float32, n)
+				for i := range n {
+					v := int32(rng.Uint32())
+					switch rng.IntN(3) {
+					case 0:
+						v = sums[rng.IntN(len(sums))]
+					case 1:
+						v >>= rng.IntN(31)
+					}
+					binary.LittleEndian.PutUint32(acc[4*i:], uint32(v))
+					ws[i] = scales[rng.IntN(len(scales))] * float32(1+rng.IntN(9))
+					if rng.IntN(2) == 0 {
+						bias[i] = biases[rng.IntN(len(biases))]
+					} else {
+						bias[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(60)-30))
+					}
+					bias[i] = out.Round(bias[i])
+				}
+				xs := scales[rng.IntN(len(scales))]
+				for _, b := range [][]float32{nil, bias} {
+					got, want := make([]byte, n*out.Size()), make([]byte, n*out.Size())
+					linearOut(out, acc, xs, ws, b, got)
+					linearOutGeneric(out, acc, xs, ws, b, want)
+					for e := range n {
+						g, w := got[e*out.Size():(e+1)*out.Size()], want[e*out.Size():(e+1)*out.Size()]
+						if diff(g, w) < 0 {
+							continue
+						}
+						a := int32(binary.LittleEndian.Uint32(acc[4*e:]))
+						// A NaN plus a NaN: Go does not fix which payload
+						// the sum keeps (it differs under -race), so any
+						// NaN passes. y is NaN only for 0·infinity.
+						y := quant.LinearOut(a, xs, ws[e])
+						if b != nil && isNaN(y) && isNaN(b[e]) && isNaN(dtype.Load(g, out, 0)) {
+							continue
+						}
+						t.Fatalf("%v n=%d bias=%v: element %d differs: %x, want %x (acc %d, xs %v, ws %v, bias %v)",
+							out, n, b != nil, e, g, w, a, xs, ws[e], bias[e])
+					}
+				}
+			}
+		}
+	}
+}
+
+func isNaN(f float32) bool { return f != f }
+
+// TestLinearOutGenericFormula checks the Go epilogue against the
+// contract's formula, element by element, as the reference implementation
+// writes it.
+func TestLinearOutGenericFormula(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, out := range dtype.Floats() {
+		for range 1000 {
+			acc := int32(rng.Uint32()) >> rng.IntN(31)
+			xs, ws := float32(rng.Float64()*1e-2), float32(rng.Float64()*1e-3)
+			b := float32(rng.NormFloat64())
+			y := out.Round(quant.LinearOut(acc, xs, ws))
+			y = out.Round(y + out.Round(b))
+			want := make([]byte, out.Size())
+			dtype.Store(want, out, 0, y)
+			got := make([]byte, 4)
+			binary.LittleEndian.PutUint32(got, uint32(acc))
+			dst := make([]byte, out.Size())
+			linearOutGeneric(out, got, xs, []float32{ws}, []float32{out.Round(b)}, dst)
+			if diff(dst, want) >= 0 {
+				t.Fatalf("%v: acc %d xs %v ws %v bias %v: got %x, want %x", out, acc, xs, ws, b, dst, want)
+			}
+		}
+	}
+}
+
+// TestInt8HelpersMatchGeneric checks widenInt8 against the Go kernel at
+// every length to 100.
+func TestInt8HelpersMatchGeneric(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(17, 18))
+		for n := range 100 {
+			q := make([]byte, n)
+			for i := range q {
+				q[i] = byte(rng.Uint32())
+			}
+			got, want := make([]byte, 2*n), make([]byte, 2*n)
+			widenInt8(q, got)
+			widenInt8Generic(q, want)
+			if i := diff(got, want); i >= 0 {
+				t.Fatalf("widenInt8 n=%d: byte %d differs", n, i)
+			}
+		}
+	})
+}
+
+// TestPeakGOPS runs the measurement loop briefly.
+func TestPeakGOPS(t *testing.T) {
+	g := PeakGOPS(20 * time.Millisecond)
+	if impl != implGeneric && g <= 0 {
+		t.Fatalf("PeakGOPS = %v with kernel set %s", g, kernelSetNames[impl])
+	}
+	t.Logf("peak of the product's arithmetic: %.1f GOPS (%s)", g, kernelSetNames[impl])
+}
+
+// BenchmarkInt8Linear runs int8_linear and mm_int8 through the registry on
+// the shapes, bfloat16 x, reporting GOPS.
+func BenchmarkInt8Linear(b *testing.B) {
+	reg := newRegistry(b)
+	ctx := context.Background()
+	for _, s := range [][]int{{4096, 3072, 3072}, {512, 4096, 4096}, {16, 4096, 4096}, {1, 4096, 4096}} {
+		for _, o := range []backend.Operation{op.Int8Linear, op.MMInt8} {
+			b.Run(fmt.Sprintf("%s/%dx%dx%d", o.Name(), s[0], s[1], s[2]), func(b *testing.B) {
+				w, err := o.Workload(ctx, reg, &backend.Spec{Shape: s, DType: dtype.BFloat16})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for range b.N {
+					if err := w.Run(ctx, reg, Name); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(w.Ops)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOPS")
+			})
+		}
+	}
+}

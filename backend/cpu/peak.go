@@ -1,0 +1,46 @@
+package cpu
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// PeakGOPS measures this machine's peak speed, for about d, at the
+// arithmetic of the int8 product's inner loop: the loop of gemmTile without
+// its loads (VPMADDWD, then VPADDD into 12 independent accumulators, on
+// registers) on GOMAXPROCS goroutines at once, in billions of operations
+// per second, a multiply-add counting as two (as 2·M·N·K does). It returns
+// 0 where the products do not run assembly (purego, other architectures,
+// a CPU without AVX2). It is a measurement helper, for `kitchen bench` to
+// state the products' speed as a share of it.
+func PeakGOPS(d time.Duration) float64 {
+	const chunk = 1 << 16 // iterations per call: about a tenth of a millisecond
+	if peakLoop(1) == 0 {
+		return 0
+	}
+	threads := runtime.GOMAXPROCS(0)
+	ops := make([]int64, threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ops[i] += peakLoop(chunk)
+				if !time.Now().Before(deadline) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var total int64
+	for _, o := range ops {
+		total += o
+	}
+	return float64(total) / elapsed.Seconds() / 1e9
+}
