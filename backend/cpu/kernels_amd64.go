@@ -224,43 +224,20 @@ func gemmCols() int {
 	return 16
 }
 
+// gemmTiles are the tile kernels of each kernel set, by row count - 1.
+var gemmTiles = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	implAVX2:   {gemmTile1AVX2, gemmTile2AVX2, gemmTile3AVX2, gemmTile4AVX2, gemmTile5AVX2, gemmTile6AVX2},
+	implAVX512: {gemmTile1AVX512, gemmTile2AVX512, gemmTile3AVX512, gemmTile4AVX512, gemmTile5AVX512, gemmTile6AVX512},
+}
+
 // gemmTile computes a tile of mr rows (1 to gemmRows) of an int8 product:
 // see gemmTileGeneric.
 func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
-	switch impl {
-	case implAVX512:
-		switch mr {
-		case 1:
-			gemmTile1AVX512(a, lda, b, kp, c, ldc, add)
-		case 2:
-			gemmTile2AVX512(a, lda, b, kp, c, ldc, add)
-		case 3:
-			gemmTile3AVX512(a, lda, b, kp, c, ldc, add)
-		case 4:
-			gemmTile4AVX512(a, lda, b, kp, c, ldc, add)
-		case 5:
-			gemmTile5AVX512(a, lda, b, kp, c, ldc, add)
-		default:
-			gemmTile6AVX512(a, lda, b, kp, c, ldc, add)
-		}
-	case implAVX2:
-		switch mr {
-		case 1:
-			gemmTile1AVX2(a, lda, b, kp, c, ldc, add)
-		case 2:
-			gemmTile2AVX2(a, lda, b, kp, c, ldc, add)
-		case 3:
-			gemmTile3AVX2(a, lda, b, kp, c, ldc, add)
-		case 4:
-			gemmTile4AVX2(a, lda, b, kp, c, ldc, add)
-		case 5:
-			gemmTile5AVX2(a, lda, b, kp, c, ldc, add)
-		default:
-			gemmTile6AVX2(a, lda, b, kp, c, ldc, add)
-		}
-	default:
+	if impl == implGeneric {
 		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
+		return
 	}
+	gemmTiles[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 }
 
 // widenInt8 sets int16 i of dst to int8(q[i]).
