@@ -49,7 +49,7 @@ func DequantizeInt8ConvRotWeight(ctx context.Context, q, scale *Tensor, opts ...
 	if err != nil {
 		return nil, err
 	}
-	res, err := run(ctx, s, op.DequantizeConvRotWeight, &op.ConvRotDequantizeArgs{Q: q, Scale: scale, Group: s.groupOr(op.DefaultGroup)})
+	res, err := run(ctx, s, op.DequantizeConvRotWeight, &op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: scale}, Group: s.groupOr(op.DefaultGroup)})
 	return res.Out, err
 }
 
@@ -61,7 +61,7 @@ func DequantizeInt8ConvRotWeightTo(ctx context.Context, q, scale *Tensor, out DT
 		return nil, err
 	}
 	res, err := run(ctx, s, op.DequantizeConvRotWeightDType, &op.ConvRotDequantizeDTypeArgs{
-		ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{Q: q, Scale: scale, Group: s.groupOr(op.DefaultGroup)}, OutDType: out})
+		ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: scale}, Group: s.groupOr(op.DefaultGroup)}, OutDType: out})
 	return res.Out, err
 }
 

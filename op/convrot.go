@@ -128,45 +128,19 @@ func (a *RotateRowwiseArgs) Validate() error {
 	return checkGroup(name, "x", a.Group, a.X.Dim(-1))
 }
 
-// ConvRotDequantizeArgs are the arguments of dequantize_int8_convrot_weight.
+// ConvRotDequantizeArgs are the arguments of dequantize_int8_convrot_weight:
+// dequantize_int8_simple's (q must be [N, K], K a multiple of Group), and
+// the rotation's group size, a power of 4.
 type ConvRotDequantizeArgs struct {
-	// Q is int8 of shape [N, K], K a multiple of Group.
-	Q *tensor.Tensor
-	// Scale is float32, float16 or bfloat16 on q's device, with one element,
-	// one per row ([N, 1]), or q's shape.
-	Scale *tensor.Tensor
-	// Group is the rotation's group size, a power of 4.
+	DequantizeArgs
 	Group int
-}
-
-// Device implements backend.Args.
-func (a *ConvRotDequantizeArgs) Device() tensor.Device { return deviceOf(a.Q) }
-
-// Tensor implements backend.Args.
-func (a *ConvRotDequantizeArgs) Tensor(param string) *tensor.Tensor {
-	switch param {
-	case "q":
-		return a.Q
-	case "scale":
-		return a.Scale
-	}
-	return nil
-}
-
-// DType implements backend.Args; out_dtype is float32.
-func (a *ConvRotDequantizeArgs) DType(param string) (dtype.DType, bool) {
-	if param == "out_dtype" {
-		return dtype.Float32, true
-	}
-	return dtypeOf(a.Tensor(param))
 }
 
 // Validate implements backend.Args.
 func (a *ConvRotDequantizeArgs) Validate() error { return a.validate(DequantizeConvRotWeight.Name()) }
 
 func (a *ConvRotDequantizeArgs) validate(name string) error {
-	d := DequantizeArgs{Q: a.Q, Scale: a.Scale}
-	if err := d.validate(name); err != nil {
+	if err := a.DequantizeArgs.validate(name); err != nil {
 		return err
 	}
 	if a.Q.Rank() != 2 {
@@ -188,7 +162,7 @@ func (a *ConvRotDequantizeDTypeArgs) DType(param string) (dtype.DType, bool) {
 	if param == "out_dtype" {
 		return a.OutDType, true
 	}
-	return a.ConvRotDequantizeArgs.DType(param)
+	return a.DequantizeArgs.DType(param)
 }
 
 // Validate implements backend.Args.
@@ -322,7 +296,7 @@ func prepareConvRotDequantize(_ context.Context, _ *backend.Registry, spec *back
 	}
 	a, in, err := dequantizeInputs(x)
 	cost.Bytes = in + 4*int64(x.Numel())
-	return &ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, cost, err
+	return &ConvRotDequantizeArgs{DequantizeArgs: DequantizeArgs{Q: a.Q, Scale: a.Scale}, Group: DefaultGroup}, cost, err
 }
 
 func prepareConvRotDequantizeDType(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*ConvRotDequantizeDTypeArgs, backend.Cost, error) {
@@ -332,7 +306,7 @@ func prepareConvRotDequantizeDType(_ context.Context, _ *backend.Registry, spec 
 	}
 	a, in, err := dequantizeInputs(x)
 	cost.Bytes = in + int64(x.Nbytes())
-	return &ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs{Q: a.Q, Scale: a.Scale, Group: DefaultGroup}, x.DType()}, cost, err
+	return &ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs{DequantizeArgs: DequantizeArgs{Q: a.Q, Scale: a.Scale}, Group: DefaultGroup}, x.DType()}, cost, err
 }
 
 // prepareEmbedding looks up every row of a table of x's shape once, in a

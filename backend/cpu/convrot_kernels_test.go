@@ -380,7 +380,7 @@ func TestConvRotMatchesEager(t *testing.T) {
 							scale = must(scale.Reshape(shape...))
 							for _, out := range dtype.Floats() {
 								name := fmt.Sprintf("dequantize g=%d q[%d %d] scale %v%v %s -> %v", g, rows, k, dt, shape, mix, out)
-								a := &op.ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{Q: q, Scale: scale, Group: g}, OutDType: out}
+								a := &op.ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: scale}, Group: g}, OutDType: out}
 								sameRun(t, &tl, name, op.DequantizeConvRotWeightDType, reg, a)
 								if len(shape) < 2 || shape[1] == 1 {
 									idx := must(tensor.FromBytes(dtype.Int32, indexBytes(rng, 2*rows+1, rows), 2*rows+1))
@@ -389,7 +389,7 @@ func TestConvRotMatchesEager(t *testing.T) {
 								}
 							}
 							sameRun(t, &tl, fmt.Sprintf("dequantize float32 g=%d scale %v%v %s", g, dt, shape, mix), op.DequantizeConvRotWeight, reg,
-								&op.ConvRotDequantizeArgs{Q: q, Scale: scale, Group: g})
+								&op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: scale}, Group: g})
 						}
 					}
 				}

@@ -204,12 +204,12 @@ func convRotDequantizeCall(simple bool, q, scale *tensor.Tensor, group int, out 
 	if simple {
 		return newCall(op.DequantizeConvRotWeight, fmt.Sprintf("%s of %v by %v, group %d", op.DequantizeConvRotWeight, q, scale, group),
 			func(in []*tensor.Tensor) *op.ConvRotDequantizeArgs {
-				return &op.ConvRotDequantizeArgs{Q: in[0], Scale: in[1], Group: group}
+				return &op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: in[0], Scale: in[1]}, Group: group}
 			}, q, scale)
 	}
 	return newCall(op.DequantizeConvRotWeightDType, fmt.Sprintf("%s of %v by %v, group %d, to %v", op.DequantizeConvRotWeightDType, q, scale, group, out),
 		func(in []*tensor.Tensor) *op.ConvRotDequantizeDTypeArgs {
-			return &op.ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{Q: in[0], Scale: in[1], Group: group}, OutDType: out}
+			return &op.ConvRotDequantizeDTypeArgs{ConvRotDequantizeArgs: op.ConvRotDequantizeArgs{DequantizeArgs: op.DequantizeArgs{Q: in[0], Scale: in[1]}, Group: group}, OutDType: out}
 		}, q, scale)
 }
 

@@ -49,77 +49,18 @@ accepted.
 """
 
 import json
+import os
 import struct
 import sys
 
 import numpy as np
 
-SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2,
-         "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+# The safetensors reader and the contract's scalar rules are check_int8's:
+# the two checkers share them rather than keep two copies.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "checkint8"))
+from check_int8 import SIZES, TINY, raw, read, bf16_round, round_to, to_f32, quantize  # noqa: E402,F401
 
-
-def read(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n].decode("utf-8"))
-    data = blob[8 + n:]
-    meta = header.pop("__metadata__", None)
-    spans = sorted((v["data_offsets"][0], v["data_offsets"][1], k) for k, v in header.items())
-    end = 0
-    for b, e, k in spans:
-        assert b == end, f"{path}: {k} starts at {b}, previous ends at {end}"
-        info = header[k]
-        want = SIZES[info["dtype"]] * int(np.prod(info["shape"], dtype=np.int64))
-        assert e - b == want, f"{path}: {k} spans {e - b} bytes, needs {want}"
-        end = e
-    assert end == len(data), f"{path}: tensors cover {end} of {len(data)} data bytes"
-    return n, meta, header, data
-
-
-def raw(header, data, name):
-    b, e = header[name]["data_offsets"]
-    return data[b:e]
-
-
-def bf16_round(x):
-    """Round float32 values to bfloat16 (nearest, ties to even), as float32."""
-    x = np.asarray(x, np.float32)
-    u = np.atleast_1d(x).view(np.uint32).astype(np.uint64)
-    u = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
-    return u.astype(np.uint32).view(np.float32).reshape(x.shape)
-
-
-def to_f32(dtype, b, shape):
-    if dtype == "BF16":
-        return (np.frombuffer(b, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
-    if dtype == "F16":
-        return np.frombuffer(b, "<f2").astype(np.float32).reshape(shape)
-    return np.frombuffer(b, "<f4").reshape(shape)
-
-
-def round_to(dtype, v):
-    if dtype == "BF16":
-        return bf16_round(v)
-    if dtype == "F16":
-        return v.astype(np.float16).astype(np.float32)
-    return v.astype(np.float32)
-
-
-TINY = {"BF16": np.float32(2.0 ** -126), "F16": np.float32(2.0 ** -14), "F32": np.float32(2.0 ** -126)}
 ULP = {"BF16": 2.0 ** -8, "F16": 2.0 ** -11, "F32": 2.0 ** -24}  # unit roundoff
-
-
-def quantize(dtype, x, per_row):
-    """The contract's quantize_int8_rowwise / _tensorwise of x (float32
-    values of dtype)."""
-    a = np.abs(x).max(axis=-1, keepdims=True) if per_row else np.abs(x).max()
-    s = np.maximum(np.float32(a) / np.float32(127), np.float32(1e-30)).astype(np.float32)
-    t = round_to(dtype, np.asarray(s, np.float32))
-    t = np.where(t == 0, TINY[dtype], t).astype(np.float32)
-    y = round_to(dtype, (x / t).astype(np.float32))
-    q = np.clip(np.rint(y), -128, 127).astype(np.int8)
-    return q, np.asarray(s, np.float32)
 
 
 def hadamard(g):
