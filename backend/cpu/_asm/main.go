@@ -1,6 +1,9 @@
-// Command _asm generates kernels_amd64.s, the AVX2 + F16C and AVX-512
-// kernels of the cpu backend, with avo. It lives in its own module so avo is
-// never a dependency of kitchen. Regenerate from this folder with
+// Command _asm generates the AVX2 + F16C and AVX-512 kernels of the cpu
+// backend with avo, in two files: kernels_amd64.s (quantize, dequantize and
+// the ConvRot rows; -kernels qdq) and linear_amd64.s (the int8 matrix
+// products; -kernels linear), so each family's kernels change alone. It
+// lives in its own module so avo is never a dependency of kitchen.
+// Regenerate from this folder with
 //
 //	go generate
 //
@@ -37,10 +40,13 @@
 // kernel's doc) and finish the tail in Go.
 package main
 
-//go:generate go run . -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu
+//go:generate go run . -kernels qdq -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu
+//go:generate go run . -kernels linear -out ../linear_amd64.s -stubs ../linear_amd64_stubs.go -pkg cpu
 
 import (
+	"flag"
 	"fmt"
+	"os"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -803,36 +809,50 @@ func scaleInt8(name string, full bool, w width) {
 var packOrder Mem
 
 func main() {
+	kernels := flag.String("kernels", "", "the kernel family to generate: qdq or linear")
+	flag.Parse()
 	ConstraintExpr("amd64,!purego")
-
-	packOrder = GLOBL("packOrder", RODATA|NOPTR)
-	for i, d := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		DATA(4*i, U32(d))
-	}
-
-	for _, w := range []width{avx2, avx512} {
-		absMax("absMaxBits16"+w.name, 16, w)
-		absMax("absMaxBits32"+w.name, 32, w)
-		quantize("quantizeBF16"+w.name, "bfloat16", w)
-		quantize("quantizeF16"+w.name, "float16", w)
-		quantize("quantizeF32"+w.name, "float32", w)
-		dequantize("dequantizeBF16"+w.name, "bfloat16", w)
-		dequantize("dequantizeF16"+w.name, "float16", w)
-		dequantize("dequantizeF32"+w.name, "float32", w)
-		rotateSmall("rotate4"+w.name, false, true, w)
-		rotateSmall("rotate16"+w.name, true, false, w)
-		rotateSmall("rotate16Scaled"+w.name, true, true, w)
-		rotateStage("rotateStage"+w.name, false, w)
-		rotateStage("rotateStageScaled"+w.name, true, w)
-		hasNaN("hasNaN"+w.name, w)
-		for _, dt := range []string{"bfloat16", "float16", "float32"} {
-			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-			widen("widen"+short+w.name, dt, w)
-			narrow("narrow"+short+w.name, dt, w)
+	switch *kernels {
+	case "qdq":
+		packOrder = GLOBL("packOrder", RODATA|NOPTR)
+		for i, d := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+			DATA(4*i, U32(d))
 		}
-		scaleInt8("scaleInt8"+w.name, false, w)
-		scaleInt8("mulInt8"+w.name, true, w)
-		linearKernels(w)
+		for _, w := range []width{avx2, avx512} {
+			qdqKernels(w)
+		}
+	case "linear":
+		for _, w := range []width{avx2, avx512} {
+			linearKernels(w)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "_asm: -kernels must be qdq or linear")
+		os.Exit(2)
 	}
 	Generate()
+}
+
+// qdqKernels emits the quantize, dequantize and ConvRot row kernels for w.
+func qdqKernels(w width) {
+	absMax("absMaxBits16"+w.name, 16, w)
+	absMax("absMaxBits32"+w.name, 32, w)
+	quantize("quantizeBF16"+w.name, "bfloat16", w)
+	quantize("quantizeF16"+w.name, "float16", w)
+	quantize("quantizeF32"+w.name, "float32", w)
+	dequantize("dequantizeBF16"+w.name, "bfloat16", w)
+	dequantize("dequantizeF16"+w.name, "float16", w)
+	dequantize("dequantizeF32"+w.name, "float32", w)
+	rotateSmall("rotate4"+w.name, false, true, w)
+	rotateSmall("rotate16"+w.name, true, false, w)
+	rotateSmall("rotate16Scaled"+w.name, true, true, w)
+	rotateStage("rotateStage"+w.name, false, w)
+	rotateStage("rotateStageScaled"+w.name, true, w)
+	hasNaN("hasNaN"+w.name, w)
+	for _, dt := range []string{"bfloat16", "float16", "float32"} {
+		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+		widen("widen"+short+w.name, dt, w)
+		narrow("narrow"+short+w.name, dt, w)
+	}
+	scaleInt8("scaleInt8"+w.name, false, w)
+	scaleInt8("mulInt8"+w.name, true, w)
 }
