@@ -80,6 +80,8 @@ func TestOptionErrors(t *testing.T) {
 		{"WithScaleTensor(s)", kitchen.WithScaleTensor(s1), "scale", true},
 		{"WithScaleTensor(nil)", kitchen.WithScaleTensor(nil), "scale", false},
 		{"WithRegistry(nil)", kitchen.WithRegistry(nil), "registry", false},
+		{"Into()", kitchen.Into(), "out", false},
+		{"Into(nil, nil, nil)", kitchen.Into(nil, nil, nil), "out", false}, // more outputs than any operation has
 	}
 	ctx := context.Background()
 	for _, c := range publicCalls() {

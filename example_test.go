@@ -94,3 +94,29 @@ func ExampleQuantizeInt8ConvRotWeight() {
 	// [1 16] [1 1]
 	// [0.009 -0.017 0.026 8.000 0.052 -0.060 0.069 -0.078 0.095 0.104 -0.112 0.121 0.121 -0.146 0.155 0.164]
 }
+
+func ExampleInto() {
+	ctx := context.Background()
+	// Buffers made once and reused by every call: no allocation per call.
+	q, _ := kitchen.FromBytes(kitchen.Int8, make([]byte, 4), 2, 2)
+	scale, _ := kitchen.FromBytes(kitchen.Float32, make([]byte, 8), 2, 1)
+	for _, v := range [][]float32{{1, -2, 3, 4}, {-8, 4, 2, 1}} {
+		x, _ := kitchen.FromFloat32(kitchen.Float32, v, 2, 2)
+		gotQ, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.Into(q, scale))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		qs, _ := q.Int8s()
+		fmt.Println(gotQ == q, qs)
+	}
+	// An output of the wrong shape is refused, naming it.
+	bad, _ := kitchen.FromBytes(kitchen.Int8, make([]byte, 4), 4)
+	x, _ := kitchen.FromFloat32(kitchen.Float32, []float32{1, 2, 3, 4}, 2, 2)
+	_, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.Into(bad, nil))
+	fmt.Println(err)
+	// Output:
+	// true [64 -127 95 127]
+	// true [-127 64 127 64]
+	// kitchen: quantize_int8_rowwise: out_q: bad shape: shape [4], want [2 2]
+}

@@ -71,6 +71,7 @@ type Option struct {
 	tensor   *Tensor
 	registry *backend.Registry
 	chosen   *string
+	outs     []*Tensor
 }
 
 type optionKind uint8
@@ -87,6 +88,7 @@ const (
 	optOutDType
 	optConvRot
 	optInputAct
+	optInto
 )
 
 // param is the parameter an option sets, for errors.
@@ -108,6 +110,8 @@ func (k optionKind) param() string {
 		return "input_act"
 	case optBackend, optReport:
 		return "backend"
+	case optInto:
+		return "out"
 	}
 	return "option"
 }
@@ -149,6 +153,16 @@ func WithConvRot(g int) Option { return Option{kind: optConvRot, n: int64(g)} }
 // "gelu_tanh", or "swiglu" (x's last dimension is [gate | up]).
 func WithInputAct(name string) Option { return Option{kind: optInputAct, name: name} }
 
+// Into makes the call write its results into tensors the caller owns
+// instead of fresh ones, so that loops reuse their buffers: one tensor per
+// result, in the order the function returns them (QuantizeInt8Rowwise: q,
+// then scale), each of the dtype and shape the result would have, on the
+// call's device, sharing no memory with an input or another output; a nil
+// entry asks for a fresh tensor. The function returns the given tensors.
+// Every operation accepts it. If the call fails, their contents are
+// unspecified.
+func Into(out ...*Tensor) Option { return Option{kind: optInto, outs: out} }
+
 // WithRegistry dispatches through r instead of backend.Default.
 func WithRegistry(r *backend.Registry) Option { return Option{kind: optRegistry, registry: r} }
 
@@ -177,6 +191,7 @@ type settings struct {
 	bias        *Tensor
 	outDType    DType
 	act         string
+	into        []*Tensor
 }
 
 // settle applies opts for the operation named op, which takes the
@@ -195,7 +210,7 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 	}
 	for _, o := range opts {
 		switch o.kind {
-		case optBackend, optRegistry, optReport:
+		case optBackend, optRegistry, optReport, optInto:
 		default:
 			accepted := false
 			for _, k := range accepts {
@@ -215,6 +230,11 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 			s.registry = o.registry
 		case optReport:
 			s.report = o.chosen
+		case optInto:
+			if len(o.outs) == 0 {
+				return nil, bad(o, "Into()")
+			}
+			s.into = o.outs
 		case optSeed:
 			if o.n <= 0 {
 				return nil, bad(o, "WithStochasticRounding wants a seed > 0")
@@ -251,11 +271,30 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 
 // run dispatches one call through the settings' registry.
 func run[A backend.Args, R backend.Result](ctx context.Context, s *settings, o *backend.Op[A, R], args A) (R, error) {
+	if s.into != nil {
+		if err := setInto[A, R](o.Name(), args, s.into); err != nil {
+			var zero R
+			return zero, err
+		}
+	}
 	res, ran, err := o.Run(ctx, s.registry, args, s.backend)
 	if s.report != nil {
 		*s.report = ran
 	}
 	return res, err
+}
+
+// setInto gives args the caller's outputs, which must be one per result.
+func setInto[A backend.Args, R backend.Result](name string, args A, outs []*Tensor) error {
+	var zero R
+	g, ok1 := any(args).(interface{ SetGiven(R) })
+	rb, ok2 := any(zero).(interface{ WithOutputs([]*Tensor) R })
+	if n := len(zero.Outputs()); !ok1 || !ok2 || len(outs) != n {
+		return &backend.ArgError{Op: name, Param: "out", Row: -1, Err: backend.ErrOption,
+			Detail: fmt.Sprintf("Into got %d tensors; %s returns %d", len(outs), name, n)}
+	}
+	g.SetGiven(rb.WithOutputs(outs))
+	return nil
 }
 
 // ListBackends describes every known backend of the default registry in

@@ -16,6 +16,9 @@ var (
 	ErrNonFinite = errors.New("backend: NaN or infinity")
 	ErrScale     = errors.New("backend: invalid scale")
 	ErrOption    = errors.New("backend: option not accepted")
+	// ErrAlias: a caller-owned output shares memory with an input or with
+	// another output.
+	ErrAlias = errors.New("backend: output overlaps")
 )
 
 // ErrNoWorkload is returned by an operation's workload preparation when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -43,6 +44,33 @@ type Result interface {
 	// Outputs lists the tensors the call made, so that generic code (the
 	// benchmark, the conformance suite) can compare and release them.
 	Outputs() []*tensor.Tensor
+}
+
+// Into holds the caller-owned outputs of one call. Each operation's Args
+// embed it, so that every operation can write into tensors its caller owns
+// and reuses; the Args' Validate checks them (package op says how).
+type Into[R Result] struct {
+	// Out holds the tensors to write, in R's fields; a nil field (the
+	// zero value) asks for a fresh tensor.
+	Out R
+}
+
+// Given returns the caller-owned outputs.
+func (i *Into[R]) Given() R { return i.Out }
+
+// SetGiven sets the caller-owned outputs.
+func (i *Into[R]) SetGiven(r R) { i.Out = r }
+
+// given is implemented by Args that embed Into[R].
+type given[R Result] interface {
+	Given() R
+	SetGiven(R)
+}
+
+// rebuilder is implemented by results that can be rebuilt over other
+// tensors, in Outputs' order.
+type rebuilder[R Result] interface {
+	WithOutputs(ts []*tensor.Tensor) R
 }
 
 // Operation is the part of an operation's declaration that does not depend
@@ -108,6 +136,10 @@ type Workload struct {
 	// Run calls the operation once on the named backend of r and releases
 	// its outputs.
 	Run func(ctx context.Context, r *Registry, backend string) error
+	// Reuse calls the operation once on the named backend of r and returns
+	// run, which calls it again writing into the first call's outputs
+	// (caller-owned outputs), and release, which frees them.
+	Reuse func(ctx context.Context, r *Registry, backend string) (run func() error, release func(), err error)
 }
 
 // Op declares an operation whose calls take arguments A and return R. Create
@@ -186,13 +218,52 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 		return zero, "", fmt.Errorf("backend: %s: %s kernel of %s has type %T", cap.backend, o.name, cap.backend, cap.run)
 	}
 	res, err := k(ctx, args)
+	var mine []*tensor.Tensor // the caller's outputs
+	if g, ok := any(args).(given[R]); ok {
+		mine = g.Given().Outputs()
+	}
+	if err == nil {
+		res, err = o.deliver(ctx, cap.backend, res, mine)
+	}
 	if err != nil {
 		for _, t := range res.Outputs() {
-			t.Release() // nothing is returned on error
+			if t != nil && !slices.Contains(mine, t) {
+				t.Release() // nothing is returned on error
+			}
 		}
 		return zero, cap.backend, fmt.Errorf("backend %s: %w", cap.backend, err)
 	}
 	return res, cap.backend, nil
+}
+
+// deliver makes sure res holds the caller's outputs where mine gives them:
+// a kernel that wrote a fresh tensor instead has it copied into the
+// caller's and released, so every backend honours caller-owned outputs.
+func (o *Op[A, R]) deliver(ctx context.Context, name string, res R, mine []*tensor.Tensor) (R, error) {
+	got := res.Outputs()
+	var moved []*tensor.Tensor
+	for i, t := range mine {
+		if t == nil || got[i] == t {
+			continue
+		}
+		if moved == nil {
+			moved = slices.Clone(got)
+		}
+		if err := tensor.Copy(t, got[i]); err != nil {
+			return res, err
+		}
+		got[i].Release()
+		moved[i] = t
+	}
+	if moved == nil {
+		return res, nil
+	}
+	rb, ok := any(res).(rebuilder[R])
+	if !ok {
+		return res, fmt.Errorf("backend: %s: result %T cannot take caller-owned outputs", o.name, res)
+	}
+	slog.DebugContext(ctx, "kitchen: copied into caller-owned outputs", "op", o.name, "backend", name)
+	return rb.WithOutputs(moved), nil
 }
 
 // Workload implements Operation.
@@ -222,6 +293,26 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 				t.Release() // device memory would pile up otherwise
 			}
 			return nil
+		},
+		Reuse: func(ctx context.Context, r *Registry, name string) (func() error, func(), error) {
+			g, ok := any(args).(given[R])
+			if !ok {
+				return nil, nil, fmt.Errorf("backend: %s takes no caller-owned outputs", o.name)
+			}
+			res, _, err := o.Run(ctx, r, args, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			g.SetGiven(res)
+			run := func() error { _, _, err := o.Run(ctx, r, args, name); return err }
+			release := func() {
+				var zero R
+				g.SetGiven(zero)
+				for _, t := range res.Outputs() {
+					t.Release()
+				}
+			}
+			return run, release, nil
 		},
 	}, nil
 }

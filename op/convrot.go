@@ -57,6 +57,7 @@ type ConvRotWeightArgs struct {
 	Group int
 	// Seed > 0 selects stochastic rounding with that seed.
 	Seed int64
+	backend.Into[Quantized]
 }
 
 // Device implements backend.Args.
@@ -85,7 +86,18 @@ func (a *ConvRotWeightArgs) Validate() error {
 	if a.Weight.Rank() != 2 {
 		return argError(name, "weight", tensor.ErrShape, "shape %v, want [N, K]", a.Weight.Shape())
 	}
-	return checkGroup(name, "weight", a.Group, a.Weight.Dim(-1))
+	if err := checkGroup(name, "weight", a.Group, a.Weight.Dim(-1)); err != nil {
+		return err
+	}
+	return checkOuts(name, a.Weight.Device(), []*tensor.Tensor{a.Weight}, a.outs()...)
+}
+
+func (a *ConvRotWeightArgs) outs() []outSpec { return a.Out.outs(a.Weight, rowScaleShape(a.Weight)) }
+
+// Result returns the tensors the call writes: Out's, and fresh ones on the
+// weight's device for the rest.
+func (a *ConvRotWeightArgs) Result() (Quantized, error) {
+	return a.Out.alloc(a.Weight.Device(), a.outs())
 }
 
 // RotateRowwiseArgs are the arguments of quantize_and_rotate_rowwise.
@@ -97,6 +109,7 @@ type RotateRowwiseArgs struct {
 	Group int
 	// Seed > 0 selects stochastic rounding with that seed.
 	Seed int64
+	backend.Into[Quantized]
 }
 
 // Device implements backend.Args.
@@ -125,8 +138,17 @@ func (a *RotateRowwiseArgs) Validate() error {
 	if a.X.Rank() == 0 {
 		return argError(name, "x", tensor.ErrShape, "got a scalar, want shape [..., K]")
 	}
-	return checkGroup(name, "x", a.Group, a.X.Dim(-1))
+	if err := checkGroup(name, "x", a.Group, a.X.Dim(-1)); err != nil {
+		return err
+	}
+	return checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X}, a.outs()...)
 }
+
+func (a *RotateRowwiseArgs) outs() []outSpec { return a.Out.outs(a.X, rowScaleShape(a.X)) }
+
+// Result returns the tensors the call writes: Out's, and fresh ones on x's
+// device for the rest.
+func (a *RotateRowwiseArgs) Result() (Quantized, error) { return a.Out.alloc(a.X.Device(), a.outs()) }
 
 // ConvRotDequantizeArgs are the arguments of dequantize_int8_convrot_weight:
 // dequantize_int8_simple's (q must be [N, K], K a multiple of Group), and
@@ -137,7 +159,9 @@ type ConvRotDequantizeArgs struct {
 }
 
 // Validate implements backend.Args.
-func (a *ConvRotDequantizeArgs) Validate() error { return a.validate(DequantizeConvRotWeight.Name()) }
+func (a *ConvRotDequantizeArgs) Validate() error {
+	return a.validateInto(DequantizeConvRotWeight.Name(), a.validate, dtype.Float32)
+}
 
 func (a *ConvRotDequantizeArgs) validate(name string) error {
 	if err := a.DequantizeArgs.validate(name); err != nil {
@@ -171,8 +195,15 @@ func (a *ConvRotDequantizeDTypeArgs) Validate() error {
 	if err := a.validate(name); err != nil {
 		return err
 	}
-	return checkOutDType(name, a.OutDType)
+	if err := checkOutDType(name, a.OutDType); err != nil {
+		return err
+	}
+	return a.validateInto(name, func(string) error { return nil }, a.OutDType)
 }
+
+// Result returns the tensor the call writes, of q's shape and OutDType:
+// Out's, or a fresh one on q's device.
+func (a *ConvRotDequantizeDTypeArgs) Result() (Dequantized, error) { return a.result(a.OutDType) }
 
 // checkOutDType checks an output dtype parameter.
 func checkOutDType(name string, dt dtype.DType) error {
@@ -197,6 +228,7 @@ type EmbeddingArgs struct {
 	Group int
 	// OutDType is float32, float16 or bfloat16.
 	OutDType dtype.DType
+	backend.Into[Dequantized]
 }
 
 // Device implements backend.Args.
@@ -249,7 +281,22 @@ func (a *EmbeddingArgs) Validate() error {
 			return err
 		}
 	}
-	return checkOutDType(name, a.OutDType)
+	if err := checkOutDType(name, a.OutDType); err != nil {
+		return err
+	}
+	return checkOuts(name, a.Q.Device(), []*tensor.Tensor{a.Q, a.Scale, a.Indices}, a.outs()...)
+}
+
+// OutShape is the output's shape: indices' shape, then D.
+func (a *EmbeddingArgs) OutShape() []int { return append(a.Indices.Shape(), a.Q.Dim(1)) }
+
+func (a *EmbeddingArgs) outs() []outSpec { return oneOut(a.Out.Out, a.OutDType, a.OutShape()) }
+
+// Result returns the tensor the call writes: Out's, or a fresh one on q's
+// device.
+func (a *EmbeddingArgs) Result() (Dequantized, error) {
+	t, err := allocOne(a.Q.Device(), a.outs())
+	return Dequantized{Out: t}, err
 }
 
 // ErrIndex is wrapped by the error for an embedding index out of range.

@@ -27,6 +27,7 @@ type DequantizeArgs struct {
 	// Scale is float32, float16 or bfloat16 on q's device, with one element,
 	// one per row ([..., 1] with q's leading dimensions), or q's shape.
 	Scale *tensor.Tensor
+	backend.Into[Dequantized]
 }
 
 // DequantizeDTypeArgs are the arguments of dequantize_int8_simple_dtype.
@@ -67,7 +68,29 @@ func (a *DequantizeArgs) DType(param string) (dtype.DType, bool) {
 }
 
 // Validate implements backend.Args.
-func (a *DequantizeArgs) Validate() error { return a.validate(Dequantize.Name()) }
+func (a *DequantizeArgs) Validate() error {
+	return a.validateInto(Dequantize.Name(), a.validate, dtype.Float32)
+}
+
+// validateInto runs validate, then checks the caller's output, of q's
+// shape and dtype dt.
+func (a *DequantizeArgs) validateInto(name string, validate func(string) error, dt dtype.DType) error {
+	if err := validate(name); err != nil {
+		return err
+	}
+	return checkOuts(name, a.Q.Device(), []*tensor.Tensor{a.Q, a.Scale}, a.outs(dt)...)
+}
+
+func (a *DequantizeArgs) outs(dt dtype.DType) []outSpec { return oneOut(a.Out.Out, dt, a.Q.Shape()) }
+
+// Result returns the tensor the call writes, float32 of q's shape: Out's,
+// or a fresh one on q's device.
+func (a *DequantizeArgs) Result() (Dequantized, error) { return a.result(dtype.Float32) }
+
+func (a *DequantizeArgs) result(dt dtype.DType) (Dequantized, error) {
+	t, err := allocOne(a.Q.Device(), a.outs(dt))
+	return Dequantized{Out: t}, err
+}
 
 func (a *DequantizeArgs) validate(name string) error {
 	if err := checkTensor(name, "q", a.Q, false, nil, ""); err != nil {
@@ -99,11 +122,15 @@ func (a *DequantizeDTypeArgs) Validate() error {
 	if err := a.validate(name); err != nil {
 		return err
 	}
-	if !a.OutDType.IsFloat() {
-		return argError(name, "out_dtype", backend.ErrDType, "got %v, want float32, float16 or bfloat16", a.OutDType)
+	if err := checkOutDType(name, a.OutDType); err != nil {
+		return err
 	}
-	return nil
+	return a.validateInto(name, func(string) error { return nil }, a.OutDType)
 }
+
+// Result returns the tensor the call writes, of q's shape and OutDType:
+// Out's, or a fresh one on q's device.
+func (a *DequantizeDTypeArgs) Result() (Dequantized, error) { return a.result(a.OutDType) }
 
 // ScaleBroadcasts reports whether a dequantize scale applies to q: one
 // element, one per row ([..., 1] with q's leading dimensions), or q's exact

@@ -24,6 +24,7 @@ type RowwiseArgs struct {
 	X *tensor.Tensor
 	// Seed > 0 selects stochastic rounding with that seed.
 	Seed int64
+	backend.Into[Quantized]
 }
 
 // TensorwiseArgs are the arguments of quantize_int8_tensorwise.
@@ -38,6 +39,7 @@ type TensorwiseArgs struct {
 	ScaleValue *float32
 	// Seed > 0 selects stochastic rounding with that seed.
 	Seed int64
+	backend.Into[Quantized]
 }
 
 // Quantized is the result of the quantize operations: q, int8 of x's shape,
@@ -75,8 +77,14 @@ func (a *RowwiseArgs) Validate() error {
 	if a.X.Rank() == 0 {
 		return argError(name, "x", tensor.ErrShape, "got a scalar, want shape [..., K]")
 	}
-	return nil
+	return checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X}, a.outs()...)
 }
+
+func (a *RowwiseArgs) outs() []outSpec { return a.Out.outs(a.X, rowScaleShape(a.X)) }
+
+// Result returns the tensors the call writes: Out's, and fresh ones on x's
+// device for the rest.
+func (a *RowwiseArgs) Result() (Quantized, error) { return a.Out.alloc(a.X.Device(), a.outs()) }
 
 // Device implements backend.Args.
 func (a *TensorwiseArgs) Device() tensor.Device { return deviceOf(a.X) }
@@ -105,6 +113,9 @@ func (a *TensorwiseArgs) Validate() error {
 	if err := checkTensor(name, "x", a.X, true, nil, ""); err != nil {
 		return err
 	}
+	if err := checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X, a.Scale}, a.outs()...); err != nil {
+		return err
+	}
 	if a.Scale != nil && a.ScaleValue != nil {
 		return argError(name, "scale", backend.ErrOption, "give a scale number or a scale tensor, not both")
 	}
@@ -129,6 +140,12 @@ func (a *TensorwiseArgs) Validate() error {
 	}
 	return nil
 }
+
+func (a *TensorwiseArgs) outs() []outSpec { return a.Out.outs(a.X, nil) }
+
+// Result returns the tensors the call writes: Out's, and fresh ones on x's
+// device for the rest.
+func (a *TensorwiseArgs) Result() (Quantized, error) { return a.Out.alloc(a.X.Device(), a.outs()) }
 
 // qdqInput is a Q/DQ workload's float input, as the spec says, and the
 // cost of copying it.

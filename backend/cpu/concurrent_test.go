@@ -41,7 +41,7 @@ func TestConcurrentCalls(t *testing.T) {
 		func() []byte { return result(quantizeRowwise(ctx, &op.RowwiseArgs{X: x, Seed: 11})) },
 		func() []byte { return result(quantizeTensorwise(ctx, &op.TensorwiseArgs{X: x, Seed: 12})) },
 		func() []byte {
-			return result(dequantizeTo(ctx, op.DequantizeDType.Name(), &op.DequantizeArgs{Q: q, Scale: scale}, dtype.Float16))
+			return result(dequantizeDType(ctx, &op.DequantizeDTypeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: scale}, OutDType: dtype.Float16}))
 		},
 	}
 	want := make([][]byte, len(calls))

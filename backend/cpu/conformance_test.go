@@ -100,11 +100,11 @@ func TestSuiteSplits(t *testing.T) {
 				return err
 			}},
 			{"dequantize by rows", 1, func(ctx context.Context) error {
-				_, err := dequantizeTo(ctx, op.DequantizeDType.Name(), &op.DequantizeArgs{Q: q, Scale: row}, dt)
+				_, err := dequantizeDType(ctx, &op.DequantizeDTypeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: row}, OutDType: dt})
 				return err
 			}},
 			{"dequantize by elements", 1, func(ctx context.Context) error {
-				_, err := dequantizeTo(ctx, op.DequantizeDType.Name(), &op.DequantizeArgs{Q: q, Scale: full}, dt)
+				_, err := dequantizeDType(ctx, &op.DequantizeDTypeArgs{DequantizeArgs: op.DequantizeArgs{Q: q, Scale: full}, OutDType: dt})
 				return err
 			}},
 		}

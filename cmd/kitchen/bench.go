@@ -91,14 +91,15 @@ func parseShape(s string) ([]int, error) {
 func printBench(w io.Writer, r *bench.Result) error {
 	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
 	if r.CopyGBPerS > 0 {
-		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend)\n\n", r.CopyGBPerS)
+		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend); into a fresh buffer: %.2f GB/s\n", r.CopyGBPerS, r.FreshCopyGBPerS)
+		fmt.Fprint(w, "outputs: fresh (allocated by each call) or reused (kitchen.Into); x floor: over the copy floor; x fresh: fresh outputs over the fresh-buffer floor\n\n")
 	} else {
 		fmt.Fprint(w, "no copy floor: the tensors are not in host memory\n\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	gops := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.GOPS > 0 })
 	peak := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.PeakGOPS > 0 })
-	head := "operation\tbackend\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\t"
+	head := "operation\tbackend\toutputs\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\tx fresh\t"
 	if gops {
 		head += "GOPS\t"
 	}
@@ -118,22 +119,27 @@ func printBench(w io.Writer, r *bench.Result) error {
 			tail += "\n"
 		}
 		if o.FloorMs == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t"+tail, o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.3f\t%.1f\t-\t-\t-\t-\t"+tail, o.Op, o.Backend, o.Outputs, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t"+tail, o.Op, o.Backend, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor)
+		fresh := "-"
+		if o.RatioToFreshFloor > 0 {
+			fresh = fmt.Sprintf("%.2f", o.RatioToFreshFloor)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t"+tail, o.Op, o.Backend, o.Outputs, o.MeanMs, o.MedianMs, float64(o.Bytes)/1e6, o.CopyGBPerS, o.FloorMs, o.RatioToFloor, fresh)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// The seed's table: eager against the fastest other backend.
+	// The seed's table: eager against the fastest other backend, both
+	// allocating their outputs as a plain call does.
 	var rows []string
 	for _, o := range backend.Ops() {
 		op := o.Name()
 		var eager, best *bench.OpResult
 		for i := range r.Ops {
 			o := &r.Ops[i]
-			if o.Op != op {
+			if o.Op != op || o.Outputs != "fresh" {
 				continue
 			}
 			if o.Backend == "eager" {

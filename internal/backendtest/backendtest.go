@@ -122,6 +122,7 @@ func Run(t *testing.T, reg *backend.Registry, name string, dev tensor.Device, op
 				}
 				tl.check(t, "bad")
 			})
+			t.Run("into", func(t *testing.T) { e.into(t, o, cs) })
 			t.Run("paths", func(t *testing.T) {
 				// Let the backend run parts in parallel. (The cpu backend
 				// sizes its pool once, at first use; its tests see to that.)
@@ -236,14 +237,28 @@ type Call struct {
 	// In are the tensor arguments, usually on the host (nil for an absent
 	// one); the suite moves host inputs to the device under test.
 	In  []*tensor.Tensor
-	run func(ctx context.Context, r *backend.Registry, name string, in []*tensor.Tensor) (backend.Result, string, error)
+	// Out, when set, are caller-owned outputs for the call to write into
+	// (one per result, nil for a fresh one), on the device under test.
+	Out []*tensor.Tensor
+	run func(ctx context.Context, r *backend.Registry, name string, in, out []*tensor.Tensor) (backend.Result, string, error)
 }
 
 // newCall makes a call of o whose arguments args builds from the inputs in
 // (as moved to the device).
 func newCall[A backend.Args, R backend.Result](o *backend.Op[A, R], name string, args func(in []*tensor.Tensor) A, in ...*tensor.Tensor) Call {
-	return Call{Name: name, Op: o.Name(), In: in, run: func(ctx context.Context, r *backend.Registry, b string, in []*tensor.Tensor) (backend.Result, string, error) {
-		return o.Run(ctx, r, args(in), b)
+	return Call{Name: name, Op: o.Name(), In: in, run: func(ctx context.Context, r *backend.Registry, b string, in, out []*tensor.Tensor) (backend.Result, string, error) {
+		a := args(in)
+		if out != nil {
+			var zero R
+			rb, ok := any(zero).(interface {
+				WithOutputs([]*tensor.Tensor) R
+			})
+			if !ok {
+				return nil, "", fmt.Errorf("%s: result %T has no WithOutputs", o.Name(), zero)
+			}
+			any(a).(interface{ SetGiven(R) }).SetGiven(rb.WithOutputs(out))
+		}
+		return o.Run(ctx, r, a, b)
 	}}
 }
 
@@ -310,15 +325,22 @@ func (e *env) exec(t testing.TB, c Call, name string, dev tensor.Device) outcome
 		return outcome{err: err, declined: true}
 	}
 	defer release()
-	res, ran, err := c.run(context.Background(), e.reg, name, in)
+	res, ran, err := c.run(context.Background(), e.reg, name, in, c.Out)
 	var outs []*tensor.Tensor
 	if res != nil {
 		outs = res.Outputs()
 	}
+	if c.Out != nil && err == nil {
+		for i, x := range c.Out {
+			if x != nil && outs[i] != x {
+				t.Errorf("%s on %s: output %d is %p, not the caller's %p", c.Name, name, i, outs[i], x)
+			}
+		}
+	}
 	var o outcome
 	if err != nil {
 		for i, x := range outs {
-			if x != nil {
+			if x != nil && !slices.Contains(c.Out, x) {
 				t.Errorf("%s on %s: output %d (%v) returned with the error %v", c.Name, name, i, x, err)
 				x.Release()
 			}
@@ -343,7 +365,9 @@ func (e *env) exec(t testing.TB, c Call, name string, dev tensor.Device) outcome
 			o.out = append(o.out, output{DType: h.DType(), Shape: h.Shape(), Bytes: bytes.Clone(must(h.Bytes()))})
 		}
 		for _, x := range outs {
-			x.Release()
+			if !slices.Contains(c.Out, x) {
+				x.Release()
+			}
 		}
 	}
 	for i, x := range in {

@@ -2,6 +2,10 @@
 // same run, the time this machine takes to copy the bytes each operation
 // must move, so results can be stated as a ratio to that floor rather than
 // as absolute times, which vary from machine to machine and run to run.
+// Each operation is measured twice: writing fresh outputs each call (as a
+// plain call does) and writing into the same caller-owned outputs every
+// call (kitchen.Into); the first is held against a second floor, a copy
+// into a freshly allocated buffer.
 // For the matrix products it also measures, in the same run, the machine's
 // peak speed at the arithmetic of the cpu backend's kernel (cpu.PeakGOPS),
 // and states their speed as a share of it.
@@ -47,18 +51,23 @@ type Result struct {
 	Runs    int    `json:"runs"`
 	Warmup  int    `json:"warmup"`
 	Threads int    `json:"threads"`
-	// CopyGBPerS is the copy speed measured alongside the first backend.
-	CopyGBPerS float64 `json:"copy_gb_per_s"`
+	// CopyGBPerS is the copy speed measured alongside the first backend,
+	// FreshCopyGBPerS the speed of a copy into a freshly allocated buffer.
+	CopyGBPerS      float64 `json:"copy_gb_per_s"`
+	FreshCopyGBPerS float64 `json:"fresh_copy_gb_per_s,omitempty"`
 	// PeakGOPS is the peak measured alongside the first backend (see
 	// OpResult.PeakGOPS).
 	PeakGOPS float64    `json:"peak_gops,omitempty"`
 	Ops      []OpResult `json:"ops"`
 }
 
-// OpResult is one operation on one backend.
+// OpResult is one operation on one backend, with fresh or reused outputs.
 type OpResult struct {
-	Op       string  `json:"op"`
-	Backend  string  `json:"backend"`
+	Op      string `json:"op"`
+	Backend string `json:"backend"`
+	// Outputs is "fresh" (each call allocates its outputs, released after
+	// it) or "reused" (every call writes the same caller-owned outputs).
+	Outputs  string  `json:"outputs"`
 	MeanMs   float64 `json:"mean_ms"`
 	MedianMs float64 `json:"median_ms"`
 	// Bytes is what the operation must read and write at the least.
@@ -72,6 +81,11 @@ type OpResult struct {
 	// time, in billions per second.
 	GOPS         float64 `json:"gops,omitempty"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
+	// FreshFloorMs is the time to copy Bytes at the speed of a copy into a
+	// freshly allocated buffer, measured alongside; RatioToFreshFloor is the
+	// median time over it. Both only for fresh outputs on the host.
+	FreshFloorMs      float64 `json:"fresh_floor_ms,omitempty"`
+	RatioToFreshFloor float64 `json:"ratio_to_fresh_floor,omitempty"`
 	// PeakGOPS is this machine's peak at the arithmetic of the cpu
 	// backend's product kernel (cpu.PeakGOPS: its multiply-adds, on
 	// registers, on every thread): the highest of about as many
@@ -139,8 +153,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	host := cfg.Device == nil || cfg.Device == tensor.CPU()
 
 	type series struct {
-		op    prepared
-		times []time.Duration
+		op     prepared
+		reused bool
+		run    func() error
+		times  []time.Duration
 	}
 	names := backendsFor(cfg.Backends)
 	if len(names) == 0 {
@@ -163,11 +179,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// each phase's ratios use its own copy speed.
 	for _, name := range names {
 		var all []*series
+		var releases []func()
 		for _, o := range ops {
 			// Only what the backend accepts for these tensors, on this device.
-			if o.w.Check(ctx, backend.Default, name) == nil {
-				all = append(all, &series{op: o})
+			if o.w.Check(ctx, backend.Default, name) != nil {
+				continue
 			}
+			all = append(all, &series{op: o, run: func() error { return o.w.Run(ctx, backend.Default, name) }})
+			run, release, err := o.w.Reuse(ctx, backend.Default, name)
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s on %s: %w", o.name, name, err)
+			}
+			releases = append(releases, release)
+			all = append(all, &series{op: o, reused: true, run: run})
 		}
 		if len(all) == 0 {
 			continue
@@ -189,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if gemm {
 			measurePeak()
 		}
-		var copies []time.Duration
+		var copies, freshCopies []time.Duration
 		for round := range cfg.Warmup + cfg.Runs {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -197,12 +221,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			measured := round >= cfg.Warmup
 			if host {
 				d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
+				f, err := timeIt(func() error { return freshCopy(copySrc) })
+				if err != nil {
+					return nil, fmt.Errorf("bench: the fresh copy: %w", err)
+				}
 				if measured {
-					copies = append(copies, d)
+					copies, freshCopies = append(copies, d), append(freshCopies, f)
 				}
 			}
 			for _, s := range all {
-				d, err := timeIt(func() error { return s.op.w.Run(ctx, backend.Default, name) })
+				d, err := timeIt(s.run)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
 				}
@@ -211,16 +239,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 		}
+		for _, release := range releases {
+			release()
+		}
 		if gemm {
 			measurePeak()
 		}
 		runtime.GC() // leave the next phase none of this one's garbage
-		var gbps float64
+		var gbps, freshGBps float64
 		if host {
 			gbps = float64(2*copyBytes) / median(copies).Seconds() / 1e9
+			freshGBps = float64(2*copyBytes) / median(freshCopies).Seconds() / 1e9
 		}
 		if res.CopyGBPerS == 0 {
-			res.CopyGBPerS = gbps
+			res.CopyGBPerS, res.FreshCopyGBPerS = gbps, freshGBps
 		}
 		var peak float64
 		if len(peaks) > 0 {
@@ -231,12 +263,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		for _, s := range all {
 			r := OpResult{
-				Op: s.op.name, Backend: name, MeanMs: ms(mean(s.times)), MedianMs: ms(median(s.times)),
+				Op: s.op.name, Backend: name, Outputs: "fresh", MeanMs: ms(mean(s.times)), MedianMs: ms(median(s.times)),
 				Bytes: s.op.w.Bytes, CopyGBPerS: gbps,
+			}
+			if s.reused {
+				r.Outputs = "reused"
 			}
 			if host {
 				r.FloorMs = float64(s.op.w.Bytes) / (gbps * 1e9) * 1e3
 				r.RatioToFloor = r.MedianMs / r.FloorMs
+				if !s.reused {
+					r.FreshFloorMs = float64(s.op.w.Bytes) / (freshGBps * 1e9) * 1e3
+					r.RatioToFreshFloor = r.MedianMs / r.FreshFloorMs
+				}
 			}
 			if s.op.w.Ops > 0 {
 				r.GOPS = float64(s.op.w.Ops) / median(s.times).Seconds() / 1e9
@@ -248,6 +287,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// freshCopy copies src in parallel into a buffer allocated for it the way
+// a fresh host output is, and drops it.
+func freshCopy(src []byte) error {
+	t, err := tensor.CPU().Alloc(dtype.Uint8, []int{len(src)})
+	if err != nil {
+		return err
+	}
+	defer t.Release()
+	dst, err := t.Bytes()
+	if err != nil {
+		return err
+	}
+	parallelCopy(dst, src)
+	return nil
 }
 
 func hostBuffer(n int64) []byte {
