@@ -236,7 +236,7 @@ type Call struct {
 	Op string
 	// In are the tensor arguments, usually on the host (nil for an absent
 	// one); the suite moves host inputs to the device under test.
-	In  []*tensor.Tensor
+	In []*tensor.Tensor
 	// Out, when set, are caller-owned outputs for the call to write into
 	// (one per result, nil for a fresh one), on the device under test.
 	Out []*tensor.Tensor
