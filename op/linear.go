@@ -37,6 +37,7 @@ const (
 type MMInt8Args struct {
 	// A is int8 [M, K]; B is int8 [K, N] on A's device, K <= MaxK.
 	A, B *tensor.Tensor
+	backend.Into[MMInt8Result]
 }
 
 // MMInt8Result is the int32 product [M, N].
@@ -87,7 +88,18 @@ func (a *MMInt8Args) Validate() error {
 	if k := a.A.Dim(1); k > MaxK {
 		return argError(name, "a", tensor.ErrShape, "K = %d is more than %d, where the int32 sum could overflow", k, MaxK)
 	}
-	return nil
+	return checkOuts(name, a.A.Device(), []*tensor.Tensor{a.A, a.B}, a.outs()...)
+}
+
+func (a *MMInt8Args) outs() []outSpec {
+	return oneOut(a.Out.Out, dtype.Int32, []int{a.A.Dim(0), a.B.Dim(1)})
+}
+
+// Result returns the tensor the call writes, int32 [M, N]: Out's, or a
+// fresh one on a's device.
+func (a *MMInt8Args) Result() (MMInt8Result, error) {
+	t, err := allocOne(a.A.Device(), a.outs())
+	return MMInt8Result{Out: t}, err
 }
 
 // LinearArgs are the arguments of int8_linear.
@@ -110,6 +122,11 @@ type LinearArgs struct {
 	Group int
 	// InputAct is "", ActGeluTanh or ActSwiGLU.
 	InputAct string
+	// Packed, if not nil, is a PackedWeight made for Weight (this very
+	// tensor): the backend that runs the call may keep its own layout of
+	// the weight there and reuse it on later calls; others ignore it.
+	Packed *PackedWeight
+	backend.Into[Dequantized]
 }
 
 // Device implements backend.Args.
@@ -170,6 +187,14 @@ func (a *LinearArgs) Validate() error {
 	if a.Weight.DType() != dtype.Int8 || a.Weight.Rank() != 2 {
 		return argError(name, "weight", backend.ErrDType, "got %v, want an int8 matrix [N, K]", a.Weight)
 	}
+	if a.Packed != nil {
+		if a.Packed.Weight() != a.Weight {
+			return argError(name, "weight", ErrPacked, "the packed weight was made for %v, not this %v", a.Packed.Weight(), a.Weight)
+		}
+		if a.Packed.Released() {
+			return argError(name, "weight", ErrReleased, "the packed weight was released")
+		}
+	}
 	switch a.InputAct {
 	case "", ActGeluTanh:
 	case ActSwiGLU:
@@ -210,7 +235,19 @@ func (a *LinearArgs) Validate() error {
 			return err
 		}
 	}
-	return checkOutDType(name, a.OutDType)
+	if err := checkOutDType(name, a.OutDType); err != nil {
+		return err
+	}
+	return checkOuts(name, dev, []*tensor.Tensor{a.X, a.Weight, a.WeightScale, a.Bias}, a.outs()...)
+}
+
+func (a *LinearArgs) outs() []outSpec { return oneOut(a.Out.Out, a.OutDType, a.OutShape()) }
+
+// Result returns the tensor the call writes, [..., N] of OutDType: Out's,
+// or a fresh one on x's device.
+func (a *LinearArgs) Result() (Dequantized, error) {
+	t, err := allocOne(a.X.Device(), a.outs())
+	return Dequantized{Out: t}, err
 }
 
 // firstNotPositive reads a float tensor on the host and returns the first

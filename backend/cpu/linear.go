@@ -10,7 +10,6 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
-	"github.com/gokitchen/kitchen/tensor"
 )
 
 // The int8 linear operations. Both are an exact int8 product A·Wᵀ (A
@@ -30,6 +29,13 @@ import (
 //     memory once and the packed form never leaves the caches;
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
 //     are and multiplies them with a row of A, at the memory's speed.
+//
+// A prepared weight (op.PackedWeight, packed by prepareLinear the first
+// time) is already in panels, of int8 pairs (half the bytes of the int16
+// ones, widened as the tiles load them): with it the few-row path packs
+// nothing and also serves M <= gemvMax, and the many-row path skips the
+// call's packing. mm_int8 at up to colsMax rows reads b [K, N] as it is,
+// row by row (colsBody), instead of packing it.
 //
 // Either way a block's int32 sums, held in a small buffer, are finished as
 // soon as they are complete: written as int32 (mm_int8) or through the
@@ -78,7 +84,18 @@ const (
 	manyRows = iota
 	fewRows  // up to fewMax rows
 	oneRow   // up to gemvMax rows
+	colsRows // mm_int8 up to colsMax rows: b [K, N] read as it is
 )
+
+// colsMax is the most rows of A for which mm_int8 multiplies b as it is
+// rather than packing it first: packing costs about as much as the
+// product of 16 rows (measured on a 2-core Zen 3).
+var colsMax = 16
+
+// colsPairs is the pairs of k per pass of colsBody when A has more than
+// one row: 2·128 rows of b by 64 columns, 16 KiB, stay in the first-level
+// cache while each row of A goes by.
+const colsPairs = 128
 
 // product is one int8 product, its operands laid out for the kernels.
 type product struct {
@@ -87,8 +104,9 @@ type product struct {
 	kp      int    // pairs of k: K rounded up to even (at least one pair)
 	x       []byte // the rows of A as int16, lda bytes apart
 	lda     int
-	wp      []byte // many rows: the packed panels, [N/gemmCols][kp][gemmCols] pairs
-	w       []byte // few rows, one row: the weight, [N, K]
+	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
+	i8      bool   // wp is a prepared weight's: int8 pairs, not int16, and not ours to reuse
+	w       []byte // few rows, one row: the weight, [N, K]; colsRows: b, [K, N]
 	fin     finisher
 }
 
@@ -116,7 +134,9 @@ func newProduct(m, k, n, path int) *product {
 // release returns the product's large buffers for reuse.
 func (p *product) release() {
 	putBuf(p.x)
-	putBuf(p.wp)
+	if !p.i8 {
+		putBuf(p.wp)
+	}
 	*p = product{}
 }
 
@@ -144,7 +164,7 @@ func (p *product) setRow(r int, q []byte) { widenInt8(q[:p.k], p.x[r*p.lda:r*p.l
 // setWeight lays out W from its int8 bytes: [N, K] rows, or (cols, many
 // rows only) the [K, N] matrix whose columns are the rows.
 func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
-	if p.path != manyRows {
+	if p.path != manyRows || p.i8 {
 		p.w = w
 		return nil
 	}
@@ -163,6 +183,9 @@ func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
 func (p *product) run(ctx context.Context) error {
 	nr := gemmCols()
 	switch p.path {
+	case colsRows:
+		blocks := (p.n + colsChannels - 1) / colsChannels
+		return parallelForParts(ctx, &colsBody{p}, blocks, max(1, grainMACs/(colsChannels*p.m*max(1, p.k))), productParts)
 	case oneRow:
 		blocks := (p.n + gemvChannels - 1) / gemvChannels
 		return parallelForParts(ctx, &gemvBody{p}, blocks, max(1, grainMACs/(gemvChannels*p.m*max(1, p.k))), productParts)
@@ -184,8 +207,21 @@ func (p *product) tiles(r0, rows, pc, kc int, panel, c []byte, ldc int) {
 		// As even as possible: 16 rows are 5, 5 and 6.
 		mr := (rows - i) / (tiles - t)
 		at := (r0+i)*p.lda + 4*pc
-		gemmTile(mr, p.x[at:at+(mr-1)*p.lda+4*kc], p.lda, panel, kc, c[i*ldc:(i+mr-1)*ldc+len(panel)/kc], ldc, pc > 0)
+		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*gemmCols()]
+		if p.i8 {
+			gemmTileI8(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
+		} else {
+			gemmTile(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
+		}
 	}
+}
+
+// pairBytes is the bytes of a panel per pair of k.
+func (p *product) pairBytes() int {
+	if p.i8 {
+		return 2 * gemmCols()
+	}
+	return 4 * gemmCols()
 }
 
 // manyBody runs blocks of blockRows rows by blockCols channels, numbered
@@ -200,14 +236,15 @@ func (b *manyBody) run(lo, hi int) {
 	nr := gemmCols()
 	ldc := 4*blockCols + 64
 	c := make([]byte, blockRows*ldc)
+	pb := p.pairBytes()
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
 		rows, cols := min(blockRows, p.m-r0), min(blockCols, p.n-c0)
 		for pc := 0; pc < p.kp; pc += blockPairs {
 			kc := min(blockPairs, p.kp-pc)
 			for j := 0; j < cols; j += nr {
-				at := ((c0+j)/nr*p.kp + pc) * 4 * nr
-				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*4*nr], c[4*j:], ldc)
+				at := ((c0+j)/nr*p.kp + pc) * pb
+				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*pb], c[4*j:], ldc)
 			}
 		}
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
@@ -217,23 +254,33 @@ func (b *manyBody) run(lo, hi int) {
 // fewBody runs panels [lo, hi) over every row: it packs a pass of k of
 // the panel (the whole of k, unless k is very long), then runs the tiles
 // in turn over parts of it small enough to stay in the first-level cache.
+// A prepared weight's panels are used as they are.
 type fewBody struct{ p *product }
 
 func (b *fewBody) run(lo, hi int) {
 	p := b.p
 	nr := gemmCols()
+	pb := p.pairBytes()
 	pairs := min(fewPairs, p.kp)
-	panel := make([]byte, pairs*4*nr)
+	var panel []byte
+	if !p.i8 {
+		panel = make([]byte, pairs*pb)
+	}
 	ldc := 4*nr + 64
 	c := make([]byte, p.m*ldc)
 	for pn := lo; pn < hi; pn++ {
 		n0 := pn * nr
 		for pc := 0; pc < p.kp; pc += pairs {
 			kc := min(pairs, p.kp-pc)
-			packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*4*nr])
+			if p.i8 {
+				at := (pn*p.kp + pc) * pb
+				panel = p.wp[at : at+kc*pb]
+			} else {
+				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
+			}
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
-				p.tiles(0, p.m, pc+q, qc, panel[q*4*nr:(q+qc)*4*nr], c, ldc)
+				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], c, ldc)
 			}
 		}
 		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)
@@ -277,6 +324,56 @@ func (b *gemvBody) run(lo, hi int) {
 						s += load16(x, 2*q) * int32(int8(row[q]))
 					}
 					binary.LittleEndian.PutUint32(sums[4*j:], uint32(s))
+				}
+			}
+		}
+		p.fin.finish(0, c0, p.m, cols, c, lds)
+	}
+}
+
+// colsBody runs blocks [lo, hi) of colsChannels columns of mm_int8's b
+// [K, N] over every row of A, reading b's rows in order: the kernel takes
+// whole pairs of rows and blocks of 64 columns, Go an odd K's last row and
+// a last partial block.
+type colsBody struct{ p *product }
+
+// colsChannels is the number of columns in a block of colsBody: the
+// kernel's, a cache line of each row of b.
+const colsChannels = 64
+
+func (b *colsBody) run(lo, hi int) {
+	p := b.p
+	whole := p.k / 2 // pairs of rows the kernel takes
+	pairs := whole
+	if p.m > 1 {
+		pairs = colsPairs
+	}
+	lds := 4 * colsChannels
+	c := make([]byte, lds*p.m)
+	for u := lo; u < hi; u++ {
+		c0 := u * colsChannels
+		cols := min(colsChannels, p.n-c0)
+		from := 0 // the first k that Go adds
+		if cols == colsChannels && whole > 0 {
+			for pc := 0; pc < whole; pc += pairs {
+				kc := min(pairs, whole-pc)
+				bs := p.w[2*pc*p.n+c0 : (2*(pc+kc)-1)*p.n+c0+colsChannels]
+				for i := range p.m {
+					gemvCols(p.x[i*p.lda+4*pc:i*p.lda+4*(pc+kc)], bs, p.n, kc, c[i*lds:(i+1)*lds], pc > 0)
+				}
+			}
+			from = 2 * whole
+		} else {
+			clear(c)
+		}
+		for i := range p.m {
+			x := p.x[i*p.lda : i*p.lda+2*p.k]
+			for q := from; q < p.k; q++ {
+				a := load16(x, 2*q)
+				row := p.w[q*p.n+c0 : q*p.n+c0+cols]
+				for j, v := range row {
+					at := i*lds + 4*j
+					binary.LittleEndian.PutUint32(c[at:], uint32(int32(binary.LittleEndian.Uint32(c[at:]))+a*int32(int8(v))))
 				}
 			}
 		}
@@ -419,12 +516,17 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 		return op.MMInt8Result{}, err
 	}
 	m, k, n := a.A.Dim(0), a.A.Dim(1), a.B.Dim(1)
-	out, err := tensor.Zeros(dtype.Int32, m, n)
+	res, err := a.Result()
 	if err != nil || m == 0 || n == 0 {
-		return op.MMInt8Result{Out: out}, err
+		return res, err
 	}
-	// Always the many-row path: b must be rearranged anyway.
-	p := newProduct(m, k, n, manyRows)
+	out := res.Out
+	// b is [K, N]: packed for many rows, read as it is for a few.
+	path := manyRows
+	if m <= colsMax {
+		path = colsRows
+	}
+	p := newProduct(m, k, n, path)
 	defer p.release()
 	if err := parallelFor(ctx, &widenBody{p, ab}, m, max(1, grainBytes/max(1, k))); err != nil {
 		return op.MMInt8Result{}, err
@@ -461,13 +563,25 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	}
 	k, n := a.Weight.Dim(1), a.Weight.Dim(0)
 	m := a.X.Numel() / a.X.Dim(-1)
-	out, err := tensor.Zeros(a.OutDType, a.OutShape()...)
+	res, err := a.Result()
 	if err != nil || m == 0 || n == 0 {
-		return op.Dequantized{Out: out}, err
+		return res, err
+	}
+	out := res.Out
+	// A prepared weight, in this kernel set's panels: no packing, and
+	// the few-row path streams it for one row too.
+	panels, err := preparedPanels(ctx, a, wb)
+	if err != nil {
+		return op.Dequantized{}, err
+	}
+	path := pathFor(m)
+	if panels != nil && path == oneRow {
+		path = fewRows
 	}
 	// 1. The activations, quantized row by row into the product's rows.
-	prod := newProduct(m, k, n, pathFor(m))
+	prod := newProduct(m, k, n, path)
 	defer prod.release()
+	prod.wp, prod.i8 = panels, panels != nil
 	p := &prepareBody{dt: a.X.DType(), src: xb, kx: a.X.Dim(-1), k: k, g: a.Group, act: a.InputAct,
 		prod: prod, scales: make([]byte, 4*m)}
 	p.bad.reset()

@@ -40,6 +40,42 @@ gemmTile1AVX2_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile1I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile1I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), CX
+	MOVQ  kp+56(FP), DX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+
+gemmTile1I8AVX2_loop:
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    16(CX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000020, CX
+	DECQ         DX
+	JNZ          gemmTile1I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JZ           gemmTile1I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+
+gemmTile1I8AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VZEROUPPER
+	RET
+
 // func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX2
 TEXT ·gemmTile2AVX2(SB), NOSPLIT, $0-97
@@ -80,6 +116,53 @@ gemmTile2AVX2_loop:
 	VPADDD       32(AX)(CX*1), Y3, Y3
 
 gemmTile2AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile2I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile2I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  kp+56(FP), BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemmTile2I8AVX2_loop:
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          gemmTile2I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile2I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+
+gemmTile2I8AVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -136,6 +219,64 @@ gemmTile3AVX2_loop:
 	VPADDD       32(AX)(CX*2), Y5, Y5
 
 gemmTile3AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile3I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  kp+56(FP), BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+
+gemmTile3I8AVX2_loop:
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          gemmTile3I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+
+gemmTile3I8AVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -208,6 +349,80 @@ gemmTile4AVX2_loop:
 	VPADDD       32(DX), Y7, Y7
 
 gemmTile4AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile4I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemmTile4I8AVX2_loop:
+	VPMOVSXBW    (BX), Y12
+	VPMOVSXBW    16(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JNZ          gemmTile4I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+
+gemmTile4I8AVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -304,6 +519,91 @@ gemmTile5AVX2_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile5I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile5I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+
+gemmTile5I8AVX2_loop:
+	VPMOVSXBW    (BX), Y12
+	VPMOVSXBW    16(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD (DX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JNZ          gemmTile5I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+	VPADDD       (DX)(CX*1), Y8, Y8
+	VPADDD       32(DX)(CX*1), Y9, Y9
+
+gemmTile5I8AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VZEROUPPER
+	RET
+
 // func gemmTile6AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX2
 TEXT ·gemmTile6AVX2(SB), NOSPLIT, $0-97
@@ -385,6 +685,102 @@ gemmTile6AVX2_loop:
 	VPADDD       32(DX)(CX*2), Y11, Y11
 
 gemmTile6AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VMOVDQU Y10, (DX)(CX*2)
+	VMOVDQU Y11, 32(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTile6I8AVX2(SB), NOSPLIT, $0-97
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  kp+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+gemmTile6I8AVX2_loop:
+	VPMOVSXBW    (BX), Y12
+	VPMOVSXBW    16(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD (DX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	VPBROADCASTD (DX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y11, Y11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JNZ          gemmTile6I8AVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6I8AVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       (AX)(CX*1), Y2, Y2
+	VPADDD       32(AX)(CX*1), Y3, Y3
+	VPADDD       (AX)(CX*2), Y4, Y4
+	VPADDD       32(AX)(CX*2), Y5, Y5
+	VPADDD       (DX), Y6, Y6
+	VPADDD       32(DX), Y7, Y7
+	VPADDD       (DX)(CX*1), Y8, Y8
+	VPADDD       32(DX)(CX*1), Y9, Y9
+	VPADDD       (DX)(CX*2), Y10, Y10
+	VPADDD       32(DX)(CX*2), Y11, Y11
+
+gemmTile6I8AVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -664,6 +1060,189 @@ packRowsAVX2_loop:
 	JMP            packRowsAVX2_loop
 
 packRowsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·packRowsI8AVX2(SB), NOSPLIT, $0-64
+	MOVQ src_base+0(FP), AX
+	MOVQ ldw+24(FP), CX
+	MOVQ kp+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ CX, SI
+	SHLQ $0x03, SI
+
+packRowsI8AVX2_loop:
+	CMPQ           DX, $0x00
+	JE             packRowsI8AVX2_done
+	MOVQ           AX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y0
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y0, Y0
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y1
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y1, Y1
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y2
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y2, Y2
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y3
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y3, Y3
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y4
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y4, Y4
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y5
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y5, Y5
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y6
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y6, Y6
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y7
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y7, Y7
+	ADDQ           CX, DI
+	VPUNPCKLWD     Y1, Y0, Y8
+	VPUNPCKHWD     Y1, Y0, Y0
+	VPUNPCKLWD     Y3, Y2, Y1
+	VPUNPCKHWD     Y3, Y2, Y2
+	VPUNPCKLWD     Y5, Y4, Y3
+	VPUNPCKHWD     Y5, Y4, Y4
+	VPUNPCKLWD     Y7, Y6, Y5
+	VPUNPCKHWD     Y7, Y6, Y6
+	VPUNPCKLDQ     Y1, Y8, Y7
+	VPUNPCKHDQ     Y1, Y8, Y1
+	VPUNPCKLDQ     Y2, Y0, Y8
+	VPUNPCKHDQ     Y2, Y0, Y0
+	VPUNPCKLDQ     Y5, Y3, Y2
+	VPUNPCKHDQ     Y5, Y3, Y3
+	VPUNPCKLDQ     Y6, Y4, Y5
+	VPUNPCKHDQ     Y6, Y4, Y4
+	VPUNPCKLQDQ    Y2, Y7, Y6
+	VMOVDQU        Y6, (BX)
+	VPUNPCKHQDQ    Y2, Y7, Y2
+	VMOVDQU        Y2, 32(BX)
+	VPUNPCKLQDQ    Y3, Y1, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPUNPCKHQDQ    Y3, Y1, Y1
+	VMOVDQU        Y1, 96(BX)
+	VPUNPCKLQDQ    Y5, Y8, Y1
+	VMOVDQU        Y1, 128(BX)
+	VPUNPCKHQDQ    Y5, Y8, Y1
+	VMOVDQU        Y1, 160(BX)
+	VPUNPCKLQDQ    Y4, Y0, Y1
+	VMOVDQU        Y1, 192(BX)
+	VPUNPCKHQDQ    Y4, Y0, Y0
+	VMOVDQU        Y0, 224(BX)
+	ADDQ           $0x10, AX
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x08, DX
+	JMP            packRowsI8AVX2_loop
+
+packRowsI8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func gemvColsAVX2(x []byte, b []byte, ldb int, kp int, c []byte, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemvColsAVX2(SB), NOSPLIT, $0-89
+	MOVQ  x_base+0(FP), AX
+	MOVQ  b_base+24(FP), CX
+	MOVQ  ldb+48(FP), DX
+	MOVQ  kp+56(FP), BX
+	LEAQ  (DX)(DX*1), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemvColsAVX2_loop:
+	VPBROADCASTD (AX), Y8
+	VMOVDQU      (CX), X9
+	VMOVDQU      (CX)(DX*1), X10
+	VPUNPCKLBW   X10, X9, X11
+	VPUNPCKHBW   X10, X9, X12
+	VPMOVSXBW    X11, Y11
+	VPMOVSXBW    X12, Y12
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y11, Y0, Y0
+	VPADDD       Y12, Y1, Y1
+	VMOVDQU      16(CX), X9
+	VMOVDQU      16(CX)(DX*1), X10
+	VPUNPCKLBW   X10, X9, X11
+	VPUNPCKHBW   X10, X9, X12
+	VPMOVSXBW    X11, Y11
+	VPMOVSXBW    X12, Y12
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y11, Y2, Y2
+	VPADDD       Y12, Y3, Y3
+	VMOVDQU      32(CX), X9
+	VMOVDQU      32(CX)(DX*1), X10
+	VPUNPCKLBW   X10, X9, X11
+	VPUNPCKHBW   X10, X9, X12
+	VPMOVSXBW    X11, Y11
+	VPMOVSXBW    X12, Y12
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y11, Y4, Y4
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      48(CX), X9
+	VMOVDQU      48(CX)(DX*1), X10
+	VPUNPCKLBW   X10, X9, X11
+	VPUNPCKHBW   X10, X9, X12
+	VPMOVSXBW    X11, Y11
+	VPMOVSXBW    X12, Y12
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y11, Y6, Y6
+	VPADDD       Y12, Y7, Y7
+	ADDQ         $0x04, AX
+	ADDQ         SI, CX
+	DECQ         BX
+	JNZ          gemvColsAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVB         add+88(FP), CL
+	TESTB        CL, CL
+	JZ           gemvColsAVX2_store
+	VPADDD       (AX), Y0, Y0
+	VPADDD       32(AX), Y1, Y1
+	VPADDD       64(AX), Y2, Y2
+	VPADDD       96(AX), Y3, Y3
+	VPADDD       128(AX), Y4, Y4
+	VPADDD       160(AX), Y5, Y5
+	VPADDD       192(AX), Y6, Y6
+	VPADDD       224(AX), Y7, Y7
+
+gemvColsAVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, 64(AX)
+	VMOVDQU Y3, 96(AX)
+	VMOVDQU Y4, 128(AX)
+	VMOVDQU Y5, 160(AX)
+	VMOVDQU Y6, 192(AX)
+	VMOVDQU Y7, 224(AX)
 	VZEROUPPER
 	RET
 
@@ -1006,6 +1585,42 @@ gemmTile1AVX512_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile1I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   kp+56(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmTile1I8AVX512_loop:
+	VPMOVSXBW    (CX), Z12
+	VPMOVSXBW    32(CX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, CX
+	DECQ         DX
+	JNZ          gemmTile1I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JZ           gemmTile1I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+
+gemmTile1I8AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VZEROUPPER
+	RET
+
 // func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·gemmTile2AVX512(SB), NOSPLIT, $0-97
@@ -1046,6 +1661,53 @@ gemmTile2AVX512_loop:
 	VPADDD       64(AX)(CX*1), Z3, Z3
 
 gemmTile2AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile2I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemmTile2I8AVX512_loop:
+	VPMOVSXBW    (DX), Z12
+	VPMOVSXBW    32(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile2I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile2I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+
+gemmTile2I8AVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -1102,6 +1764,64 @@ gemmTile3AVX512_loop:
 	VPADDD       64(AX)(CX*2), Z5, Z5
 
 gemmTile3AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile3I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmTile3I8AVX512_loop:
+	VPMOVSXBW    (DX), Z12
+	VPMOVSXBW    32(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile3I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+
+gemmTile3I8AVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -1174,6 +1894,80 @@ gemmTile4AVX512_loop:
 	VPADDD       64(DX), Z7, Z7
 
 gemmTile4AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile4I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmTile4I8AVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile4I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+
+gemmTile4I8AVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -1270,6 +2064,91 @@ gemmTile5AVX512_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile5I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+gemmTile5I8AVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z8, Z8
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z9, Z9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile5I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+
+gemmTile5I8AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VZEROUPPER
+	RET
+
 // func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·gemmTile6AVX512(SB), NOSPLIT, $0-97
@@ -1351,6 +2230,102 @@ gemmTile6AVX512_loop:
 	VPADDD       64(DX)(CX*2), Z11, Z11
 
 gemmTile6AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·gemmTile6I8AVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+gemmTile6I8AVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z0, Z0
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z2, Z2
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z3, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z4, Z4
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z5, Z5
+	VPBROADCASTD (DX), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z6, Z6
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z7, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z8, Z8
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z9, Z9
+	VPBROADCASTD (DX)(CX*2), Z14
+	VPMADDWD     Z12, Z14, Z15
+	VPADDD       Z15, Z10, Z10
+	VPMADDWD     Z13, Z14, Z15
+	VPADDD       Z15, Z11, Z11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile6I8AVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6I8AVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+	VPADDD       (DX)(CX*2), Z10, Z10
+	VPADDD       64(DX)(CX*2), Z11, Z11
+
+gemmTile6I8AVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -1678,6 +2653,133 @@ packRowsAVX512_loop:
 	JMP             packRowsAVX512_loop
 
 packRowsAVX512_done:
+	VZEROUPPER
+	RET
+
+// func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·packRowsI8AVX512(SB), NOSPLIT, $0-64
+	MOVQ src_base+0(FP), AX
+	MOVQ ldw+24(FP), CX
+	MOVQ kp+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ CX, SI
+	SHLQ $0x03, SI
+
+packRowsI8AVX512_loop:
+	CMPQ            DX, $0x00
+	JE              packRowsI8AVX512_done
+	MOVQ            AX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z0, Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z0, Z0
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z0, Z0
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z1, Z1
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z2, Z2
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z3, Z3
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z4, Z4
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z5, Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z5, Z5
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z5, Z5
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z6, Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z6, Z6
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z6, Z6
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z7, Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z7, Z7
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z7, Z7
+	ADDQ            CX, DI
+	VPUNPCKLWD      Z1, Z0, Z8
+	VPUNPCKHWD      Z1, Z0, Z0
+	VPUNPCKLWD      Z3, Z2, Z1
+	VPUNPCKHWD      Z3, Z2, Z2
+	VPUNPCKLWD      Z5, Z4, Z3
+	VPUNPCKHWD      Z5, Z4, Z4
+	VPUNPCKLWD      Z7, Z6, Z5
+	VPUNPCKHWD      Z7, Z6, Z6
+	VPUNPCKLDQ      Z1, Z8, Z7
+	VPUNPCKHDQ      Z1, Z8, Z1
+	VPUNPCKLDQ      Z2, Z0, Z8
+	VPUNPCKHDQ      Z2, Z0, Z0
+	VPUNPCKLDQ      Z5, Z3, Z2
+	VPUNPCKHDQ      Z5, Z3, Z3
+	VPUNPCKLDQ      Z6, Z4, Z5
+	VPUNPCKHDQ      Z6, Z4, Z4
+	VPUNPCKLQDQ     Z2, Z7, Z6
+	VMOVDQU32       Z6, (BX)
+	VPUNPCKHQDQ     Z2, Z7, Z2
+	VMOVDQU32       Z2, 64(BX)
+	VPUNPCKLQDQ     Z3, Z1, Z2
+	VMOVDQU32       Z2, 128(BX)
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VMOVDQU32       Z1, 192(BX)
+	VPUNPCKLQDQ     Z5, Z8, Z1
+	VMOVDQU32       Z1, 256(BX)
+	VPUNPCKHQDQ     Z5, Z8, Z1
+	VMOVDQU32       Z1, 320(BX)
+	VPUNPCKLQDQ     Z4, Z0, Z1
+	VMOVDQU32       Z1, 384(BX)
+	VPUNPCKHQDQ     Z4, Z0, Z0
+	VMOVDQU32       Z0, 448(BX)
+	ADDQ            $0x10, AX
+	ADDQ            $0x00000200, BX
+	SUBQ            $0x08, DX
+	JMP             packRowsI8AVX512_loop
+
+packRowsI8AVX512_done:
 	VZEROUPPER
 	RET
 

@@ -12,6 +12,14 @@ package cpu
 //go:noescape
 func gemmTile1AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile1I8AVX2 computes a tile of 1 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile2AVX2 computes a tile of 2 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -19,6 +27,14 @@ func gemmTile1AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //
 //go:noescape
 func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2I8AVX2 computes a tile of 2 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile3AVX2 computes a tile of 3 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -28,6 +44,14 @@ func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile3I8AVX2 computes a tile of 3 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile4AVX2 computes a tile of 4 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -35,6 +59,14 @@ func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //
 //go:noescape
 func gemmTile4AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4I8AVX2 computes a tile of 4 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile5AVX2 computes a tile of 5 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -44,6 +76,14 @@ func gemmTile4AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile5AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile5I8AVX2 computes a tile of 5 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile6AVX2 computes a tile of 6 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -51,6 +91,14 @@ func gemmTile5AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //
 //go:noescape
 func gemmTile6AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile6I8AVX2 computes a tile of 6 rows by 16 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 16 columns of int8 pairs (32 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // peakAVX2 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.
@@ -75,6 +123,19 @@ func widenInt8AVX2(q []byte, dst []byte)
 //
 //go:noescape
 func packRowsAVX2(src []byte, ldw int, kp int, dst []byte)
+
+// packRowsI8AVX2 packs 16 int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,
+// the 16 channels' two values as int8 (32 bytes). kp must be a multiple of 8.
+//
+//go:noescape
+func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
+
+// gemvColsAVX2 sets (add: adds to) int32 j of c, j < 64, the dot product over kp pairs of k of the int16 row x
+// (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart (rows 2p and 2p+1 for pair p).
+// kp must be at least 1.
+//
+//go:noescape
+func gemvColsAVX2(x []byte, b []byte, ldb int, kp int, c []byte, add bool)
 
 // packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
@@ -133,6 +194,14 @@ func linearOutBiasF32AVX2(acc []byte, xs float32, ws []float32, bias []float32, 
 //go:noescape
 func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile1I8AVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -140,6 +209,14 @@ func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2I8AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -149,6 +226,14 @@ func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile3I8AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -156,6 +241,14 @@ func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4I8AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -165,6 +258,14 @@ func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile5I8AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -172,6 +273,14 @@ func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile6I8AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.
@@ -196,6 +305,12 @@ func widenInt8AVX512(q []byte, dst []byte)
 //
 //go:noescape
 func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
+
+// packRowsI8AVX512 packs 32 int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,
+// the 32 channels' two values as int8 (64 bytes). kp must be a multiple of 8.
+//
+//go:noescape
+func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).

@@ -83,3 +83,49 @@ func gemv8Generic(x, w []byte, ldw, k int, out []byte) {
 		binary.LittleEndian.PutUint32(out[4*j:], uint32(s))
 	}
 }
+
+// gemmTileI8Generic is gemmTileGeneric on a panel of int8 pairs: per pair
+// of k, nr columns of two int8 values (k's, then k+1's).
+func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	var acc [gemmRows][32]int32
+	for p := range kp {
+		bp := b[p*nr*2 : (p+1)*nr*2]
+		for i := range mr {
+			a0, a1 := load16(a, i*lda+4*p), load16(a, i*lda+4*p+2)
+			row := &acc[i]
+			for j := range nr {
+				row[j] += a0*int32(int8(bp[2*j])) + a1*int32(int8(bp[2*j+1]))
+			}
+		}
+	}
+	for i := range mr {
+		for j := range nr {
+			at := c[i*ldc+4*j:]
+			v := acc[i][j]
+			if add {
+				v += int32(binary.LittleEndian.Uint32(at))
+			}
+			binary.LittleEndian.PutUint32(at, uint32(v))
+		}
+	}
+}
+
+// gemvColsGeneric sets (add: adds to) int32 j of c, j < 64, the dot
+// product over kp pairs of k of the int16 row x and column j of the int8
+// rows of b, ldb bytes apart (rows 2p and 2p+1 for pair p).
+func gemvColsGeneric(x, b []byte, ldb, kp int, c []byte, add bool) {
+	var acc [64]int32
+	for p := range kp {
+		a0, a1 := load16(x, 4*p), load16(x, 4*p+2)
+		r0, r1 := b[2*p*ldb:2*p*ldb+64], b[(2*p+1)*ldb:(2*p+1)*ldb+64]
+		for j := range acc {
+			acc[j] += a0*int32(int8(r0[j])) + a1*int32(int8(r1[j]))
+		}
+	}
+	for j, v := range acc {
+		if add {
+			v += int32(binary.LittleEndian.Uint32(c[4*j:]))
+		}
+		binary.LittleEndian.PutUint32(c[4*j:], uint32(v))
+	}
+}

@@ -27,17 +27,40 @@ func dotInt8(a, b []byte) int32 {
 	return acc
 }
 
-// multiply runs the product of a [m, k] and w [n, k] (or, cols, of w
-// [k, n]) through the driver on the path chosen, and returns the int32
-// sums.
-func multiply(t testing.TB, a, w []byte, m, k, n, path int, cols bool) []int32 {
+// variant is a way through the product's driver: a path, with the weight
+// as [N, K] rows, as mm_int8's [K, N] (cols), or prepared in int8 panels.
+type variant struct {
+	name     string
+	path     int
+	cols     bool
+	prepared bool
+}
+
+// variants are every way through the driver. Every path takes any
+// number of rows.
+var variants = []variant{
+	{"many", manyRows, false, false}, {"many,cols", manyRows, true, false}, {"few", fewRows, false, false},
+	{"one", oneRow, false, false}, {"cols", colsRows, true, false},
+	{"many,prepared", manyRows, false, true}, {"few,prepared", fewRows, false, true},
+}
+
+// multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
+// [k, n]) through the driver as v says, and returns the int32 sums.
+func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	t.Helper()
-	p := newProduct(m, k, n, path)
+	p := newProduct(m, k, n, v.path)
 	for r := range m {
 		p.setRow(r, a[r*k:(r+1)*k])
 	}
 	ctx := context.Background()
-	if err := p.setWeight(ctx, w, cols); err != nil {
+	if v.prepared {
+		l, err := packPrepared(ctx, w, k, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.wp, p.i8 = l.panels, true
+	}
+	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]byte, 4*m*n)
@@ -63,17 +86,10 @@ func transpose(b []byte, r, c int) []byte {
 	return t
 }
 
-// paths runs f for each path of the product and, on the many-row path,
-// both weight layouts. Every path takes any number of rows.
-func paths(t *testing.T, f func(t *testing.T, path int, cols bool)) {
-	names := []string{"many", "few", "one"}
-	for _, path := range []int{manyRows, fewRows, oneRow} {
-		for _, cols := range []bool{false, true} {
-			if path != manyRows && cols {
-				continue
-			}
-			t.Run(fmt.Sprintf("%s,cols=%v", names[path], cols), func(t *testing.T) { f(t, path, cols) })
-		}
+// paths runs f for each variant of the product.
+func paths(t *testing.T, f func(t *testing.T, v variant)) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) { f(t, v) })
 	}
 }
 
@@ -110,12 +126,12 @@ func testPairs(t *testing.T, k int) {
 			a[v*k+p], w[v*k+p] = byte(v), byte(v)
 		}
 	}
-	paths(t, func(t *testing.T, path int, cols bool) {
+	paths(t, func(t *testing.T, v variant) {
 		wt := w
-		if cols {
+		if v.cols {
 			wt = transpose(w, 256, k)
 		}
-		got := multiply(t, a, wt, 256, k, 256, path, cols)
+		got := multiply(t, a, wt, 256, k, 256, v)
 		for i := range 256 {
 			for j := range 256 {
 				want := int32(int64(k) * int64(int8(i)) * int64(int8(j)))
@@ -138,12 +154,12 @@ func testPairsMixed(t *testing.T, k int) {
 			a[v*k+p], w[v*k+p] = byte(v+p), byte(v+3*p)
 		}
 	}
-	paths(t, func(t *testing.T, path int, cols bool) {
+	paths(t, func(t *testing.T, v variant) {
 		wt := w
-		if cols {
+		if v.cols {
 			wt = transpose(w, 256, k)
 		}
-		got := multiply(t, a, wt, 256, k, 256, path, cols)
+		got := multiply(t, a, wt, 256, k, 256, v)
 		for i := range 256 {
 			for j := range 256 {
 				if want := dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k]); got[i*256+j] != want {
@@ -171,7 +187,7 @@ func TestProductRagged(t *testing.T) {
 		}
 		shapes = append(shapes, shape{63, 513, 65}, shape{65, 1030, 257}, shape{97, 1025, 300}, shape{200, 600, 33},
 			shape{16, 4099, 100}, shape{3, 8193, 50})
-		paths(t, func(t *testing.T, path int, cols bool) {
+		paths(t, func(t *testing.T, v variant) {
 			for _, s := range shapes {
 				a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
 				for i := range a {
@@ -184,10 +200,10 @@ func TestProductRagged(t *testing.T) {
 					a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
 				}
 				wt := w
-				if cols {
+				if v.cols {
 					wt = transpose(w, s.n, s.k)
 				}
-				got := multiply(t, a, wt, s.m, s.k, s.n, path, cols)
+				got := multiply(t, a, wt, s.m, s.k, s.n, v)
 				for i := range s.m {
 					for j := range s.n {
 						if want := dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k]); got[i*s.n+j] != want {

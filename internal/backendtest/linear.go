@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -230,5 +231,78 @@ func linearPaths(t *testing.T, e *env, tl *tally) {
 			}
 			e.same(t, tl, linearCall(xk, w, ws, nil, dtype.Float32, 0, ""), linearCall(xk, w, floats(dtype.Float32, wv, n), nil, dtype.Float32, 0, ""))
 		}
+	}
+	linearPreparedPaths(t, e, tl)
+}
+
+// How a prepared-weight case uses its op.PackedWeight.
+const (
+	packedTwice    = iota // made for the weight, the call run twice: the second reuses the backend's layout
+	packedOther           // made for another tensor: op.ErrPacked
+	packedReleased        // released before the call: op.ErrReleased
+)
+
+// packedLinearCall is int8_linear with a PackedWeight for its weight (as
+// moved to the device), used as mode says. Run twice, the first call
+// makes the backend's layout and the second, whose outputs count, reads
+// it; the reference ignores it, so the two must agree byte for byte.
+func packedLinearCall(x, w, ws, bias *tensor.Tensor, out dtype.DType, group int, act string, mode int) Call {
+	var p *op.PackedWeight // set for each run, before the arguments are made
+	c := newCall(op.Int8Linear, fmt.Sprintf("%s of %v by %v (scale %v, bias %v) to %v, group %d, act %q, prepared (mode %d)",
+		op.Int8Linear, x, w, ws, bias, out, group, act, mode),
+		func(in []*tensor.Tensor) *op.LinearArgs {
+			return &op.LinearArgs{X: in[0], Weight: in[1], WeightScale: in[2], Bias: in[3], OutDType: out, Group: group, InputAct: act, Packed: p}
+		}, x, w, ws, bias)
+	run := c.run
+	c.run = func(ctx context.Context, r *backend.Registry, name string, in, outs []*tensor.Tensor) (backend.Result, string, error) {
+		p = op.NewPackedWeight(in[1])
+		switch mode {
+		case packedOther:
+			p = op.NewPackedWeight(must(tensor.Zeros(dtype.Int8, in[1].Shape()...)))
+		case packedReleased:
+			p.Release()
+		case packedTwice:
+			res, ran, err := run(ctx, r, name, in, nil)
+			if err != nil {
+				return res, ran, err
+			}
+			for _, t := range res.Outputs() {
+				t.Release()
+			}
+		}
+		return run(ctx, r, name, in, outs)
+	}
+	return c
+}
+
+// linearPreparedPaths: a prepared weight gives the plain weight's bytes
+// on every path a backend has (one row, a few, many; K odd and N not a
+// multiple of any panel), reused from call to call, and one made for
+// another weight, or released, is an error.
+func linearPreparedPaths(t *testing.T, e *env, tl *tally) {
+	g := splitGen(61, dtype.Float32)
+	for _, s := range [][3]int{{1, 256, 80}, {3, 255, 33}, {17, 512, 50}, {130, 257, 70}} {
+		m, k, n := s[0], s[1], s[2]
+		w := hostTensor(dtype.Int8, g.int8s(n*k), n, k)
+		sv := make([]float32, n)
+		for i := range sv {
+			sv[i] = float32(i%5+1) * 2.1e-3
+		}
+		ws := floats(dtype.Float32, sv, n)
+		for i, dt := range dtype.Floats() {
+			x := hostTensor(dt, rotatableSplitX(dt, uint64(80+i))[:m*k*dt.Size()], m, k)
+			bias := floats(dtype.Floats()[i], ramp(n), n)
+			e.match(t, tl, packedLinearCall(x, w, ws, nil, dt, 0, "", packedTwice))
+			e.match(t, tl, packedLinearCall(x, w, ws, bias, dtype.BFloat16, 0, op.ActGeluTanh, packedTwice))
+		}
+	}
+	x := floats(dtype.BFloat16, ramp(32), 2, 16)
+	w := must(tensor.FromInt8(make([]int8, 3*16), 3, 16))
+	ws := floats(dtype.Float32, []float32{0.5, 0.25, 1}, 3, 1)
+	for _, b := range []badCall{
+		{packedLinearCall(x, w, ws, nil, dtype.BFloat16, 0, "", packedOther), "weight", op.ErrPacked, -1},
+		{packedLinearCall(x, w, ws, nil, dtype.BFloat16, 0, "", packedReleased), "weight", op.ErrReleased, -1},
+	} {
+		e.fails(t, tl, b)
 	}
 }

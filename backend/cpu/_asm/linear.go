@@ -85,14 +85,19 @@ func third(p, s Register) GPVirtual {
 // gemmTile emits the product kernel for tiles of mr rows (1 to 6; see
 // above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and
 // 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
-// products.
-func gemmTile(name string, mr int, w width) {
+// products. With int8 set the panel holds the pairs as int8 (a prepared
+// weight: half the bytes to stream), sign-extended as they are loaded.
+func gemmTile(name string, mr int, w width, int8 bool) {
 	nr := 2 * w.lanes()
+	pairBytes, what := 4*nr, "int16"
+	if int8 {
+		pairBytes, what = 2*nr, "int8"
+	}
 	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k:", name, mr, nr),
 		fmt.Sprintf("a holds %d rows of int16 activations, lda bytes apart (each pair of k 4 bytes);", mr),
-		fmt.Sprintf("b the packed weight panel: per pair of k, %d columns of int16 pairs (%d bytes);", nr, 4*nr),
+		fmt.Sprintf("b the packed weight panel: per pair of k, %d columns of %s pairs (%d bytes);", nr, what, pairBytes),
 		fmt.Sprintf("c gets (add: c +=) the int32 sums, %d rows ldc bytes apart. kp must be at least 1.", mr))
 	acc := make([]VecPhysical, 2*mr)
 	for i := range acc {
@@ -112,8 +117,13 @@ func gemmTile(name string, mr int, w width) {
 	}
 
 	Label(name + "_loop")
-	w.mov(Mem{Base: bp}, b0)
-	w.mov(Mem{Base: bp, Disp: w.bytes}, b1)
+	if int8 {
+		VPMOVSXBW(Mem{Base: bp}, b0)
+		VPMOVSXBW(Mem{Base: bp, Disp: w.bytes / 2}, b1)
+	} else {
+		w.mov(Mem{Base: bp}, b0)
+		w.mov(Mem{Base: bp, Disp: w.bytes}, b1)
+	}
 	for i, m := range rows(mr, ap, lda, ap3, 0) {
 		VPBROADCASTD(m, bc)
 		VPMADDWD(b0, bc, t)
@@ -125,7 +135,7 @@ func gemmTile(name string, mr int, w width) {
 	if mr > 3 {
 		ADDQ(Imm(4), ap3)
 	}
-	ADDQ(U32(2*w.bytes), bp)
+	ADDQ(U32(pairBytes), bp)
 	DECQ(kp)
 	JNZ(LabelRef(name + "_loop"))
 
@@ -240,6 +250,66 @@ func gemv(name string, w width) {
 		VEXTRACTI128(Imm(1), a, hi)
 		VPADDD(hi, a.(VecPhysical).AsX(), hi)
 		VMOVDQU(hi, Mem{Base: op, Disp: 16 * g})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// gemvCols emits mm_int8's kernel for a row of a times b read as it is,
+// [K, N] row-major, so that b is never packed: per pair of k it reads 64
+// bytes of each of rows 2p and 2p+1 (one cache line each), interleaves
+// them by 16 (VPUNPCKLBW, VPUNPCKHBW: the int8 pairs of 8 columns), widens
+// them (VPMOVSXBW) and multiplies them with the row's pair, broadcast, into
+// 8 accumulators of 8 columns each. Registers: 0 to 7 the accumulators, 8
+// the row's pair, 9 to 12 the rows' bytes and their products.
+func gemvCols(name string, w width) {
+	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kp int, c []byte, add bool)")
+	Pragma("noescape")
+	Doc(name+" sets (add: adds to) int32 j of c, j < 64, the dot product over kp pairs of k of the int16 row x",
+		"(4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart (rows 2p and 2p+1 for pair p).",
+		"kp must be at least 1.")
+	xp := Load(Param("x").Base(), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	kp := Load(Param("kp"), GP64())
+	ld2 := GP64()
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 1}, ld2)
+	acc := make([]VecPhysical, 8)
+	for i := range acc {
+		acc[i] = w.phys(i)
+		w.xor(acc[i], acc[i], acc[i])
+	}
+	bc := w.phys(8)
+	Label(name + "_loop")
+	VPBROADCASTD(Mem{Base: xp}, bc)
+	for g := range 4 {
+		r0, r1, lo, hi := w.phys(9).AsX(), w.phys(10).AsX(), w.phys(11), w.phys(12)
+		VMOVDQU(Mem{Base: bp, Disp: 16 * g}, r0)
+		VMOVDQU(Mem{Base: bp, Index: ldb, Scale: 1, Disp: 16 * g}, r1)
+		VPUNPCKLBW(r1, r0, lo.AsX()) // columns 16g to 16g+7: k's byte, then k+1's
+		VPUNPCKHBW(r1, r0, hi.AsX()) // 16g+8 to 16g+15
+		VPMOVSXBW(lo.AsX(), lo)
+		VPMOVSXBW(hi.AsX(), hi)
+		VPMADDWD(bc, lo, lo)
+		VPMADDWD(bc, hi, hi)
+		VPADDD(lo, acc[2*g], acc[2*g])
+		VPADDD(hi, acc[2*g+1], acc[2*g+1])
+	}
+	ADDQ(Imm(4), xp)
+	ADDQ(ld2, bp)
+	DECQ(kp)
+	JNZ(LabelRef(name + "_loop"))
+
+	cp := Load(Param("c").Base(), GP64())
+	add := Load(Param("add"), GP8())
+	TESTB(add, add)
+	JZ(LabelRef(name + "_store"))
+	for i, a := range acc {
+		VPADDD(Mem{Base: cp, Disp: w.bytes * i}, a, a)
+	}
+	Label(name + "_store")
+	for i, a := range acc {
+		w.mov(a, Mem{Base: cp, Disp: w.bytes * i})
 	}
 	VZEROUPPER()
 	RET()
@@ -369,13 +439,18 @@ func widenInt8(name string, w width) {
 // panel in lanes 0 to 3 of register i), and three rounds of unpacks
 // (words, dwords, qwords) transpose each lane's 8x8 words, so register q
 // holds pair q of every channel, in channel order. VPMOVSXBW widens each
-// half to int16 pairs, which are the panel's row for that pair of k.
-func packRows(name string, w width) {
+// half to int16 pairs, which are the panel's row for that pair of k; with
+// int8 set (a prepared weight) the register is stored as it is.
+func packRows(name string, w width, int8 bool) {
 	nr := 2 * w.lanes()
+	pairBytes, what := 4*nr, "int16"
+	if int8 {
+		pairBytes, what = 2*nr, "int8"
+	}
 	TEXT(name, NOSPLIT, "func(src []byte, ldw int, kp int, dst []byte)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s packs %d int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,", name, nr),
-		fmt.Sprintf("the %d channels' two values as int16 (%d bytes). kp must be a multiple of 8.", nr, 4*nr))
+		fmt.Sprintf("the %d channels' two values as %s (%d bytes). kp must be a multiple of 8.", nr, what, pairBytes))
 	sp := Load(Param("src").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	n := Load(Param("kp"), GP64())
@@ -439,6 +514,10 @@ func packRows(name string, w width) {
 		} else {
 			VPUNPCKHQDQ(u[4+q/2], u[q/2], v)
 		}
+		if int8 {
+			w.mov(v, Mem{Base: dp, Disp: pairBytes * q})
+			continue
+		}
 		lo, hi := w.reg(), w.reg()
 		VPMOVSXBW(w.half(v), lo)
 		if w.bytes == 64 {
@@ -454,7 +533,7 @@ func packRows(name string, w width) {
 		w.mov(hi, Mem{Base: dp, Disp: 4*nr*q + w.bytes})
 	}
 	ADDQ(Imm(16), sp)
-	ADDQ(U32(32*nr), dp)
+	ADDQ(U32(8*pairBytes), dp)
 	SUBQ(Imm(8), n)
 	JMP(LabelRef(name + "_loop"))
 
@@ -512,12 +591,17 @@ func packCols(name string, w width) {
 // linearKernels emits the int8 product kernels for w.
 func linearKernels(w width) {
 	for mr := 1; mr <= 6; mr++ {
-		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w)
+		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false)
+		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true)
 	}
 	peak("peak"+w.name, w)
 	gemv("gemv"+w.name, w)
 	widenInt8("widenInt8"+w.name, w)
-	packRows("packRows"+w.name, w)
+	packRows("packRows"+w.name, w, false)
+	packRows("packRowsI8"+w.name, w, true)
+	if w.bytes == 32 {
+		gemvCols("gemvCols"+w.name, w) // memory-bound: AVX-512 machines run it too
+	}
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]

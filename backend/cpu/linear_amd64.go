@@ -1,0 +1,51 @@
+//go:build amd64 && !purego
+
+package cpu
+
+// The dispatch of the int8 product kernels that read a prepared (int8)
+// weight and mm_int8's b as it is (see _asm/linear.go); the others are in
+// kernels_amd64.go.
+
+// gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by
+// row count - 1.
+var gemmTilesI8 = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	implAVX2:   {gemmTile1I8AVX2, gemmTile2I8AVX2, gemmTile3I8AVX2, gemmTile4I8AVX2, gemmTile5I8AVX2, gemmTile6I8AVX2},
+	implAVX512: {gemmTile1I8AVX512, gemmTile2I8AVX512, gemmTile3I8AVX512, gemmTile4I8AVX512, gemmTile5I8AVX512, gemmTile6I8AVX512},
+}
+
+// gemmTileI8 computes a tile of mr rows (1 to gemmRows) of an int8
+// product from an int8 panel: see gemmTileI8Generic.
+func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	if impl == implGeneric {
+		gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
+		return
+	}
+	gemmTilesI8[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
+}
+
+// packRowsPanelI8 packs the first kp pairs of k, rounded down to a
+// multiple of 8, of a whole int8 panel (gemmCols rows of src, ldw bytes
+// apart) into dst, and returns how many pairs it packed.
+func packRowsPanelI8(src []byte, ldw, kp int, dst []byte) int {
+	kp &^= 7
+	switch impl {
+	case implAVX512:
+		packRowsI8AVX512(src, ldw, kp, dst)
+	case implAVX2:
+		packRowsI8AVX2(src, ldw, kp, dst)
+	default:
+		return 0
+	}
+	return kp
+}
+
+// gemvCols sets (add: adds to) the 64 int32 of c to the products of the
+// int16 row x with 64 columns of [K, N] rows of b: see gemvColsGeneric.
+// The kernel is AVX2 on either set: it waits for memory, not arithmetic.
+func gemvCols(x, b []byte, ldb, kp int, c []byte, add bool) {
+	if impl == implGeneric {
+		gemvColsGeneric(x, b, ldb, kp, c, add)
+		return
+	}
+	gemvColsAVX2(x, b, ldb, kp, c, add)
+}

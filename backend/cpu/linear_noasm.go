@@ -1,0 +1,14 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// Without assembly the prepared-weight and mm_int8 row kernels are the
+// portable ones.
+
+func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
+}
+
+func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
+
+func gemvCols(x, b []byte, ldb, kp int, c []byte, add bool) { gemvColsGeneric(x, b, ldb, kp, c, add) }

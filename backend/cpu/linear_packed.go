@@ -1,0 +1,99 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gokitchen/kitchen/op"
+)
+
+// A prepared int8_linear weight (op.PackedWeight): the weight [N, K] in
+// panels of gemmCols channels, as the tiles read them, but with each pair
+// of k as two int8 values instead of two int16 (the tiles sign-extend them
+// as they load): the same size as the weight, so one row streams it no
+// slower than the weight itself, and no call packs anything. The panels'
+// width is the kernel set's, so the layout is stored under a key that
+// names it: a call under another kernel set (tests change it) makes its
+// own rather than misreading this one.
+
+// preparedLayout is the cpu backend's layout of a prepared weight.
+type preparedLayout struct {
+	nr, k, n int
+	panels   []byte // [ceil(N/nr)][kp][nr][2] int8, zero past N and past an odd K
+}
+
+// preparedKey is the key of the layout for the kernel set in use.
+func preparedKey() string { return fmt.Sprintf("%s/int8-panels-%d", Name, gemmCols()) }
+
+// preparedPanels returns the call's prepared weight's panels, packing
+// them the first time, or nil when the call has none.
+func preparedPanels(ctx context.Context, a *op.LinearArgs, w []byte) ([]byte, error) {
+	if a.Packed == nil {
+		return nil, nil
+	}
+	k, n := a.Weight.Dim(1), a.Weight.Dim(0)
+	v, err := a.Packed.Layout(preparedKey(), func() (any, error) { return packPrepared(ctx, w, k, n) })
+	if err != nil {
+		return nil, err
+	}
+	l := v.(*preparedLayout)
+	if l.nr != gemmCols() || l.k != k || l.n != n {
+		// Cannot happen (the key and the weight fix them); a layout that
+		// does not fit is ignored, never misread.
+		return nil, nil
+	}
+	return l.panels, nil
+}
+
+// packPrepared packs an [n, k] int8 weight into the prepared layout.
+func packPrepared(ctx context.Context, w []byte, k, n int) (*preparedLayout, error) {
+	nr := gemmCols()
+	kp := max(1, (k+1)/2)
+	panels := roundUp(n, nr) / nr
+	l := &preparedLayout{nr: nr, k: k, n: n, panels: make([]byte, panels*kp*2*nr)}
+	b := &packI8Body{l: l, w: w, kp: kp}
+	if err := parallelFor(ctx, b, panels, max(1, grainBytes/max(1, nr*k))); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// packI8Body packs whole panels [lo, hi) of the prepared layout.
+type packI8Body struct {
+	l  *preparedLayout
+	w  []byte
+	kp int
+}
+
+func (b *packI8Body) run(lo, hi int) {
+	size := b.kp * 2 * b.l.nr
+	for pn := lo; pn < hi; pn++ {
+		packPanelI8(b.w, b.l.k, b.l.n, pn*b.l.nr, b.kp, b.l.panels[pn*size:(pn+1)*size])
+	}
+}
+
+// packPanelI8 packs the kp pairs of k of the panel of channels from n0 of
+// an [n, k] weight into dst: per pair, each channel's two int8 values (the
+// second zero past k). Channels past n are left as they are (zero). The
+// kernel packs what it can of a whole panel, Go the rest.
+func packPanelI8(w []byte, k, n, n0, kp int, dst []byte) {
+	nr := gemmCols()
+	cols := min(nr, n-n0)
+	done := 0
+	if full := k / 2 &^ 7; cols == nr && full > 0 {
+		done = packRowsPanelI8(w[n0*k:(n0+nr-1)*k+2*full], k, full, dst)
+	}
+	for j := range cols {
+		row := w[(n0+j)*k : (n0+j+1)*k]
+		for q := done; q < kp; q++ {
+			at := q*2*nr + 2*j
+			dst[at], dst[at+1] = 0, 0
+			if e := 2 * q; e < k {
+				dst[at] = row[e]
+				if e+1 < k {
+					dst[at+1] = row[e+1]
+				}
+			}
+		}
+	}
+}
