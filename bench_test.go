@@ -12,8 +12,10 @@ import (
 
 // The benchmarks run each operation on the shape of the seed's table
 // (bfloat16 [8352, 3840]) and on a small one, for every backend, with the
-// bytes each operation must move set so results read as throughput. Compare
-// with BenchmarkCopy, the same machine copying the input's bytes.
+// bytes each operation must move set so results read as throughput, with
+// fresh outputs each call (released after it) and, under "reused", writing
+// into the same caller-owned outputs. Compare with BenchmarkCopy, the same
+// machine copying the input's bytes.
 
 var benchShapes = [][2]int{{8352, 3840}, {64, 256}}
 
@@ -56,6 +58,20 @@ func benchOps(b *testing.B, dt dtype.DType) {
 					b.ReportAllocs()
 					for b.Loop() {
 						if err := w.Run(ctx, backend.Default, be.Name); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run(fmt.Sprintf("%s/%s/%dx%d/%s/reused", o.Name(), dt, s[0], s[1], be.Name), func(b *testing.B) {
+					run, release, err := w.Reuse(ctx, backend.Default, be.Name)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer release()
+					b.SetBytes(w.Bytes)
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := run(); err != nil {
 							b.Fatal(err)
 						}
 					}

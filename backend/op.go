@@ -138,7 +138,9 @@ type Workload struct {
 	Run func(ctx context.Context, r *Registry, backend string) error
 	// Reuse calls the operation once on the named backend of r and returns
 	// run, which calls it again writing into the first call's outputs
-	// (caller-owned outputs), and release, which frees them.
+	// (caller-owned outputs), and release, which frees them. Run and the
+	// run functions share the workload's arguments: call them one at a
+	// time.
 	Reuse func(ctx context.Context, r *Registry, backend string) (run func() error, release func(), err error)
 }
 
@@ -285,6 +287,12 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 			return err
 		},
 		Run: func(ctx context.Context, r *Registry, name string) error {
+			if g, ok := any(args).(given[R]); ok {
+				// Fresh outputs, whatever Reuse set for its calls.
+				var zero R
+				defer g.SetGiven(g.Given())
+				g.SetGiven(zero)
+			}
 			res, _, err := o.Run(ctx, r, args, name)
 			if err != nil {
 				return err
@@ -303,8 +311,11 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 			if err != nil {
 				return nil, nil, err
 			}
-			g.SetGiven(res)
-			run := func() error { _, _, err := o.Run(ctx, r, args, name); return err }
+			run := func() error {
+				g.SetGiven(res) // Run clears it while it runs
+				_, _, err := o.Run(ctx, r, args, name)
+				return err
+			}
 			release := func() {
 				var zero R
 				g.SetGiven(zero)

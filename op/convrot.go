@@ -89,10 +89,10 @@ func (a *ConvRotWeightArgs) Validate() error {
 	if err := checkGroup(name, "weight", a.Group, a.Weight.Dim(-1)); err != nil {
 		return err
 	}
-	return checkOuts(name, a.Weight.Device(), []*tensor.Tensor{a.Weight}, a.outs()...)
+	return checkOuts(name, a.Weight.Device(), a.outs(), a.Weight)
 }
 
-func (a *ConvRotWeightArgs) outs() []outSpec { return a.Out.outs(a.Weight, rowScaleShape(a.Weight)) }
+func (a *ConvRotWeightArgs) outs() outList { return a.Out.outs(a.Weight, lastDim(a.Weight, 1)) }
 
 // Result returns the tensors the call writes: Out's, and fresh ones on the
 // weight's device for the rest.
@@ -141,10 +141,10 @@ func (a *RotateRowwiseArgs) Validate() error {
 	if err := checkGroup(name, "x", a.Group, a.X.Dim(-1)); err != nil {
 		return err
 	}
-	return checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X}, a.outs()...)
+	return checkOuts(name, a.X.Device(), a.outs(), a.X)
 }
 
-func (a *RotateRowwiseArgs) outs() []outSpec { return a.Out.outs(a.X, rowScaleShape(a.X)) }
+func (a *RotateRowwiseArgs) outs() outList { return a.Out.outs(a.X, lastDim(a.X, 1)) }
 
 // Result returns the tensors the call writes: Out's, and fresh ones on x's
 // device for the rest.
@@ -284,13 +284,12 @@ func (a *EmbeddingArgs) Validate() error {
 	if err := checkOutDType(name, a.OutDType); err != nil {
 		return err
 	}
-	return checkOuts(name, a.Q.Device(), []*tensor.Tensor{a.Q, a.Scale, a.Indices}, a.outs()...)
+	return checkOuts(name, a.Q.Device(), a.outs(), a.Q, a.Scale, a.Indices)
 }
 
-// OutShape is the output's shape: indices' shape, then D.
-func (a *EmbeddingArgs) OutShape() []int { return append(a.Indices.Shape(), a.Q.Dim(1)) }
-
-func (a *EmbeddingArgs) outs() []outSpec { return oneOut(a.Out.Out, a.OutDType, a.OutShape()) }
+func (a *EmbeddingArgs) outs() outList {
+	return oneOut(a.Out.Out, a.OutDType, shapeOf{like: a.Indices, last: -1, extra: a.Q.Dim(1)})
+}
 
 // Result returns the tensor the call writes: Out's, or a fresh one on q's
 // device.

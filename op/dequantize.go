@@ -78,10 +78,10 @@ func (a *DequantizeArgs) validateInto(name string, validate func(string) error, 
 	if err := validate(name); err != nil {
 		return err
 	}
-	return checkOuts(name, a.Q.Device(), []*tensor.Tensor{a.Q, a.Scale}, a.outs(dt)...)
+	return checkOuts(name, a.Q.Device(), a.outs(dt), a.Q, a.Scale)
 }
 
-func (a *DequantizeArgs) outs(dt dtype.DType) []outSpec { return oneOut(a.Out.Out, dt, a.Q.Shape()) }
+func (a *DequantizeArgs) outs(dt dtype.DType) outList { return oneOut(a.Out.Out, dt, same(a.Q)) }
 
 // Result returns the tensor the call writes, float32 of q's shape: Out's,
 // or a fresh one on q's device.

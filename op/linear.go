@@ -88,12 +88,10 @@ func (a *MMInt8Args) Validate() error {
 	if k := a.A.Dim(1); k > MaxK {
 		return argError(name, "a", tensor.ErrShape, "K = %d is more than %d, where the int32 sum could overflow", k, MaxK)
 	}
-	return checkOuts(name, a.A.Device(), []*tensor.Tensor{a.A, a.B}, a.outs()...)
+	return checkOuts(name, a.A.Device(), a.outs(), a.A, a.B)
 }
 
-func (a *MMInt8Args) outs() []outSpec {
-	return oneOut(a.Out.Out, dtype.Int32, []int{a.A.Dim(0), a.B.Dim(1)})
-}
+func (a *MMInt8Args) outs() outList { return oneOut(a.Out.Out, dtype.Int32, lastDim(a.A, a.B.Dim(1))) }
 
 // Result returns the tensor the call writes, int32 [M, N]: Out's, or a
 // fresh one on a's device.
@@ -238,10 +236,12 @@ func (a *LinearArgs) Validate() error {
 	if err := checkOutDType(name, a.OutDType); err != nil {
 		return err
 	}
-	return checkOuts(name, dev, []*tensor.Tensor{a.X, a.Weight, a.WeightScale, a.Bias}, a.outs()...)
+	return checkOuts(name, dev, a.outs(), a.X, a.Weight, a.WeightScale, a.Bias)
 }
 
-func (a *LinearArgs) outs() []outSpec { return oneOut(a.Out.Out, a.OutDType, a.OutShape()) }
+func (a *LinearArgs) outs() outList {
+	return oneOut(a.Out.Out, a.OutDType, lastDim(a.X, a.Weight.Dim(0)))
+}
 
 // Result returns the tensor the call writes, [..., N] of OutDType: Out's,
 // or a fresh one on x's device.

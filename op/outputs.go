@@ -1,7 +1,7 @@
 package op
 
 import (
-	"slices"
+	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
@@ -18,16 +18,71 @@ import (
 // a given output when a kernel wrote elsewhere, so every backend honours
 // Out. If the call fails, the contents of given outputs are unspecified.
 
+// shapeOf is an output's shape, derived from an input's without
+// allocating: like's shape with its last dimension set to last (if >= 0),
+// then extra appended (if >= 0); a scalar when like is nil.
+type shapeOf struct {
+	like        *tensor.Tensor
+	last, extra int
+}
+
+// same is the shape of like.
+func same(like *tensor.Tensor) shapeOf { return shapeOf{like: like, last: -1, extra: -1} }
+
+// lastDim is like's shape with its last dimension n.
+func lastDim(like *tensor.Tensor, n int) shapeOf { return shapeOf{like: like, last: n, extra: -1} }
+
+func (s shapeOf) append(dst []int) []int {
+	if s.like == nil {
+		return dst
+	}
+	dst = s.like.AppendShape(dst)
+	if s.last >= 0 {
+		dst[len(dst)-1] = s.last
+	}
+	if s.extra >= 0 {
+		dst = append(dst, s.extra)
+	}
+	return dst
+}
+
+func (s shapeOf) String() string { return fmt.Sprint(s.append(nil)) }
+
+// matches reports whether t has the shape.
+func (s shapeOf) matches(t *tensor.Tensor) bool {
+	var buf [8]int
+	want := s.append(buf[:0])
+	if t.Rank() != len(want) {
+		return false
+	}
+	for i, d := range want {
+		if t.Dim(i) != d {
+			return false
+		}
+	}
+	return true
+}
+
 // outSpec is what one output of a call must be.
 type outSpec struct {
 	param string // for errors: "out", "out_q", "out_scale"
 	t     *tensor.Tensor
 	dt    dtype.DType
-	shape []int
+	shape shapeOf
 }
 
+// outList is a call's outputs, held by value so that listing them does not
+// allocate.
+type outList struct {
+	n int
+	s [2]outSpec
+}
+
+func (l *outList) all() []outSpec { return l.s[:l.n] }
+
 // checkOuts checks the given outputs of a call on dev whose inputs are ins.
-func checkOuts(name string, dev tensor.Device, ins []*tensor.Tensor, outs ...outSpec) error {
+func checkOuts(name string, dev tensor.Device, l outList, ins ...*tensor.Tensor) error {
+	outs := l.all()
 	for i, o := range outs {
 		t := o.t
 		if t == nil {
@@ -40,7 +95,7 @@ func checkOuts(name string, dev tensor.Device, ins []*tensor.Tensor, outs ...out
 			return argError(name, o.param, backend.ErrDevice, "on %v, but the call runs on %v", t.Device(), dev)
 		case t.DType() != o.dt:
 			return argError(name, o.param, backend.ErrDType, "got %v, want %v", t.DType(), o.dt)
-		case !slices.Equal(t.Shape(), o.shape):
+		case !o.shape.matches(t):
 			return argError(name, o.param, tensor.ErrShape, "shape %v, want %v", t.Shape(), o.shape)
 		}
 		for _, in := range ins {
@@ -57,51 +112,49 @@ func checkOuts(name string, dev tensor.Device, ins []*tensor.Tensor, outs ...out
 	return nil
 }
 
-// allocOuts returns the tensors a call writes: the given ones, and fresh
-// ones on dev for the rest.
-func allocOuts(dev tensor.Device, outs ...outSpec) ([]*tensor.Tensor, error) {
-	ts := make([]*tensor.Tensor, len(outs))
+// allocOuts returns the tensors a call writes, in ts: the given ones, and
+// fresh ones on dev for the rest.
+func allocOuts(dev tensor.Device, l outList, ts []*tensor.Tensor) error {
+	outs := l.all()
 	for i, o := range outs {
 		if o.t != nil {
 			ts[i] = o.t
 			continue
 		}
-		t, err := dev.Alloc(o.dt, o.shape)
+		var buf [8]int
+		var t *tensor.Tensor
+		var err error
+		if dev == tensor.CPU() {
+			t, err = tensor.Empty(o.dt, o.shape.append(buf[:0])...) // buf stays on the stack
+		} else {
+			t, err = dev.Alloc(o.dt, o.shape.append(buf[:0]))
+		}
 		if err != nil {
-			for _, f := range ts[:i] {
-				if !given(f, outs) {
+			for j, f := range ts[:i] {
+				if outs[j].t == nil {
 					f.Release()
 				}
 			}
-			return nil, err
+			return err
 		}
 		ts[i] = t
 	}
-	return ts, nil
+	return nil
 }
 
-func given(t *tensor.Tensor, outs []outSpec) bool {
-	for _, o := range outs {
-		if o.t == t {
-			return true
-		}
-	}
-	return false
+// outs are the outputs of a quantize operation: q of x's shape and float32
+// scales of the given shape.
+func (r Quantized) outs(x *tensor.Tensor, scale shapeOf) outList {
+	return outList{n: 2, s: [2]outSpec{
+		{param: "out_q", t: r.Q, dt: dtype.Int8, shape: same(x)},
+		{param: "out_scale", t: r.Scale, dt: dtype.Float32, shape: scale},
+	}}
 }
 
-// quantizedOuts are the outputs of a quantize operation: q of x's shape
-// and float32 scales of scaleShape.
-func (r Quantized) outs(x *tensor.Tensor, scaleShape []int) []outSpec {
-	return []outSpec{
-		{param: "out_q", t: r.Q, dt: dtype.Int8, shape: x.Shape()},
-		{param: "out_scale", t: r.Scale, dt: dtype.Float32, shape: scaleShape},
-	}
-}
-
-// alloc returns the Quantized result to write for outs.
-func (r Quantized) alloc(dev tensor.Device, outs []outSpec) (Quantized, error) {
-	ts, err := allocOuts(dev, outs...)
-	if err != nil {
+// alloc returns the Quantized result to write for l.
+func (r Quantized) alloc(dev tensor.Device, l outList) (Quantized, error) {
+	var ts [2]*tensor.Tensor
+	if err := allocOuts(dev, l, ts[:]); err != nil {
 		return Quantized{}, err
 	}
 	return Quantized{Q: ts[0], Scale: ts[1]}, nil
@@ -119,23 +172,14 @@ func (r Dequantized) WithOutputs(ts []*tensor.Tensor) Dequantized { return Dequa
 // WithOutputs returns the result with its tensor replaced by ts[0].
 func (r MMInt8Result) WithOutputs(ts []*tensor.Tensor) MMInt8Result { return MMInt8Result{Out: ts[0]} }
 
-// rowScaleShape is the shape of row-wise scales of x: [..., 1].
-func rowScaleShape(x *tensor.Tensor) []int {
-	s := x.Shape()
-	s[len(s)-1] = 1
-	return s
-}
-
-// oneOut is the single output of a dequantize-like operation.
-func oneOut(t *tensor.Tensor, dt dtype.DType, shape []int) []outSpec {
-	return []outSpec{{param: "out", t: t, dt: dt, shape: shape}}
+// oneOut is the single output of an operation.
+func oneOut(t *tensor.Tensor, dt dtype.DType, shape shapeOf) outList {
+	return outList{n: 1, s: [2]outSpec{{param: "out", t: t, dt: dt, shape: shape}}}
 }
 
 // allocOne returns the one tensor a call writes.
-func allocOne(dev tensor.Device, outs []outSpec) (*tensor.Tensor, error) {
-	ts, err := allocOuts(dev, outs...)
-	if err != nil {
-		return nil, err
-	}
-	return ts[0], nil
+func allocOne(dev tensor.Device, l outList) (*tensor.Tensor, error) {
+	var ts [1]*tensor.Tensor
+	err := allocOuts(dev, l, ts[:])
+	return ts[0], err
 }

@@ -77,10 +77,10 @@ func (a *RowwiseArgs) Validate() error {
 	if a.X.Rank() == 0 {
 		return argError(name, "x", tensor.ErrShape, "got a scalar, want shape [..., K]")
 	}
-	return checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X}, a.outs()...)
+	return checkOuts(name, a.X.Device(), a.outs(), a.X)
 }
 
-func (a *RowwiseArgs) outs() []outSpec { return a.Out.outs(a.X, rowScaleShape(a.X)) }
+func (a *RowwiseArgs) outs() outList { return a.Out.outs(a.X, lastDim(a.X, 1)) }
 
 // Result returns the tensors the call writes: Out's, and fresh ones on x's
 // device for the rest.
@@ -113,7 +113,7 @@ func (a *TensorwiseArgs) Validate() error {
 	if err := checkTensor(name, "x", a.X, true, nil, ""); err != nil {
 		return err
 	}
-	if err := checkOuts(name, a.X.Device(), []*tensor.Tensor{a.X, a.Scale}, a.outs()...); err != nil {
+	if err := checkOuts(name, a.X.Device(), a.outs(), a.X, a.Scale); err != nil {
 		return err
 	}
 	if a.Scale != nil && a.ScaleValue != nil {
@@ -141,7 +141,7 @@ func (a *TensorwiseArgs) Validate() error {
 	return nil
 }
 
-func (a *TensorwiseArgs) outs() []outSpec { return a.Out.outs(a.X, nil) }
+func (a *TensorwiseArgs) outs() outList { return a.Out.outs(a.X, shapeOf{}) }
 
 // Result returns the tensors the call writes: Out's, and fresh ones on x's
 // device for the rest.

@@ -15,9 +15,13 @@ type cpuDevice struct{}
 func (cpuDevice) Type() string   { return "cpu" }
 func (cpuDevice) String() string { return "cpu" }
 
-func (cpuDevice) Alloc(dt dtype.DType, shape []int) (*Tensor, error) { return Zeros(dt, shape...) }
+// Alloc returns a tensor of unspecified contents: large ones may reuse the
+// memory of a released tensor (see pool.go).
+func (cpuDevice) Alloc(dt dtype.DType, shape []int) (*Tensor, error) { return Empty(dt, shape...) }
 
-func (cpuDevice) Release(*Tensor) {}
+// Release recycles the memory of a large tensor that Alloc made; for
+// others it does nothing and the garbage collector reclaims them.
+func (cpuDevice) Release(t *Tensor) { releaseHost(t) }
 
 func (cpuDevice) CopyFromHost(dst *Tensor, src []byte) error {
 	b, err := dst.Bytes()

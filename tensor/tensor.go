@@ -32,6 +32,9 @@ type Tensor struct {
 	dev   Device
 	host  []byte // the data of a host tensor (kept out of mem to avoid boxing it)
 	mem   any
+	// recycle marks a host tensor whose buffer Release may hand to a later
+	// Alloc (see pool.go): one that the host's Alloc made, not a view.
+	recycle bool
 }
 
 // New wraps device memory in a Tensor. It is for Device implementations;
@@ -135,8 +138,11 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 	return r, nil
 }
 
-// Release returns the tensor's memory to its device. Using t afterwards is
-// an error. On the host it does nothing; the garbage collector reclaims it.
+// Release returns the tensor's memory to its device. Using t, its bytes or
+// a view of it (Reshape) afterwards is an error. On the host, a large
+// tensor that an operation allocated is recycled for a later output (its
+// bytes may change at any time after Release); other host tensors are left
+// to the garbage collector.
 func (t *Tensor) Release() {
 	if t != nil && t.dev != nil {
 		t.dev.Release(t)

@@ -92,7 +92,7 @@ func printBench(w io.Writer, r *bench.Result) error {
 	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
 	if r.CopyGBPerS > 0 {
 		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend); into a fresh buffer: %.2f GB/s\n", r.CopyGBPerS, r.FreshCopyGBPerS)
-		fmt.Fprint(w, "outputs: fresh (allocated by each call) or reused (kitchen.Into); x floor: over the copy floor; x fresh: fresh outputs over the fresh-buffer floor\n\n")
+		fmt.Fprint(w, "outputs: fresh (allocated by each call, released after it) or reused (kitchen.Into); x floor: over the copy floor; x fresh: over the floor of a copy into new memory\n\n")
 	} else {
 		fmt.Fprint(w, "no copy floor: the tensors are not in host memory\n\n")
 	}

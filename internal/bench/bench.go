@@ -2,10 +2,11 @@
 // same run, the time this machine takes to copy the bytes each operation
 // must move, so results can be stated as a ratio to that floor rather than
 // as absolute times, which vary from machine to machine and run to run.
-// Each operation is measured twice: writing fresh outputs each call (as a
-// plain call does) and writing into the same caller-owned outputs every
-// call (kitchen.Into); the first is held against a second floor, a copy
-// into a freshly allocated buffer.
+// Each operation is measured twice: allocating its outputs each call (as a
+// plain call does; the bench releases them after it, so large host outputs
+// are recycled, see tensor.Tensor.Release) and writing into the same
+// caller-owned outputs every call (kitchen.Into). Fresh outputs are also
+// held against a second floor: a copy into newly allocated Go memory.
 // For the matrix products it also measures, in the same run, the machine's
 // peak speed at the arithmetic of the cpu backend's kernel (cpu.PeakGOPS),
 // and states their speed as a share of it.
@@ -289,14 +290,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// freshCopy copies src in parallel into a buffer allocated for it the way
-// a fresh host output is, and drops it.
+// freshCopy copies src in parallel into a newly allocated buffer (new Go
+// memory, which the runtime zeroes first, as it does an output that no
+// released tensor's memory can serve), and drops it.
 func freshCopy(src []byte) error {
-	t, err := tensor.CPU().Alloc(dtype.Uint8, []int{len(src)})
+	t, err := tensor.Zeros(dtype.Uint8, len(src))
 	if err != nil {
 		return err
 	}
-	defer t.Release()
 	dst, err := t.Bytes()
 	if err != nil {
 		return err

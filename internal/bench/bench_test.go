@@ -10,7 +10,7 @@ import (
 
 // TestProductsPeak runs the matrix products on a small shape: each entry
 // has GOPS and, where the cpu kernels are assembly, the peak measured in
-// the same run and the ratio to it.
+// the same run and the ratio to it, for fresh and reused outputs.
 func TestProductsPeak(t *testing.T) {
 	res, err := Run(context.Background(), Config{Shape: []int{5, 64, 40}, DType: dtype.BFloat16, Warmup: 1, Runs: 2,
 		Backends: []string{"cpu"}, Ops: []string{"mm_int8", "int8_linear"}})
@@ -18,10 +18,16 @@ func TestProductsPeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	asm := cpu.PeakGOPS(1) > 0
-	if len(res.Ops) != 2 {
-		t.Fatalf("%d entries, want 2: %+v", len(res.Ops), res.Ops)
+	if len(res.Ops) != 4 {
+		t.Fatalf("%d entries, want 4 (two operations, fresh and reused outputs): %+v", len(res.Ops), res.Ops)
 	}
-	for _, o := range res.Ops {
+	for i, o := range res.Ops {
+		if want := [2]string{"fresh", "reused"}[i%2]; o.Outputs != want {
+			t.Errorf("entry %d (%s): outputs %q, want %q", i, o.Op, o.Outputs, want)
+		}
+		if (o.RatioToFreshFloor > 0) != (o.Outputs == "fresh") || o.RatioToFloor <= 0 {
+			t.Errorf("%s, %s outputs: ratio to floor %v, to fresh floor %v", o.Op, o.Outputs, o.RatioToFloor, o.RatioToFreshFloor)
+		}
 		if o.GOPS <= 0 {
 			t.Errorf("%s: GOPS %v", o.Op, o.GOPS)
 		}
