@@ -191,7 +191,8 @@ func (w *flatBody) run(lo, hi int) {
 	size := w.dt.Size()
 	src := w.src[lo*size : hi*size]
 	if w.quantize {
-		quantize(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo))
+		h := hints{ahead: flatAhead, nt: streaming(len(w.src) + len(w.dst))}
+		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
 		return
 	}
 	m := absMaxBits(w.dt, src)
@@ -277,6 +278,7 @@ var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
 
 func (w *dequantBody) run(lo, hi int) {
 	size := w.dt.Size()
+	nt := streaming(len(w.src) + len(w.dst))
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {
@@ -285,10 +287,10 @@ func (w *dequantBody) run(lo, hi int) {
 				w.bad.report(r)
 				return
 			}
-			dequantize(w.dt, w.src[r*w.k:(r+1)*w.k], s, w.dst[r*w.k*size:(r+1)*w.k*size])
+			dequantizeHinted(w.dt, w.src[r*w.k:(r+1)*w.k], s, w.dst[r*w.k*size:(r+1)*w.k*size], nt)
 		}
 	case w.scales == nil:
-		dequantize(w.dt, w.src[lo:hi], w.t, w.dst[lo*size:hi*size])
+		dequantizeHinted(w.dt, w.src[lo:hi], w.t, w.dst[lo*size:hi*size], nt)
 	default:
 		ss := w.sdt.Size()
 		if i := dequantizeFullGeneric(w.dt, w.src[lo:hi], w.sdt, w.scales[lo*ss:hi*ss], w.dst[lo*size:hi*size]); i >= 0 {
@@ -299,9 +301,12 @@ func (w *dequantBody) run(lo, hi int) {
 
 // quantizeRows quantizes rows [lo, hi) of k elements of dt from src into
 // dst, writing each row's float32 scale to scales, and returns the first
-// row holding NaN or an infinity, or -1.
+// row holding NaN or an infinity, or -1. Each row's quantization
+// prefetches the next row, so that its abs-max (which must finish before
+// the row can be quantized) reads cache, not memory.
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
+	h := hints{ahead: k * size, nt: streaming(len(src) + len(dst))}
 	for r := lo; r < hi; r++ {
 		row := src[r*k*size : (r+1)*k*size]
 		bits := absMaxBits(dt, row)
@@ -310,7 +315,7 @@ func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo
 		}
 		s := scaleFor(widenBits(dt, bits))
 		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
-		quantize(dt, row, dst[r*k:(r+1)*k], divisor(dt, s), seed, uint64(r*k))
+		quantizeHinted(dt, row, dst[r*k:(r+1)*k], divisor(dt, s), seed, uint64(r*k), h)
 	}
 	return -1
 }

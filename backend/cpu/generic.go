@@ -119,24 +119,44 @@ func storeBlock(dt dtype.DType, dst []byte, off int, v []float32) {
 
 // quantizeGeneric computes q = int8(round(rT(x / t))) for the elements of
 // src, whose first element has flat index base (for the noise). Deterministic
-// rounding when seed <= 0.
+// rounding when seed <= 0, one fused loop per dtype: a block buffer's
+// second and third passes over memory cost more than the arithmetic.
 func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int64, base uint64) {
 	if len(dst) == 0 {
-		return // the common empty tail: skip zeroing the block buffers
+		return // the common empty tail
 	}
 	if seed > 0 {
 		quantizeStochastic(dt, src, dst, t, seed, base)
 		return
 	}
-	var buf [block]float32
-	for off := 0; off < len(dst); off += block {
-		v := buf[:min(block, len(dst)-off)]
-		quotientBlock(dt, src, off, t, v)
-		out := dst[off : off+len(v)]
-		for j, y := range v {
-			out[j] = byte(roundClamped(y))
+	switch dt {
+	case dtype.BFloat16:
+		src = src[:2*len(dst)]
+		for j := range dst {
+			y := math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*j:]))<<16) / t
+			dst[j] = byte(roundClamped(roundBF16(y)))
+		}
+	case dtype.Float16:
+		src = src[:2*len(dst)]
+		for j := range dst {
+			y := dtype.Float16ToFloat32(binary.LittleEndian.Uint16(src[2*j:])) / t
+			dst[j] = byte(roundClamped(dtype.Float16ToFloat32(dtype.Float16FromFloat32(y))))
+		}
+	default:
+		src = src[:4*len(dst)]
+		for j := range dst {
+			y := math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:])) / t
+			dst[j] = byte(roundClamped(y))
 		}
 	}
+}
+
+// roundBF16 is y rounded to bfloat16 (nearest, ties to even) as float32,
+// for y that is not NaN: dtype.BFloat16FromFloat32 without its NaN case.
+func roundBF16(y float32) float32 {
+	b := math.Float32bits(y)
+	b += 0x7fff + (b>>16)&1
+	return math.Float32frombits(b &^ 0xffff)
 }
 
 // quantizeStochastic is quantizeGeneric with stochastic rounding: floor of
@@ -172,30 +192,40 @@ func quotientBlock(dt dtype.DType, src []byte, off int, t float32, v []float32) 
 	roundBlock(dt, v)
 }
 
-// roundClamped is quant.RoundHalfEven for the common case: clamping first
-// keeps y small enough that adding 1.5*2^23 rounds it to an integer (ties
-// to even) in float32 arithmetic. Clamping to integer bounds commutes with
-// rounding, so the result is the same.
+// roundClamped is quant.RoundHalfEven for y that is not NaN: clamping
+// first keeps y small enough that adding 1.5*2^23 rounds it to an integer
+// (ties to even) in float32 arithmetic. Clamping to integer bounds
+// commutes with rounding, so the result is the same. (Comparisons, not
+// min and max, which also order NaN and signed zeros.)
 func roundClamped(y float32) int8 {
-	y = min(max(y, -128), 127)
+	if y > 127 {
+		y = 127
+	} else if y < -128 {
+		y = -128
+	}
 	const magic = 0x1.8p23
 	return int8(int32((y + magic) - magic))
 }
 
 // dequantizeGeneric computes dst = rOut(f32(q) * s) for one run of q with a
-// single scale.
+// single scale, one fused loop per output dtype.
 func dequantizeGeneric(out dtype.DType, q []byte, s float32, dst []byte) {
-	if len(q) == 0 {
-		return
-	}
-	var buf [block]float32
-	for off := 0; off < len(q); off += block {
-		v := buf[:min(block, len(q)-off)]
-		widenBlock(dtype.Int8, q, off, v)
-		for j := range v {
-			v[j] *= s
+	switch out {
+	case dtype.BFloat16:
+		dst = dst[:2*len(q)]
+		for j, b := range q {
+			binary.LittleEndian.PutUint16(dst[2*j:], dtype.BFloat16FromFloat32(float32(int8(b))*s))
 		}
-		storeBlock(out, dst, off, v)
+	case dtype.Float16:
+		dst = dst[:2*len(q)]
+		for j, b := range q {
+			binary.LittleEndian.PutUint16(dst[2*j:], dtype.Float16FromFloat32(float32(int8(b))*s))
+		}
+	default:
+		dst = dst[:4*len(q)]
+		for j, b := range q {
+			binary.LittleEndian.PutUint32(dst[4*j:], math.Float32bits(float32(int8(b))*s))
+		}
 	}
 }
 

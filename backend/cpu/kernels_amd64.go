@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -62,62 +64,126 @@ func absMaxBits(dt dtype.DType, src []byte) uint32 {
 	return max(m, absMaxBitsGeneric(dt, src[n:]))
 }
 
+// The quantize and dequantize kernels of each kernel set, by dtype.
+var (
+	quantizeKernels = [...][3]func(src, dst []byte, t float32, ahead int, nt bool){
+		implAVX2:   {quantizeBF16AVX2, quantizeF16AVX2, quantizeF32AVX2},
+		implAVX512: {quantizeBF16AVX512, quantizeF16AVX512, quantizeF32AVX512},
+	}
+	quantizeSRKernels = [...][3]func(src, dst []byte, t float32, k0 uint64, ahead int, nt bool){
+		implAVX2:   {quantizeSRBF16AVX2, quantizeSRF16AVX2, quantizeSRF32AVX2},
+		implAVX512: {quantizeSRBF16AVX512, quantizeSRF16AVX512, quantizeSRF32AVX512},
+	}
+	dequantizeKernels = [...][3]func(q []byte, s float32, dst []byte, nt bool){
+		implAVX2:   {dequantizeBF16AVX2, dequantizeF16AVX2, dequantizeF32AVX2},
+		implAVX512: {dequantizeBF16AVX512, dequantizeF16AVX512, dequantizeF32AVX512},
+	}
+)
+
+// kernelIndex is dt's column in the kernel tables.
+func kernelIndex(dt dtype.DType) int {
+	switch dt {
+	case dtype.BFloat16:
+		return 0
+	case dtype.Float16:
+		return 1
+	}
+	return 2
+}
+
+// vectorBytes is the register size of the kernel set in use, the
+// alignment its non-temporal stores need.
+func vectorBytes() int {
+	if impl == implAVX512 {
+		return 64
+	}
+	return 32
+}
+
+// alignHead returns how many elements of size bytes at the start of dst
+// come before the first address aligned to align bytes, or -1 if no
+// element is aligned so.
+func alignHead(dst []byte, size, align int) int {
+	if len(dst) == 0 {
+		return 0
+	}
+	mis := int(uintptr(unsafe.Pointer(&dst[0])) % uintptr(align))
+	if mis == 0 {
+		return 0
+	}
+	if (align-mis)%size != 0 {
+		return -1
+	}
+	return min((align-mis)/size, len(dst)/size)
+}
+
 func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64) {
-	if impl == implGeneric || seed > 0 {
-		// Stochastic rounding stays in Go: its hash is not vectorised yet.
+	quantizeHinted(dt, src, dst, t, seed, base, hints{})
+}
+
+// quantizeHinted is quantize with memory hints. Stochastic rounding runs
+// in runs over which the low 32 bits of the noise's k (index plus seed)
+// do not wrap, as its kernels require; each run's whole blocks go to
+// the kernel, the rest to the Go kernel.
+func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, h hints) {
+	if impl == implGeneric {
 		quantizeGeneric(dt, src, dst, t, seed, base)
 		return
 	}
 	size := dt.Size()
-	var n int
-	if impl == implAVX512 {
-		n = len(dst) &^ 63
-		switch dt {
-		case dtype.BFloat16:
-			quantizeBF16AVX512(src[:n*size], dst[:n], t)
-		case dtype.Float16:
-			quantizeF16AVX512(src[:n*size], dst[:n], t)
-		default:
-			quantizeF32AVX512(src[:n*size], dst[:n], t)
-		}
-	} else {
-		n = len(dst) &^ 31
-		switch dt {
-		case dtype.BFloat16:
-			quantizeBF16AVX2(src[:n*size], dst[:n], t)
-		case dtype.Float16:
-			quantizeF16AVX2(src[:n*size], dst[:n], t)
-		default:
-			quantizeF32AVX2(src[:n*size], dst[:n], t)
-		}
+	if h.nt {
+		head := alignHead(dst, 1, vectorBytes())
+		quantizeGeneric(dt, src[:head*size], dst[:head], t, seed, base)
+		src, dst, base = src[head*size:], dst[head:], base+uint64(head)
 	}
-	quantizeGeneric(dt, src[n*size:], dst[n:], t, seed, base+uint64(n))
+	block := vectorBytes() // four registers of lanes: one of int8
+	kernel := quantizeKernels[impl][kernelIndex(dt)]
+	sr := quantizeSRKernels[impl][kernelIndex(dt)]
+	for len(dst) > 0 {
+		n := len(dst)
+		k0 := base + uint64(seed)
+		if seed > 0 {
+			n = int(min(uint64(n), 1<<32-uint64(uint32(k0))))
+		}
+		if m := n &^ (block - 1); m > 0 {
+			if seed > 0 {
+				sr(src[:m*size], dst[:m], t, k0, h.ahead, h.nt)
+			} else {
+				kernel(src[:m*size], dst[:m], t, h.ahead, h.nt)
+			}
+			quantizeGeneric(dt, src[m*size:n*size], dst[m:n], t, seed, base+uint64(m))
+		} else {
+			quantizeGeneric(dt, src[:n*size], dst[:n], t, seed, base)
+		}
+		src, dst, base = src[n*size:], dst[n:], base+uint64(n)
+	}
 }
 
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
+	dequantizeHinted(out, q, s, dst, false)
+}
+
+// dequantizeHinted is dequantize, storing non-temporally if nt (where
+// the output can be aligned). s must be finite, as the operations check;
+// only the Go kernel gives NaN products the same bits as a scalar
+// conversion.
+func dequantizeHinted(out dtype.DType, q []byte, s float32, dst []byte, nt bool) {
+	if impl == implGeneric {
+		dequantizeGeneric(out, q, s, dst)
+		return
+	}
 	size := out.Size()
-	var n int
-	switch impl {
-	case implAVX512:
-		n = len(q) &^ 31
-		switch out {
-		case dtype.BFloat16:
-			dequantizeBF16AVX512(q[:n], s, dst[:n*size])
-		case dtype.Float16:
-			dequantizeF16AVX512(q[:n], s, dst[:n*size])
-		default:
-			dequantizeF32AVX512(q[:n], s, dst[:n*size])
+	if nt {
+		if head := alignHead(dst[:len(q)*size], size, vectorBytes()); head < 0 {
+			nt = false
+		} else {
+			dequantizeGeneric(out, q[:head], s, dst[:head*size])
+			q, dst = q[head:], dst[head*size:]
 		}
-	case implAVX2:
-		n = len(q) &^ 15
-		switch out {
-		case dtype.BFloat16:
-			dequantizeBF16AVX2(q[:n], s, dst[:n*size])
-		case dtype.Float16:
-			dequantizeF16AVX2(q[:n], s, dst[:n*size])
-		default:
-			dequantizeF32AVX2(q[:n], s, dst[:n*size])
-		}
+	}
+	n := len(q) &^ (2*vectorBytes()/4 - 1)
+	if n > 0 {
+		dequantizeKernels[impl][kernelIndex(out)](q[:n], s, dst[:n*size], nt)
 	}
 	dequantizeGeneric(out, q[n:], s, dst[n*size:])
 }

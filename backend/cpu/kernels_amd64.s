@@ -4,16 +4,6 @@
 
 #include "textflag.h"
 
-DATA packOrder<>+0(SB)/4, $0x00000000
-DATA packOrder<>+4(SB)/4, $0x00000004
-DATA packOrder<>+8(SB)/4, $0x00000001
-DATA packOrder<>+12(SB)/4, $0x00000005
-DATA packOrder<>+16(SB)/4, $0x00000002
-DATA packOrder<>+20(SB)/4, $0x00000006
-DATA packOrder<>+24(SB)/4, $0x00000003
-DATA packOrder<>+28(SB)/4, $0x00000007
-GLOBL packOrder<>(SB), RODATA|NOPTR, $32
-
 // func absMaxBits16AVX2(src []byte) uint32
 // Requires: AVX, AVX2
 TEXT ·absMaxBits16AVX2(SB), NOSPLIT, $0-28
@@ -86,269 +76,1049 @@ absMaxBits32AVX2_done:
 	MOVL         AX, ret+24(FP)
 	RET
 
-// func quantizeBF16AVX2(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX2, SSE
-TEXT ·quantizeBF16AVX2(SB), NOSPLIT, $0-52
+DATA qdqConstAVX2<>+0(SB)/4, $0x00000000
+DATA qdqConstAVX2<>+4(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+8(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+12(SB)/4, $0x00000005
+DATA qdqConstAVX2<>+16(SB)/4, $0x00000002
+DATA qdqConstAVX2<>+20(SB)/4, $0x00000006
+DATA qdqConstAVX2<>+24(SB)/4, $0x00000003
+DATA qdqConstAVX2<>+28(SB)/4, $0x00000007
+DATA qdqConstAVX2<>+32(SB)/4, $0x00000000
+DATA qdqConstAVX2<>+36(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+40(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+44(SB)/4, $0x00000005
+DATA qdqConstAVX2<>+48(SB)/4, $0x00000002
+DATA qdqConstAVX2<>+52(SB)/4, $0x00000003
+DATA qdqConstAVX2<>+56(SB)/4, $0x00000006
+DATA qdqConstAVX2<>+60(SB)/4, $0x00000007
+DATA qdqConstAVX2<>+64(SB)/4, $0x00000000
+DATA qdqConstAVX2<>+68(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+72(SB)/4, $0x00000002
+DATA qdqConstAVX2<>+76(SB)/4, $0x00000003
+DATA qdqConstAVX2<>+80(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+84(SB)/4, $0x00000005
+DATA qdqConstAVX2<>+88(SB)/4, $0x00000006
+DATA qdqConstAVX2<>+92(SB)/4, $0x00000007
+DATA qdqConstAVX2<>+96(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+100(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+104(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+108(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+112(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+116(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+120(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+124(SB)/4, $0x2c9277b5
+DATA qdqConstAVX2<>+128(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+132(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+136(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+140(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+144(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+148(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+152(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+156(SB)/4, $0xac564b05
+DATA qdqConstAVX2<>+160(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+164(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+168(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+172(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+176(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+180(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+184(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+188(SB)/4, $0x108ef2d9
+DATA qdqConstAVX2<>+192(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+196(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+200(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+204(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+208(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+212(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+216(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+220(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+224(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+228(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+232(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+236(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+240(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+244(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+248(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+252(SB)/4, $0x33800000
+DATA qdqConstAVX2<>+256(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+260(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+264(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+268(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+272(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+276(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+280(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+284(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+288(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+292(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+296(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+300(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+304(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+308(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+312(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+316(SB)/4, $0x00007fff
+DATA qdqConstAVX2<>+320(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+324(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+328(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+332(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+336(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+340(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+344(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+348(SB)/4, $0xffff0000
+DATA qdqConstAVX2<>+352(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+356(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+360(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+364(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+368(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+372(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+376(SB)/4, $0x42fe0000
+DATA qdqConstAVX2<>+380(SB)/4, $0x42fe0000
+GLOBL qdqConstAVX2<>(SB), RODATA|NOPTR, $384
+
+// func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeBF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+24(FP), CX
 	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Y0
-	MOVL         $0x42fe0000, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0xc3000000, BX
-	VMOVD        BX, X2
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x42fe0000, DI
+	VMOVD        DI, X2
 	VPBROADCASTD X2, Y2
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X3
+	MOVL         $0x00000001, DI
+	VMOVD        DI, X3
 	VPBROADCASTD X3, Y3
-	MOVL         $0x00007fff, BX
-	VMOVD        BX, X4
+	MOVL         $0x00007fff, DI
+	VMOVD        DI, X4
 	VPBROADCASTD X4, Y4
-	MOVL         $0xffff0000, BX
-	VMOVD        BX, X5
+	MOVL         $0xffff0000, DI
+	VMOVD        DI, X5
 	VPBROADCASTD X5, Y5
-	VMOVDQU      packOrder<>+0(SB), Y6
+	TESTB        SI, SI
+	JNZ          quantizeBF16AVX2_nt
 
 quantizeBF16AVX2_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeBF16AVX2_done
-	VPMOVZXWD (AX), Y7
-	VPSLLD    $0x10, Y7, Y7
-	VDIVPS    Y0, Y7, Y7
-	VPSRLD    $0x10, Y7, Y8
-	VPAND     Y3, Y8, Y8
-	VPADDD    Y4, Y7, Y7
-	VPADDD    Y8, Y7, Y7
-	VPAND     Y5, Y7, Y7
-	VMINPS    Y1, Y7, Y7
-	VMAXPS    Y2, Y7, Y7
-	VCVTPS2DQ Y7, Y7
-	VPMOVZXWD 16(AX), Y8
-	VPSLLD    $0x10, Y8, Y8
-	VDIVPS    Y0, Y8, Y8
-	VPSRLD    $0x10, Y8, Y9
-	VPAND     Y3, Y9, Y9
-	VPADDD    Y4, Y8, Y8
-	VPADDD    Y9, Y8, Y8
-	VPAND     Y5, Y8, Y8
-	VMINPS    Y1, Y8, Y8
-	VMAXPS    Y2, Y8, Y8
-	VCVTPS2DQ Y8, Y8
-	VPMOVZXWD 32(AX), Y9
-	VPSLLD    $0x10, Y9, Y9
-	VDIVPS    Y0, Y9, Y9
-	VPSRLD    $0x10, Y9, Y10
-	VPAND     Y3, Y10, Y10
-	VPADDD    Y4, Y9, Y9
-	VPADDD    Y10, Y9, Y9
-	VPAND     Y5, Y9, Y9
-	VMINPS    Y1, Y9, Y9
-	VMAXPS    Y2, Y9, Y9
-	VCVTPS2DQ Y9, Y9
-	VPMOVZXWD 48(AX), Y10
-	VPSLLD    $0x10, Y10, Y10
-	VDIVPS    Y0, Y10, Y10
-	VPSRLD    $0x10, Y10, Y11
-	VPAND     Y3, Y11, Y11
-	VPADDD    Y4, Y10, Y10
-	VPADDD    Y11, Y10, Y10
-	VPAND     Y5, Y10, Y10
-	VMINPS    Y1, Y10, Y10
-	VMAXPS    Y2, Y10, Y10
-	VCVTPS2DQ Y10, Y10
-	VPACKSSDW Y8, Y7, Y7
-	VPACKSSDW Y10, Y9, Y9
-	VPACKSSWB Y9, Y7, Y7
-	VPERMD    Y7, Y6, Y7
-	VMOVDQU   Y7, (CX)
-	ADDQ      $0x00000040, AX
-	ADDQ      $0x00000020, CX
-	SUBQ      $0x00000020, DX
-	JMP       quantizeBF16AVX2_loop
+	CMPQ       DX, $0x00
+	JE         quantizeBF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y3, Y7, Y7
+	VPADDD     Y4, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y5, Y6, Y6
+	VMINPS     Y2, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  16(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y3, Y8, Y8
+	VPADDD     Y4, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y5, Y7, Y7
+	VMINPS     Y2, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPMOVZXWD  32(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y3, Y8, Y8
+	VPADDD     Y4, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y5, Y7, Y7
+	VMINPS     Y2, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPMOVZXWD  48(AX), Y8
+	VPSLLD     $0x10, Y8, Y8
+	VDIVPS     Y0, Y8, Y8
+	VPSRLD     $0x10, Y8, Y9
+	VPAND      Y3, Y9, Y9
+	VPADDD     Y4, Y8, Y8
+	VPADDD     Y9, Y8, Y8
+	VPAND      Y5, Y8, Y8
+	VMINPS     Y2, Y8, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VPACKSSWB  Y7, Y6, Y6
+	VPERMD     Y6, Y1, Y6
+	VMOVDQU    Y6, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBF16AVX2_loop
+
+quantizeBF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y3, Y7, Y7
+	VPADDD     Y4, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y5, Y6, Y6
+	VMINPS     Y2, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  16(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y3, Y8, Y8
+	VPADDD     Y4, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y5, Y7, Y7
+	VMINPS     Y2, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPMOVZXWD  32(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y3, Y8, Y8
+	VPADDD     Y4, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y5, Y7, Y7
+	VMINPS     Y2, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPMOVZXWD  48(AX), Y8
+	VPSLLD     $0x10, Y8, Y8
+	VDIVPS     Y0, Y8, Y8
+	VPSRLD     $0x10, Y8, Y9
+	VPAND      Y3, Y9, Y9
+	VPADDD     Y4, Y8, Y8
+	VPADDD     Y9, Y8, Y8
+	VPAND      Y5, Y8, Y8
+	VMINPS     Y2, Y8, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VPACKSSWB  Y7, Y6, Y6
+	VPERMD     Y6, Y1, Y6
+	VMOVNTDQ   Y6, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBF16AVX2_nt
+
+quantizeBF16AVX2_ntdone:
+	SFENCE
 
 quantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF16AVX2(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX2, F16C, SSE
-TEXT ·quantizeF16AVX2(SB), NOSPLIT, $0-52
+// func quantizeSRBF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeSRBF16AVX2(SB), NOSPLIT, $0-73
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+24(FP), CX
 	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Y0
-	MOVL         $0x42fe0000, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0xc3000000, BX
-	VMOVD        BX, X2
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVQ         k0+56(FP), DI
+	VMOVD        DI, X2
 	VPBROADCASTD X2, Y2
-	VMOVDQU      packOrder<>+0(SB), Y3
+	VPADDD       qdqConstAVX2<>+64(SB), Y2, Y2
+	SHRQ         $0x20, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00000008, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	TESTB        SI, SI
+	JNZ          quantizeSRBF16AVX2_nt
 
-quantizeF16AVX2_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeF16AVX2_done
-	VCVTPH2PS (AX), Y4
-	VDIVPS    Y0, Y4, Y4
-	VCVTPS2PH $0x00, Y4, X4
-	VCVTPH2PS X4, Y4
-	VMINPS    Y1, Y4, Y4
-	VMAXPS    Y2, Y4, Y4
-	VCVTPS2DQ Y4, Y4
-	VCVTPH2PS 16(AX), Y5
-	VDIVPS    Y0, Y5, Y5
-	VCVTPS2PH $0x00, Y5, X5
-	VCVTPH2PS X5, Y5
-	VMINPS    Y1, Y5, Y5
-	VMAXPS    Y2, Y5, Y5
-	VCVTPS2DQ Y5, Y5
-	VCVTPH2PS 32(AX), Y6
-	VDIVPS    Y0, Y6, Y6
-	VCVTPS2PH $0x00, Y6, X6
-	VCVTPH2PS X6, Y6
-	VMINPS    Y1, Y6, Y6
-	VMAXPS    Y2, Y6, Y6
-	VCVTPS2DQ Y6, Y6
-	VCVTPH2PS 48(AX), Y7
-	VDIVPS    Y0, Y7, Y7
-	VCVTPS2PH $0x00, Y7, X7
-	VCVTPH2PS X7, Y7
-	VMINPS    Y1, Y7, Y7
-	VMAXPS    Y2, Y7, Y7
-	VCVTPS2DQ Y7, Y7
-	VPACKSSDW Y5, Y4, Y4
-	VPACKSSDW Y7, Y6, Y6
-	VPACKSSWB Y6, Y4, Y4
-	VPERMD    Y4, Y3, Y4
-	VMOVDQU   Y4, (CX)
-	ADDQ      $0x00000040, AX
-	ADDQ      $0x00000020, CX
-	SUBQ      $0x00000020, DX
-	JMP       quantizeF16AVX2_loop
+quantizeSRBF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeSRBF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VDIVPS     Y0, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VADDPS     Y6, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPMOVZXWD  16(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VPMOVZXWD  32(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  48(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y8, Y9
+	VPAND      qdqConstAVX2<>+256(SB), Y9, Y9
+	VPADDD     qdqConstAVX2<>+288(SB), Y8, Y8
+	VPADDD     Y9, Y8, Y8
+	VPAND      qdqConstAVX2<>+320(SB), Y8, Y8
+	VADDPS     Y8, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVDQU    Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRBF16AVX2_loop
 
-quantizeF16AVX2_done:
+quantizeSRBF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeSRBF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VDIVPS     Y0, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VADDPS     Y6, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPMOVZXWD  16(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VPMOVZXWD  32(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  48(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VPSRLD     $0x10, Y8, Y9
+	VPAND      qdqConstAVX2<>+256(SB), Y9, Y9
+	VPADDD     qdqConstAVX2<>+288(SB), Y8, Y8
+	VPADDD     Y9, Y8, Y8
+	VPAND      qdqConstAVX2<>+320(SB), Y8, Y8
+	VADDPS     Y8, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVNTDQ   Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRBF16AVX2_nt
+
+quantizeSRBF16AVX2_ntdone:
+	SFENCE
+
+quantizeSRBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF32AVX2(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX2, SSE
-TEXT ·quantizeF32AVX2(SB), NOSPLIT, $0-52
-	MOVQ         src_base+0(FP), AX
-	MOVQ         dst_base+24(FP), CX
-	MOVQ         dst_len+32(FP), DX
-	MOVSS        t+48(FP), X0
-	VBROADCASTSS X0, Y0
-	MOVL         $0x42fe0000, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0xc3000000, BX
-	VMOVD        BX, X2
-	VPBROADCASTD X2, Y2
-	VMOVDQU      packOrder<>+0(SB), Y3
-
-quantizeF32AVX2_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeF32AVX2_done
-	VMOVUPS   (AX), Y4
-	VDIVPS    Y0, Y4, Y4
-	VMINPS    Y1, Y4, Y4
-	VMAXPS    Y2, Y4, Y4
-	VCVTPS2DQ Y4, Y4
-	VMOVUPS   32(AX), Y5
-	VDIVPS    Y0, Y5, Y5
-	VMINPS    Y1, Y5, Y5
-	VMAXPS    Y2, Y5, Y5
-	VCVTPS2DQ Y5, Y5
-	VMOVUPS   64(AX), Y6
-	VDIVPS    Y0, Y6, Y6
-	VMINPS    Y1, Y6, Y6
-	VMAXPS    Y2, Y6, Y6
-	VCVTPS2DQ Y6, Y6
-	VMOVUPS   96(AX), Y7
-	VDIVPS    Y0, Y7, Y7
-	VMINPS    Y1, Y7, Y7
-	VMAXPS    Y2, Y7, Y7
-	VCVTPS2DQ Y7, Y7
-	VPACKSSDW Y5, Y4, Y4
-	VPACKSSDW Y7, Y6, Y6
-	VPACKSSWB Y6, Y4, Y4
-	VPERMD    Y4, Y3, Y4
-	VMOVDQU   Y4, (CX)
-	ADDQ      $0x00000080, AX
-	ADDQ      $0x00000020, CX
-	SUBQ      $0x00000020, DX
-	JMP       quantizeF32AVX2_loop
-
-quantizeF32AVX2_done:
-	VZEROUPPER
-	RET
-
-// func dequantizeBF16AVX2(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX2, SSE
-TEXT ·dequantizeBF16AVX2(SB), NOSPLIT, $0-56
+// func dequantizeBF16AVX2(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·dequantizeBF16AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Y0
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X1
+	MOVL         $0x00000001, SI
+	VMOVD        SI, X1
 	VPBROADCASTD X1, Y1
-	MOVL         $0x00007fff, BX
-	VMOVD        BX, X2
+	MOVL         $0x00007fff, SI
+	VMOVD        SI, X2
 	VPBROADCASTD X2, Y2
-	MOVL         $0x00000040, BX
-	VMOVD        BX, X3
-	VPBROADCASTD X3, Y3
+	TESTB        BL, BL
+	JNZ          dequantizeBF16AVX2_nt
 
 dequantizeBF16AVX2_loop:
 	CMPQ      CX, $0x00
 	JE        dequantizeBF16AVX2_done
-	VPMOVSXBD (AX), Y4
+	VPMOVSXBD (AX), Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VPSRLD    $0x10, Y3, Y4
+	VPAND     Y1, Y4, Y4
+	VPADDD    Y2, Y3, Y3
+	VPADDD    Y4, Y3, Y3
+	VPSRLD    $0x10, Y3, Y3
+	VPMOVSXBD 8(AX), Y4
 	VCVTDQ2PS Y4, Y4
 	VMULPS    Y0, Y4, Y4
 	VPSRLD    $0x10, Y4, Y5
-	VPAND     Y1, Y5, Y6
-	VCMPPS    $0x03, Y4, Y4, Y7
+	VPAND     Y1, Y5, Y5
 	VPADDD    Y2, Y4, Y4
-	VPADDD    Y6, Y4, Y4
+	VPADDD    Y5, Y4, Y4
 	VPSRLD    $0x10, Y4, Y4
-	VPOR      Y3, Y5, Y5
-	VBLENDVPS Y7, Y5, Y4, Y4
-	VPMOVSXBD 8(AX), Y5
-	VCVTDQ2PS Y5, Y5
-	VMULPS    Y0, Y5, Y5
-	VPSRLD    $0x10, Y5, Y6
-	VPAND     Y1, Y6, Y7
-	VCMPPS    $0x03, Y5, Y5, Y8
-	VPADDD    Y2, Y5, Y5
-	VPADDD    Y7, Y5, Y5
-	VPSRLD    $0x10, Y5, Y5
-	VPOR      Y3, Y6, Y6
-	VBLENDVPS Y8, Y6, Y5, Y5
-	VPACKUSDW Y5, Y4, Y4
-	VPERMQ    $0xd8, Y4, Y4
-	VMOVDQU   Y4, (DX)
+	VPACKUSDW Y4, Y3, Y3
+	VPERMQ    $0xd8, Y3, Y3
+	VMOVDQU   Y3, (DX)
 	ADDQ      $0x00000010, AX
 	ADDQ      $0x00000020, DX
 	SUBQ      $0x00000010, CX
 	JMP       dequantizeBF16AVX2_loop
 
+dequantizeBF16AVX2_nt:
+	CMPQ      CX, $0x00
+	JE        dequantizeBF16AVX2_ntdone
+	VPMOVSXBD (AX), Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VPSRLD    $0x10, Y3, Y4
+	VPAND     Y1, Y4, Y4
+	VPADDD    Y2, Y3, Y3
+	VPADDD    Y4, Y3, Y3
+	VPSRLD    $0x10, Y3, Y3
+	VPMOVSXBD 8(AX), Y4
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VPSRLD    $0x10, Y4, Y5
+	VPAND     Y1, Y5, Y5
+	VPADDD    Y2, Y4, Y4
+	VPADDD    Y5, Y4, Y4
+	VPSRLD    $0x10, Y4, Y4
+	VPACKUSDW Y4, Y3, Y3
+	VPERMQ    $0xd8, Y3, Y3
+	VMOVNTDQ  Y3, (DX)
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000020, DX
+	SUBQ      $0x00000010, CX
+	JMP       dequantizeBF16AVX2_nt
+
+dequantizeBF16AVX2_ntdone:
+	SFENCE
+
 dequantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func dequantizeF16AVX2(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX2, F16C, SSE
-TEXT ·dequantizeF16AVX2(SB), NOSPLIT, $0-56
+// func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·quantizeF16AVX2(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x42fe0000, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	TESTB        SI, SI
+	JNZ          quantizeF16AVX2_nt
+
+quantizeF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VMINPS     Y2, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VCVTPH2PS  16(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VCVTPH2PS  32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VCVTPH2PS  48(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VMINPS     Y2, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVDQU    Y3, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeF16AVX2_loop
+
+quantizeF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VMINPS     Y2, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VCVTPH2PS  16(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VCVTPH2PS  32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VCVTPH2PS  48(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VMINPS     Y2, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVNTDQ   Y3, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeF16AVX2_nt
+
+quantizeF16AVX2_ntdone:
+	SFENCE
+
+quantizeF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func quantizeSRF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·quantizeSRF16AVX2(SB), NOSPLIT, $0-73
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVQ         k0+56(FP), DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPADDD       qdqConstAVX2<>+64(SB), Y2, Y2
+	SHRQ         $0x20, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00000008, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	TESTB        SI, SI
+	JNZ          quantizeSRF16AVX2_nt
+
+quantizeSRF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeSRF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VADDPS     Y6, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VCVTPH2PS  16(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VCVTPH2PS  32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VCVTPH2PS  48(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y8, X8
+	VCVTPH2PS  X8, Y8
+	VADDPS     Y8, Y7, Y7
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVDQU    Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRF16AVX2_loop
+
+quantizeSRF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeSRF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VADDPS     Y6, Y5, Y5
+	VCVTPS2PH  $0x00, Y5, X5
+	VCVTPH2PS  X5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VCVTPH2PS  16(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VCVTPH2PS  32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTPS2PH  $0x00, Y6, X6
+	VCVTPH2PS  X6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VCVTPH2PS  48(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VCVTPS2PH  $0x00, Y8, X8
+	VCVTPH2PS  X8, Y8
+	VADDPS     Y8, Y7, Y7
+	VCVTPS2PH  $0x00, Y7, X7
+	VCVTPH2PS  X7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVNTDQ   Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRF16AVX2_nt
+
+quantizeSRF16AVX2_ntdone:
+	SFENCE
+
+quantizeSRF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF16AVX2(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dequantizeF16AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Y0
+	TESTB        BL, BL
+	JNZ          dequantizeF16AVX2_nt
 
 dequantizeF16AVX2_loop:
 	CMPQ      CX, $0x00
@@ -366,18 +1136,349 @@ dequantizeF16AVX2_loop:
 	SUBQ      $0x00000010, CX
 	JMP       dequantizeF16AVX2_loop
 
+dequantizeF16AVX2_nt:
+	CMPQ        CX, $0x00
+	JE          dequantizeF16AVX2_ntdone
+	VPMOVSXBD   (AX), Y1
+	VCVTDQ2PS   Y1, Y1
+	VMULPS      Y0, Y1, Y1
+	VCVTPS2PH   $0x00, Y1, X1
+	VPMOVSXBD   8(AX), Y2
+	VCVTDQ2PS   Y2, Y2
+	VMULPS      Y0, Y2, Y2
+	VCVTPS2PH   $0x00, Y2, X2
+	VINSERTI128 $0x01, X2, Y1, Y1
+	VMOVNTDQ    Y1, (DX)
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, DX
+	SUBQ        $0x00000010, CX
+	JMP         dequantizeF16AVX2_nt
+
+dequantizeF16AVX2_ntdone:
+	SFENCE
+
 dequantizeF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func dequantizeF32AVX2(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX2, SSE
-TEXT ·dequantizeF32AVX2(SB), NOSPLIT, $0-56
+// func quantizeF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeF32AVX2(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x42fe0000, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	TESTB        SI, SI
+	JNZ          quantizeF32AVX2_nt
+
+quantizeF32AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeF32AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VMINPS     Y2, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VMOVUPS    32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VMOVUPS    64(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VMOVUPS    96(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VMINPS     Y2, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVDQU    Y3, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeF32AVX2_loop
+
+quantizeF32AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeF32AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VMINPS     Y2, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VMOVUPS    32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VMOVUPS    64(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMINPS     Y2, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VMOVUPS    96(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VMINPS     Y2, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVNTDQ   Y3, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeF32AVX2_nt
+
+quantizeF32AVX2_ntdone:
+	SFENCE
+
+quantizeF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func quantizeSRF32AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeSRF32AVX2(SB), NOSPLIT, $0-73
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVQ         k0+56(FP), DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPADDD       qdqConstAVX2<>+64(SB), Y2, Y2
+	SHRQ         $0x20, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00000008, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	TESTB        SI, SI
+	JNZ          quantizeSRF32AVX2_nt
+
+quantizeSRF32AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeSRF32AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y6, Y5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VMOVUPS    32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VMOVUPS    64(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VMOVUPS    96(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y8, Y7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVDQU    Y5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRF32AVX2_loop
+
+quantizeSRF32AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeSRF32AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VPXOR      Y3, Y2, Y6
+	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD     $0x1c, Y6, Y7
+	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD    Y7, Y6, Y7
+	VPXOR      Y6, Y7, Y7
+	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD     $0x16, Y7, Y6
+	VPXOR      Y7, Y6, Y6
+	VPSRLD     $0x08, Y6, Y6
+	VCVTDQ2PS  Y6, Y6
+	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y6, Y5, Y5
+	VROUNDPS   $0x09, Y5, Y5
+	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VMOVUPS    32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VMOVUPS    64(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VPXOR      Y3, Y2, Y7
+	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD     $0x1c, Y7, Y8
+	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD    Y8, Y7, Y8
+	VPXOR      Y7, Y8, Y8
+	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD     $0x16, Y8, Y7
+	VPXOR      Y8, Y7, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VCVTDQ2PS  Y7, Y7
+	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VROUNDPS   $0x09, Y6, Y6
+	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VMOVUPS    96(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VPXOR      Y3, Y2, Y8
+	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD     $0x1c, Y8, Y9
+	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD    Y9, Y8, Y9
+	VPXOR      Y8, Y9, Y9
+	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD     $0x16, Y9, Y8
+	VPXOR      Y9, Y8, Y8
+	VPSRLD     $0x08, Y8, Y8
+	VCVTDQ2PS  Y8, Y8
+	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD     Y4, Y2, Y2
+	VADDPS     Y8, Y7, Y7
+	VROUNDPS   $0x09, Y7, Y7
+	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVNTDQ   Y5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeSRF32AVX2_nt
+
+quantizeSRF32AVX2_ntdone:
+	SFENCE
+
+quantizeSRF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF32AVX2(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·dequantizeF32AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Y0
+	TESTB        BL, BL
+	JNZ          dequantizeF32AVX2_nt
 
 dequantizeF32AVX2_loop:
 	CMPQ      CX, $0x00
@@ -394,6 +1495,25 @@ dequantizeF32AVX2_loop:
 	ADDQ      $0x00000040, DX
 	SUBQ      $0x00000010, CX
 	JMP       dequantizeF32AVX2_loop
+
+dequantizeF32AVX2_nt:
+	CMPQ      CX, $0x00
+	JE        dequantizeF32AVX2_ntdone
+	VPMOVSXBD (AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVNTPS  Y1, (DX)
+	VPMOVSXBD 8(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVNTPS  Y1, 32(DX)
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000010, CX
+	JMP       dequantizeF32AVX2_nt
+
+dequantizeF32AVX2_ntdone:
+	SFENCE
 
 dequantizeF32AVX2_done:
 	VZEROUPPER
@@ -1089,205 +2209,701 @@ absMaxBits32AVX512_done:
 	MOVL          AX, ret+24(FP)
 	RET
 
-// func quantizeBF16AVX512(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·quantizeBF16AVX512(SB), NOSPLIT, $0-52
+DATA qdqConstAVX512<>+0(SB)/4, $0x00000000
+DATA qdqConstAVX512<>+4(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+8(SB)/4, $0x00000008
+DATA qdqConstAVX512<>+12(SB)/4, $0x0000000c
+DATA qdqConstAVX512<>+16(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+20(SB)/4, $0x00000005
+DATA qdqConstAVX512<>+24(SB)/4, $0x00000009
+DATA qdqConstAVX512<>+28(SB)/4, $0x0000000d
+DATA qdqConstAVX512<>+32(SB)/4, $0x00000002
+DATA qdqConstAVX512<>+36(SB)/4, $0x00000006
+DATA qdqConstAVX512<>+40(SB)/4, $0x0000000a
+DATA qdqConstAVX512<>+44(SB)/4, $0x0000000e
+DATA qdqConstAVX512<>+48(SB)/4, $0x00000003
+DATA qdqConstAVX512<>+52(SB)/4, $0x00000007
+DATA qdqConstAVX512<>+56(SB)/4, $0x0000000b
+DATA qdqConstAVX512<>+60(SB)/4, $0x0000000f
+DATA qdqConstAVX512<>+64(SB)/4, $0x00000000
+DATA qdqConstAVX512<>+68(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+72(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+76(SB)/4, $0x00000005
+DATA qdqConstAVX512<>+80(SB)/4, $0x00000008
+DATA qdqConstAVX512<>+84(SB)/4, $0x00000009
+DATA qdqConstAVX512<>+88(SB)/4, $0x0000000c
+DATA qdqConstAVX512<>+92(SB)/4, $0x0000000d
+DATA qdqConstAVX512<>+96(SB)/4, $0x00000002
+DATA qdqConstAVX512<>+100(SB)/4, $0x00000003
+DATA qdqConstAVX512<>+104(SB)/4, $0x00000006
+DATA qdqConstAVX512<>+108(SB)/4, $0x00000007
+DATA qdqConstAVX512<>+112(SB)/4, $0x0000000a
+DATA qdqConstAVX512<>+116(SB)/4, $0x0000000b
+DATA qdqConstAVX512<>+120(SB)/4, $0x0000000e
+DATA qdqConstAVX512<>+124(SB)/4, $0x0000000f
+DATA qdqConstAVX512<>+128(SB)/4, $0x00000000
+DATA qdqConstAVX512<>+132(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+136(SB)/4, $0x00000002
+DATA qdqConstAVX512<>+140(SB)/4, $0x00000003
+DATA qdqConstAVX512<>+144(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+148(SB)/4, $0x00000005
+DATA qdqConstAVX512<>+152(SB)/4, $0x00000006
+DATA qdqConstAVX512<>+156(SB)/4, $0x00000007
+DATA qdqConstAVX512<>+160(SB)/4, $0x00000008
+DATA qdqConstAVX512<>+164(SB)/4, $0x00000009
+DATA qdqConstAVX512<>+168(SB)/4, $0x0000000a
+DATA qdqConstAVX512<>+172(SB)/4, $0x0000000b
+DATA qdqConstAVX512<>+176(SB)/4, $0x0000000c
+DATA qdqConstAVX512<>+180(SB)/4, $0x0000000d
+DATA qdqConstAVX512<>+184(SB)/4, $0x0000000e
+DATA qdqConstAVX512<>+188(SB)/4, $0x0000000f
+DATA qdqConstAVX512<>+192(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+196(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+200(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+204(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+208(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+212(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+216(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+220(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+224(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+228(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+232(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+236(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+240(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+244(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+248(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+252(SB)/4, $0x2c9277b5
+DATA qdqConstAVX512<>+256(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+260(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+264(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+268(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+272(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+276(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+280(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+284(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+288(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+292(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+296(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+300(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+304(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+308(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+312(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+316(SB)/4, $0xac564b05
+DATA qdqConstAVX512<>+320(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+324(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+328(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+332(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+336(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+340(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+344(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+348(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+352(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+356(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+360(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+364(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+368(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+372(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+376(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+380(SB)/4, $0x108ef2d9
+DATA qdqConstAVX512<>+384(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+388(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+392(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+396(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+400(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+404(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+408(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+412(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+416(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+420(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+424(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+428(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+432(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+436(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+440(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+444(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+448(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+452(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+456(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+460(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+464(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+468(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+472(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+476(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+480(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+484(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+488(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+492(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+496(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+500(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+504(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+508(SB)/4, $0x33800000
+DATA qdqConstAVX512<>+512(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+516(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+520(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+524(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+528(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+532(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+536(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+540(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+544(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+548(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+552(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+556(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+560(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+564(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+568(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+572(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+576(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+580(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+584(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+588(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+592(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+596(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+600(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+604(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+608(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+612(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+616(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+620(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+624(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+628(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+632(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+636(SB)/4, $0x00007fff
+DATA qdqConstAVX512<>+640(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+644(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+648(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+652(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+656(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+660(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+664(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+668(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+672(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+676(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+680(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+684(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+688(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+692(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+696(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+700(SB)/4, $0xffff0000
+DATA qdqConstAVX512<>+704(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+708(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+712(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+716(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+720(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+724(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+728(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+732(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+736(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+740(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+744(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+748(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+752(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+756(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+760(SB)/4, $0x42fe0000
+DATA qdqConstAVX512<>+764(SB)/4, $0x42fe0000
+GLOBL qdqConstAVX512<>(SB), RODATA|NOPTR, $768
+
+// func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeBF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+24(FP), CX
 	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Z0
-	MOVL         $0x42fe0000, BX
-	VPBROADCASTD BX, Z1
-	MOVL         $0xc3000000, BX
-	VPBROADCASTD BX, Z2
-	MOVL         $0x00000001, BX
-	VPBROADCASTD BX, Z3
-	MOVL         $0x00007fff, BX
-	VPBROADCASTD BX, Z4
-	MOVL         $0xffff0000, BX
-	VPBROADCASTD BX, Z5
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVL         $0x42fe0000, DI
+	VPBROADCASTD DI, Z2
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0x00007fff, DI
+	VPBROADCASTD DI, Z4
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z5
+	TESTB        SI, SI
+	JNZ          quantizeBF16AVX512_nt
 
 quantizeBF16AVX512_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeBF16AVX512_done
-	VPMOVZXWD (AX), Z6
-	VPSLLD    $0x10, Z6, Z6
-	VDIVPS    Z0, Z6, Z6
-	VPSRLD    $0x10, Z6, Z7
-	VPANDD    Z3, Z7, Z7
-	VPADDD    Z4, Z6, Z6
-	VPADDD    Z7, Z6, Z6
-	VPANDD    Z5, Z6, Z6
-	VMINPS    Z1, Z6, Z6
-	VMAXPS    Z2, Z6, Z6
-	VCVTPS2DQ Z6, Z6
-	VPMOVSDB  Z6, (CX)
-	VPMOVZXWD 32(AX), Z6
-	VPSLLD    $0x10, Z6, Z6
-	VDIVPS    Z0, Z6, Z6
-	VPSRLD    $0x10, Z6, Z7
-	VPANDD    Z3, Z7, Z7
-	VPADDD    Z4, Z6, Z6
-	VPADDD    Z7, Z6, Z6
-	VPANDD    Z5, Z6, Z6
-	VMINPS    Z1, Z6, Z6
-	VMAXPS    Z2, Z6, Z6
-	VCVTPS2DQ Z6, Z6
-	VPMOVSDB  Z6, 16(CX)
-	VPMOVZXWD 64(AX), Z6
-	VPSLLD    $0x10, Z6, Z6
-	VDIVPS    Z0, Z6, Z6
-	VPSRLD    $0x10, Z6, Z7
-	VPANDD    Z3, Z7, Z7
-	VPADDD    Z4, Z6, Z6
-	VPADDD    Z7, Z6, Z6
-	VPANDD    Z5, Z6, Z6
-	VMINPS    Z1, Z6, Z6
-	VMAXPS    Z2, Z6, Z6
-	VCVTPS2DQ Z6, Z6
-	VPMOVSDB  Z6, 32(CX)
-	VPMOVZXWD 96(AX), Z6
-	VPSLLD    $0x10, Z6, Z6
-	VDIVPS    Z0, Z6, Z6
-	VPSRLD    $0x10, Z6, Z7
-	VPANDD    Z3, Z7, Z7
-	VPADDD    Z4, Z6, Z6
-	VPADDD    Z7, Z6, Z6
-	VPANDD    Z5, Z6, Z6
-	VMINPS    Z1, Z6, Z6
-	VMAXPS    Z2, Z6, Z6
-	VCVTPS2DQ Z6, Z6
-	VPMOVSDB  Z6, 48(CX)
-	ADDQ      $0x00000080, AX
-	ADDQ      $0x00000040, CX
-	SUBQ      $0x00000040, DX
-	JMP       quantizeBF16AVX512_loop
+	CMPQ       DX, $0x00
+	JE         quantizeBF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VPMOVZXWD  (AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z3, Z7, Z7
+	VPADDD     Z4, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z5, Z6, Z6
+	VMINPS     Z2, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPMOVZXWD  32(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z3, Z8, Z8
+	VPADDD     Z4, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z5, Z7, Z7
+	VMINPS     Z2, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPACKSSDW  Z7, Z6, Z6
+	VPMOVZXWD  64(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z3, Z8, Z8
+	VPADDD     Z4, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z5, Z7, Z7
+	VMINPS     Z2, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPMOVZXWD  96(AX), Z8
+	VPSLLD     $0x10, Z8, Z8
+	VDIVPS     Z0, Z8, Z8
+	VPSRLD     $0x10, Z8, Z9
+	VPANDD     Z3, Z9, Z9
+	VPADDD     Z4, Z8, Z8
+	VPADDD     Z9, Z8, Z8
+	VPANDD     Z5, Z8, Z8
+	VMINPS     Z2, Z8, Z8
+	VCVTPS2DQ  Z8, Z8
+	VPACKSSDW  Z8, Z7, Z7
+	VPACKSSWB  Z7, Z6, Z6
+	VPERMD     Z6, Z1, Z6
+	VMOVDQU32  Z6, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBF16AVX512_loop
+
+quantizeBF16AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VPMOVZXWD  (AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z3, Z7, Z7
+	VPADDD     Z4, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z5, Z6, Z6
+	VMINPS     Z2, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPMOVZXWD  32(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z3, Z8, Z8
+	VPADDD     Z4, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z5, Z7, Z7
+	VMINPS     Z2, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPACKSSDW  Z7, Z6, Z6
+	VPMOVZXWD  64(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z3, Z8, Z8
+	VPADDD     Z4, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z5, Z7, Z7
+	VMINPS     Z2, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPMOVZXWD  96(AX), Z8
+	VPSLLD     $0x10, Z8, Z8
+	VDIVPS     Z0, Z8, Z8
+	VPSRLD     $0x10, Z8, Z9
+	VPANDD     Z3, Z9, Z9
+	VPADDD     Z4, Z8, Z8
+	VPADDD     Z9, Z8, Z8
+	VPANDD     Z5, Z8, Z8
+	VMINPS     Z2, Z8, Z8
+	VCVTPS2DQ  Z8, Z8
+	VPACKSSDW  Z8, Z7, Z7
+	VPACKSSWB  Z7, Z6, Z6
+	VPERMD     Z6, Z1, Z6
+	VMOVNTDQ   Z6, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBF16AVX512_nt
+
+quantizeBF16AVX512_ntdone:
+	SFENCE
 
 quantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF16AVX512(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·quantizeF16AVX512(SB), NOSPLIT, $0-52
+// func quantizeSRBF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeSRBF16AVX512(SB), NOSPLIT, $0-73
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+24(FP), CX
 	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Z0
-	MOVL         $0x42fe0000, BX
-	VPBROADCASTD BX, Z1
-	MOVL         $0xc3000000, BX
-	VPBROADCASTD BX, Z2
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVQ         k0+56(FP), DI
+	VPBROADCASTD DI, Z2
+	VPADDD       qdqConstAVX512<>+128(SB), Z2, Z2
+	SHRQ         $0x20, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z4
+	TESTB        SI, SI
+	JNZ          quantizeSRBF16AVX512_nt
 
-quantizeF16AVX512_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeF16AVX512_done
-	VCVTPH2PS (AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VCVTPS2PH $0x00, Z3, Y3
-	VCVTPH2PS Y3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, (CX)
-	VCVTPH2PS 32(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VCVTPS2PH $0x00, Z3, Y3
-	VCVTPH2PS Y3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 16(CX)
-	VCVTPH2PS 64(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VCVTPS2PH $0x00, Z3, Y3
-	VCVTPH2PS Y3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 32(CX)
-	VCVTPH2PS 96(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VCVTPS2PH $0x00, Z3, Y3
-	VCVTPH2PS Y3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 48(CX)
-	ADDQ      $0x00000080, AX
-	ADDQ      $0x00000040, CX
-	SUBQ      $0x00000040, DX
-	JMP       quantizeF16AVX512_loop
+quantizeSRBF16AVX512_loop:
+	CMPQ        DX, $0x00
+	JE          quantizeSRBF16AVX512_done
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	VPMOVZXWD   (AX), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VDIVPS      Z0, Z5, Z5
+	VPSRLD      $0x10, Z5, Z6
+	VPANDD      qdqConstAVX512<>+512(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+576(SB), Z5, Z5
+	VPADDD      Z6, Z5, Z5
+	VPANDD      qdqConstAVX512<>+640(SB), Z5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VADDPS      Z6, Z5, Z5
+	VPSRLD      $0x10, Z5, Z6
+	VPANDD      qdqConstAVX512<>+512(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+576(SB), Z5, Z5
+	VPADDD      Z6, Z5, Z5
+	VPANDD      qdqConstAVX512<>+640(SB), Z5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VPMOVZXWD   32(AX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VDIVPS      Z0, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VPMOVZXWD   64(AX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VDIVPS      Z0, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPMOVZXWD   96(AX), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VDIVPS      Z0, Z7, Z7
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z8, Z9
+	VPANDD      qdqConstAVX512<>+512(SB), Z9, Z9
+	VPADDD      qdqConstAVX512<>+576(SB), Z8, Z8
+	VPADDD      Z9, Z8, Z8
+	VPANDD      qdqConstAVX512<>+640(SB), Z8, Z8
+	VADDPS      Z8, Z7, Z7
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVDQU32   Z5, (CX)
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRBF16AVX512_loop
 
-quantizeF16AVX512_done:
+quantizeSRBF16AVX512_nt:
+	CMPQ        DX, $0x00
+	JE          quantizeSRBF16AVX512_ntdone
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	VPMOVZXWD   (AX), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VDIVPS      Z0, Z5, Z5
+	VPSRLD      $0x10, Z5, Z6
+	VPANDD      qdqConstAVX512<>+512(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+576(SB), Z5, Z5
+	VPADDD      Z6, Z5, Z5
+	VPANDD      qdqConstAVX512<>+640(SB), Z5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VADDPS      Z6, Z5, Z5
+	VPSRLD      $0x10, Z5, Z6
+	VPANDD      qdqConstAVX512<>+512(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+576(SB), Z5, Z5
+	VPADDD      Z6, Z5, Z5
+	VPANDD      qdqConstAVX512<>+640(SB), Z5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VPMOVZXWD   32(AX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VDIVPS      Z0, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VPMOVZXWD   64(AX), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VDIVPS      Z0, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      qdqConstAVX512<>+512(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+576(SB), Z6, Z6
+	VPADDD      Z7, Z6, Z6
+	VPANDD      qdqConstAVX512<>+640(SB), Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPMOVZXWD   96(AX), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VDIVPS      Z0, Z7, Z7
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VPSRLD      $0x10, Z8, Z9
+	VPANDD      qdqConstAVX512<>+512(SB), Z9, Z9
+	VPADDD      qdqConstAVX512<>+576(SB), Z8, Z8
+	VPADDD      Z9, Z8, Z8
+	VPANDD      qdqConstAVX512<>+640(SB), Z8, Z8
+	VADDPS      Z8, Z7, Z7
+	VPSRLD      $0x10, Z7, Z8
+	VPANDD      qdqConstAVX512<>+512(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+576(SB), Z7, Z7
+	VPADDD      Z8, Z7, Z7
+	VPANDD      qdqConstAVX512<>+640(SB), Z7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVNTDQ    Z5, (CX)
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRBF16AVX512_nt
+
+quantizeSRBF16AVX512_ntdone:
+	SFENCE
+
+quantizeSRBF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF32AVX512(src []byte, dst []byte, t float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·quantizeF32AVX512(SB), NOSPLIT, $0-52
-	MOVQ         src_base+0(FP), AX
-	MOVQ         dst_base+24(FP), CX
-	MOVQ         dst_len+32(FP), DX
-	MOVSS        t+48(FP), X0
-	VBROADCASTSS X0, Z0
-	MOVL         $0x42fe0000, BX
-	VPBROADCASTD BX, Z1
-	MOVL         $0xc3000000, BX
-	VPBROADCASTD BX, Z2
-
-quantizeF32AVX512_loop:
-	CMPQ      DX, $0x00
-	JE        quantizeF32AVX512_done
-	VMOVUPS   (AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, (CX)
-	VMOVUPS   64(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 16(CX)
-	VMOVUPS   128(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 32(CX)
-	VMOVUPS   192(AX), Z3
-	VDIVPS    Z0, Z3, Z3
-	VMINPS    Z1, Z3, Z3
-	VMAXPS    Z2, Z3, Z3
-	VCVTPS2DQ Z3, Z3
-	VPMOVSDB  Z3, 48(CX)
-	ADDQ      $0x00000100, AX
-	ADDQ      $0x00000040, CX
-	SUBQ      $0x00000040, DX
-	JMP       quantizeF32AVX512_loop
-
-quantizeF32AVX512_done:
-	VZEROUPPER
-	RET
-
-// func dequantizeBF16AVX512(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX512F, SSE
-TEXT ·dequantizeBF16AVX512(SB), NOSPLIT, $0-56
+// func dequantizeBF16AVX512(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·dequantizeBF16AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
-	MOVL         $0x00000001, BX
-	VPBROADCASTD BX, Z1
-	MOVL         $0x00007fff, BX
-	VPBROADCASTD BX, Z2
-	MOVL         $0x00000040, BX
-	VPBROADCASTD BX, Z3
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x00007fff, SI
+	VPBROADCASTD SI, Z2
+	VMOVDQU32    qdqConstAVX512<>+64(SB), Z3
+	TESTB        BL, BL
+	JNZ          dequantizeBF16AVX512_nt
 
 dequantizeBF16AVX512_loop:
 	CMPQ      CX, $0x00
@@ -1296,43 +2912,438 @@ dequantizeBF16AVX512_loop:
 	VCVTDQ2PS Z4, Z4
 	VMULPS    Z0, Z4, Z4
 	VPSRLD    $0x10, Z4, Z5
-	VPANDD    Z1, Z5, Z6
-	VCMPPS    $0x03, Z4, Z4, K1
+	VPANDD    Z1, Z5, Z5
 	VPADDD    Z2, Z4, Z4
-	VPADDD    Z6, Z4, Z4
+	VPADDD    Z5, Z4, Z4
 	VPSRLD    $0x10, Z4, Z4
-	VPORD     Z3, Z5, Z5
-	VMOVDQA32 Z5, K1, Z4
-	VPMOVDW   Z4, (DX)
-	VPMOVSXBD 16(AX), Z4
-	VCVTDQ2PS Z4, Z4
-	VMULPS    Z0, Z4, Z4
-	VPSRLD    $0x10, Z4, Z5
-	VPANDD    Z1, Z5, Z6
-	VCMPPS    $0x03, Z4, Z4, K1
-	VPADDD    Z2, Z4, Z4
-	VPADDD    Z6, Z4, Z4
-	VPSRLD    $0x10, Z4, Z4
-	VPORD     Z3, Z5, Z5
-	VMOVDQA32 Z5, K1, Z4
-	VPMOVDW   Z4, 32(DX)
+	VPMOVSXBD 16(AX), Z5
+	VCVTDQ2PS Z5, Z5
+	VMULPS    Z0, Z5, Z5
+	VPSRLD    $0x10, Z5, Z6
+	VPANDD    Z1, Z6, Z6
+	VPADDD    Z2, Z5, Z5
+	VPADDD    Z6, Z5, Z5
+	VPSRLD    $0x10, Z5, Z5
+	VPACKUSDW Z5, Z4, Z4
+	VPERMD    Z4, Z3, Z4
+	VMOVDQU32 Z4, (DX)
 	ADDQ      $0x00000020, AX
 	ADDQ      $0x00000040, DX
 	SUBQ      $0x00000020, CX
 	JMP       dequantizeBF16AVX512_loop
 
+dequantizeBF16AVX512_nt:
+	CMPQ      CX, $0x00
+	JE        dequantizeBF16AVX512_ntdone
+	VPMOVSXBD (AX), Z4
+	VCVTDQ2PS Z4, Z4
+	VMULPS    Z0, Z4, Z4
+	VPSRLD    $0x10, Z4, Z5
+	VPANDD    Z1, Z5, Z5
+	VPADDD    Z2, Z4, Z4
+	VPADDD    Z5, Z4, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVSXBD 16(AX), Z5
+	VCVTDQ2PS Z5, Z5
+	VMULPS    Z0, Z5, Z5
+	VPSRLD    $0x10, Z5, Z6
+	VPANDD    Z1, Z6, Z6
+	VPADDD    Z2, Z5, Z5
+	VPADDD    Z6, Z5, Z5
+	VPSRLD    $0x10, Z5, Z5
+	VPACKUSDW Z5, Z4, Z4
+	VPERMD    Z4, Z3, Z4
+	VMOVNTDQ  Z4, (DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000040, DX
+	SUBQ      $0x00000020, CX
+	JMP       dequantizeBF16AVX512_nt
+
+dequantizeBF16AVX512_ntdone:
+	SFENCE
+
 dequantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func dequantizeF16AVX512(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX512F, SSE
-TEXT ·dequantizeF16AVX512(SB), NOSPLIT, $0-56
+// func quantizeF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeF16AVX512(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVL         $0x42fe0000, DI
+	VPBROADCASTD DI, Z2
+	TESTB        SI, SI
+	JNZ          quantizeF16AVX512_nt
+
+quantizeF16AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VCVTPH2PS  (AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VMINPS     Z2, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VCVTPH2PS  32(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VCVTPH2PS  64(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VCVTPH2PS  96(AX), Z5
+	VDIVPS     Z0, Z5, Z5
+	VCVTPS2PH  $0x00, Z5, Y5
+	VCVTPH2PS  Y5, Z5
+	VMINPS     Z2, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPACKSSDW  Z5, Z4, Z4
+	VPACKSSWB  Z4, Z3, Z3
+	VPERMD     Z3, Z1, Z3
+	VMOVDQU32  Z3, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeF16AVX512_loop
+
+quantizeF16AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VCVTPH2PS  (AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VMINPS     Z2, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VCVTPH2PS  32(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VCVTPH2PS  64(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VCVTPH2PS  96(AX), Z5
+	VDIVPS     Z0, Z5, Z5
+	VCVTPS2PH  $0x00, Z5, Y5
+	VCVTPH2PS  Y5, Z5
+	VMINPS     Z2, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPACKSSDW  Z5, Z4, Z4
+	VPACKSSWB  Z4, Z3, Z3
+	VPERMD     Z3, Z1, Z3
+	VMOVNTDQ   Z3, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeF16AVX512_nt
+
+quantizeF16AVX512_ntdone:
+	SFENCE
+
+quantizeF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeSRF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeSRF16AVX512(SB), NOSPLIT, $0-73
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVQ         k0+56(FP), DI
+	VPBROADCASTD DI, Z2
+	VPADDD       qdqConstAVX512<>+128(SB), Z2, Z2
+	SHRQ         $0x20, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z4
+	TESTB        SI, SI
+	JNZ          quantizeSRF16AVX512_nt
+
+quantizeSRF16AVX512_loop:
+	CMPQ        DX, $0x00
+	JE          quantizeSRF16AVX512_done
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	VCVTPH2PS   (AX), Z5
+	VDIVPS      Z0, Z5, Z5
+	VCVTPS2PH   $0x00, Z5, Y5
+	VCVTPH2PS   Y5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VADDPS      Z6, Z5, Z5
+	VCVTPS2PH   $0x00, Z5, Y5
+	VCVTPH2PS   Y5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VCVTPH2PS   32(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VADDPS      Z7, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VCVTPH2PS   64(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VADDPS      Z7, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VCVTPH2PS   96(AX), Z7
+	VDIVPS      Z0, Z7, Z7
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z8, Y8
+	VCVTPH2PS   Y8, Z8
+	VADDPS      Z8, Z7, Z7
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVDQU32   Z5, (CX)
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRF16AVX512_loop
+
+quantizeSRF16AVX512_nt:
+	CMPQ        DX, $0x00
+	JE          quantizeSRF16AVX512_ntdone
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	VCVTPH2PS   (AX), Z5
+	VDIVPS      Z0, Z5, Z5
+	VCVTPS2PH   $0x00, Z5, Y5
+	VCVTPH2PS   Y5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VADDPS      Z6, Z5, Z5
+	VCVTPS2PH   $0x00, Z5, Y5
+	VCVTPH2PS   Y5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VCVTPH2PS   32(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VADDPS      Z7, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VCVTPH2PS   64(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VADDPS      Z7, Z6, Z6
+	VCVTPS2PH   $0x00, Z6, Y6
+	VCVTPH2PS   Y6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VCVTPH2PS   96(AX), Z7
+	VDIVPS      Z0, Z7, Z7
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VCVTPS2PH   $0x00, Z8, Y8
+	VCVTPH2PS   Y8, Z8
+	VADDPS      Z8, Z7, Z7
+	VCVTPS2PH   $0x00, Z7, Y7
+	VCVTPH2PS   Y7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVNTDQ    Z5, (CX)
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRF16AVX512_nt
+
+quantizeSRF16AVX512_ntdone:
+	SFENCE
+
+quantizeSRF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF16AVX512(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·dequantizeF16AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	TESTB        BL, BL
+	JNZ          dequantizeF16AVX512_nt
 
 dequantizeF16AVX512_loop:
 	CMPQ      CX, $0x00
@@ -1350,18 +3361,353 @@ dequantizeF16AVX512_loop:
 	SUBQ      $0x00000020, CX
 	JMP       dequantizeF16AVX512_loop
 
+dequantizeF16AVX512_nt:
+	CMPQ         CX, $0x00
+	JE           dequantizeF16AVX512_ntdone
+	VPMOVSXBD    (AX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VPMOVSXBD    16(AX), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z0, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VINSERTI64X4 $0x01, Y2, Z1, Z1
+	VMOVNTDQ     Z1, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000040, DX
+	SUBQ         $0x00000020, CX
+	JMP          dequantizeF16AVX512_nt
+
+dequantizeF16AVX512_ntdone:
+	SFENCE
+
 dequantizeF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func dequantizeF32AVX512(q []byte, s float32, dst []byte)
-// Requires: AVX, AVX512F, SSE
-TEXT ·dequantizeF32AVX512(SB), NOSPLIT, $0-56
+// func quantizeF32AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeF32AVX512(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVL         $0x42fe0000, DI
+	VPBROADCASTD DI, Z2
+	TESTB        SI, SI
+	JNZ          quantizeF32AVX512_nt
+
+quantizeF32AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeF32AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	VMOVUPS    (AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VMINPS     Z2, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VMOVUPS    64(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VMOVUPS    128(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VMOVUPS    192(AX), Z5
+	VDIVPS     Z0, Z5, Z5
+	VMINPS     Z2, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPACKSSDW  Z5, Z4, Z4
+	VPACKSSWB  Z4, Z3, Z3
+	VPERMD     Z3, Z1, Z3
+	VMOVDQU32  Z3, (CX)
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeF32AVX512_loop
+
+quantizeF32AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeF32AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	VMOVUPS    (AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VMINPS     Z2, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VMOVUPS    64(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VMOVUPS    128(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VMINPS     Z2, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VMOVUPS    192(AX), Z5
+	VDIVPS     Z0, Z5, Z5
+	VMINPS     Z2, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPACKSSDW  Z5, Z4, Z4
+	VPACKSSWB  Z4, Z3, Z3
+	VPERMD     Z3, Z1, Z3
+	VMOVNTDQ   Z3, (CX)
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeF32AVX512_nt
+
+quantizeF32AVX512_ntdone:
+	SFENCE
+
+quantizeF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeSRF32AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeSRF32AVX512(SB), NOSPLIT, $0-73
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+64(FP), BX
+	MOVB         nt+72(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVQ         k0+56(FP), DI
+	VPBROADCASTD DI, Z2
+	VPADDD       qdqConstAVX512<>+128(SB), Z2, Z2
+	SHRQ         $0x20, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z4
+	TESTB        SI, SI
+	JNZ          quantizeSRF32AVX512_nt
+
+quantizeSRF32AVX512_loop:
+	CMPQ        DX, $0x00
+	JE          quantizeSRF32AVX512_done
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	PREFETCHT0  128(AX)(BX*1)
+	PREFETCHT0  192(AX)(BX*1)
+	VMOVUPS     (AX), Z5
+	VDIVPS      Z0, Z5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z6, Z5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VMOVUPS     64(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z7, Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VMOVUPS     128(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z7, Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VMOVUPS     192(AX), Z7
+	VDIVPS      Z0, Z7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z8, Z7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVDQU32   Z5, (CX)
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRF32AVX512_loop
+
+quantizeSRF32AVX512_nt:
+	CMPQ        DX, $0x00
+	JE          quantizeSRF32AVX512_ntdone
+	PREFETCHT0  (AX)(BX*1)
+	PREFETCHT0  64(AX)(BX*1)
+	PREFETCHT0  128(AX)(BX*1)
+	PREFETCHT0  192(AX)(BX*1)
+	VMOVUPS     (AX), Z5
+	VDIVPS      Z0, Z5, Z5
+	VPXORD      Z3, Z2, Z6
+	VPMULLD     qdqConstAVX512<>+192(SB), Z6, Z6
+	VPADDD      qdqConstAVX512<>+256(SB), Z6, Z6
+	VPSRLD      $0x1c, Z6, Z7
+	VPADDD      qdqConstAVX512<>+384(SB), Z7, Z7
+	VPSRLVD     Z7, Z6, Z7
+	VPXORD      Z6, Z7, Z7
+	VPMULLD     qdqConstAVX512<>+320(SB), Z7, Z7
+	VPSRLD      $0x16, Z7, Z6
+	VPXORD      Z7, Z6, Z6
+	VPSRLD      $0x08, Z6, Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      qdqConstAVX512<>+448(SB), Z6, Z6
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z6, Z5, Z5
+	VRNDSCALEPS $0x09, Z5, Z5
+	VMINPS      qdqConstAVX512<>+704(SB), Z5, Z5
+	VCVTPS2DQ   Z5, Z5
+	VMOVUPS     64(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z7, Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VPACKSSDW   Z6, Z5, Z5
+	VMOVUPS     128(AX), Z6
+	VDIVPS      Z0, Z6, Z6
+	VPXORD      Z3, Z2, Z7
+	VPMULLD     qdqConstAVX512<>+192(SB), Z7, Z7
+	VPADDD      qdqConstAVX512<>+256(SB), Z7, Z7
+	VPSRLD      $0x1c, Z7, Z8
+	VPADDD      qdqConstAVX512<>+384(SB), Z8, Z8
+	VPSRLVD     Z8, Z7, Z8
+	VPXORD      Z7, Z8, Z8
+	VPMULLD     qdqConstAVX512<>+320(SB), Z8, Z8
+	VPSRLD      $0x16, Z8, Z7
+	VPXORD      Z8, Z7, Z7
+	VPSRLD      $0x08, Z7, Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      qdqConstAVX512<>+448(SB), Z7, Z7
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z7, Z6, Z6
+	VRNDSCALEPS $0x09, Z6, Z6
+	VMINPS      qdqConstAVX512<>+704(SB), Z6, Z6
+	VCVTPS2DQ   Z6, Z6
+	VMOVUPS     192(AX), Z7
+	VDIVPS      Z0, Z7, Z7
+	VPXORD      Z3, Z2, Z8
+	VPMULLD     qdqConstAVX512<>+192(SB), Z8, Z8
+	VPADDD      qdqConstAVX512<>+256(SB), Z8, Z8
+	VPSRLD      $0x1c, Z8, Z9
+	VPADDD      qdqConstAVX512<>+384(SB), Z9, Z9
+	VPSRLVD     Z9, Z8, Z9
+	VPXORD      Z8, Z9, Z9
+	VPMULLD     qdqConstAVX512<>+320(SB), Z9, Z9
+	VPSRLD      $0x16, Z9, Z8
+	VPXORD      Z9, Z8, Z8
+	VPSRLD      $0x08, Z8, Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      qdqConstAVX512<>+448(SB), Z8, Z8
+	VPADDD      Z4, Z2, Z2
+	VADDPS      Z8, Z7, Z7
+	VRNDSCALEPS $0x09, Z7, Z7
+	VMINPS      qdqConstAVX512<>+704(SB), Z7, Z7
+	VCVTPS2DQ   Z7, Z7
+	VPACKSSDW   Z7, Z6, Z6
+	VPACKSSWB   Z6, Z5, Z5
+	VPERMD      Z5, Z1, Z5
+	VMOVNTDQ    Z5, (CX)
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000040, DX
+	JMP         quantizeSRF32AVX512_nt
+
+quantizeSRF32AVX512_ntdone:
+	SFENCE
+
+quantizeSRF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dequantizeF32AVX512(q []byte, s float32, dst []byte, nt bool)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·dequantizeF32AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
+	MOVB         nt+56(FP), BL
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	TESTB        BL, BL
+	JNZ          dequantizeF32AVX512_nt
 
 dequantizeF32AVX512_loop:
 	CMPQ      CX, $0x00
@@ -1378,6 +3724,25 @@ dequantizeF32AVX512_loop:
 	ADDQ      $0x00000080, DX
 	SUBQ      $0x00000020, CX
 	JMP       dequantizeF32AVX512_loop
+
+dequantizeF32AVX512_nt:
+	CMPQ      CX, $0x00
+	JE        dequantizeF32AVX512_ntdone
+	VPMOVSXBD (AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVNTPS  Z1, (DX)
+	VPMOVSXBD 16(AX), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVNTPS  Z1, 64(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x00000020, CX
+	JMP       dequantizeF32AVX512_nt
+
+dequantizeF32AVX512_ntdone:
+	SFENCE
 
 dequantizeF32AVX512_done:
 	VZEROUPPER

@@ -16,41 +16,80 @@ func absMaxBits16AVX2(src []byte) uint32
 //go:noescape
 func absMaxBits32AVX2(src []byte) uint32
 
-// quantizeBF16AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for bfloat16 x in src.
-// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+// quantizeBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBF16AVX2(src []byte, dst []byte, t float32)
+func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
-// quantizeF16AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float16 x in src.
-// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
+// quantizeSRBF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
 //
 //go:noescape
-func quantizeF16AVX2(src []byte, dst []byte, t float32)
+func quantizeSRBF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 
-// quantizeF32AVX2 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float32 x in src.
-// len(dst) must be a multiple of 32 and src must hold len(dst) elements.
-//
-//go:noescape
-func quantizeF32AVX2(src []byte, dst []byte, t float32)
-
-// dequantizeBF16AVX2 sets dst[i] = bfloat16(float32(int8(q[i])) * s).
+// dequantizeBF16AVX2 sets dst[i] = bfloat16(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 32 bytes then).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeBF16AVX2(q []byte, s float32, dst []byte)
+func dequantizeBF16AVX2(q []byte, s float32, dst []byte, nt bool)
 
-// dequantizeF16AVX2 sets dst[i] = float16(float32(int8(q[i])) * s).
+// quantizeF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeSRF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
+//
+//go:noescape
+func quantizeSRF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+
+// dequantizeF16AVX2 sets dst[i] = float16(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 32 bytes then).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeF16AVX2(q []byte, s float32, dst []byte)
+func dequantizeF16AVX2(q []byte, s float32, dst []byte, nt bool)
 
-// dequantizeF32AVX2 sets dst[i] = float32(float32(int8(q[i])) * s).
+// quantizeF32AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float32 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeSRF32AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float32 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
+//
+//go:noescape
+func quantizeSRF32AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+
+// dequantizeF32AVX2 sets dst[i] = float32(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 32 bytes then).
 // len(q) must be a multiple of 16 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeF32AVX2(q []byte, s float32, dst []byte)
+func dequantizeF32AVX2(q []byte, s float32, dst []byte, nt bool)
 
 // rotate4AVX2 does the stride-1 stage and the product by scale of the ConvRot rotation on v in place.
 // len(v) must be a multiple of 32.
@@ -148,41 +187,80 @@ func absMaxBits16AVX512(src []byte) uint32
 //go:noescape
 func absMaxBits32AVX512(src []byte) uint32
 
-// quantizeBF16AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for bfloat16 x in src.
-// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+// quantizeBF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBF16AVX512(src []byte, dst []byte, t float32)
+func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
 
-// quantizeF16AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float16 x in src.
-// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
+// quantizeSRBF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
 //
 //go:noescape
-func quantizeF16AVX512(src []byte, dst []byte, t float32)
+func quantizeSRBF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 
-// quantizeF32AVX512 sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for float32 x in src.
-// len(dst) must be a multiple of 64 and src must hold len(dst) elements.
-//
-//go:noescape
-func quantizeF32AVX512(src []byte, dst []byte, t float32)
-
-// dequantizeBF16AVX512 sets dst[i] = bfloat16(float32(int8(q[i])) * s).
+// dequantizeBF16AVX512 sets dst[i] = bfloat16(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 64 bytes then).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeBF16AVX512(q []byte, s float32, dst []byte)
+func dequantizeBF16AVX512(q []byte, s float32, dst []byte, nt bool)
 
-// dequantizeF16AVX512 sets dst[i] = float16(float32(int8(q[i])) * s).
+// quantizeF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeSRF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
+//
+//go:noescape
+func quantizeSRF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+
+// dequantizeF16AVX512 sets dst[i] = float16(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 64 bytes then).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeF16AVX512(q []byte, s float32, dst []byte)
+func dequantizeF16AVX512(q []byte, s float32, dst []byte, nt bool)
 
-// dequantizeF32AVX512 sets dst[i] = float32(float32(int8(q[i])) * s).
+// quantizeF32AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float32 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeF32AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeSRF32AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float32 x in src,
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+// u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i
+// must not wrap within the call.
+//
+//go:noescape
+func quantizeSRF32AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
+
+// dequantizeF32AVX512 sets dst[i] = float32(float32(int8(q[i])) * s), s finite,
+// storing non-temporally if nt (dst aligned to 64 bytes then).
 // len(q) must be a multiple of 32 and dst must hold len(q) elements.
 //
 //go:noescape
-func dequantizeF32AVX512(q []byte, s float32, dst []byte)
+func dequantizeF32AVX512(q []byte, s float32, dst []byte, nt bool)
 
 // rotate4AVX512 does the stride-1 stage and the product by scale of the ConvRot rotation on v in place.
 // len(v) must be a multiple of 64.

@@ -18,7 +18,15 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 	quantizeGeneric(dt, src, dst, t, seed, base)
 }
 
+func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, _ hints) {
+	quantizeGeneric(dt, src, dst, t, seed, base)
+}
+
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
+	dequantizeGeneric(out, q, s, dst)
+}
+
+func dequantizeHinted(out dtype.DType, q []byte, s float32, dst []byte, _ bool) {
 	dequantizeGeneric(out, q, s, dst)
 }
 

@@ -11,6 +11,7 @@ import (
 	xcpu "golang.org/x/sys/cpu"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
 )
 
 // randomBits returns n elements of dt with random bits, filtered to finite
@@ -113,8 +114,9 @@ func testKernelsMatchGeneric(t *testing.T) {
 			for i := range q {
 				q[i] = byte(rng.Uint32())
 			}
-			nan := math.Float32frombits(0x7fc12345)
-			for _, s := range []float32{1, 0.1, 1e-3, 7e-41, 1e37, 3e38, float32(math.Inf(1)), nan, -2.5} {
+			// Finite scales only: the kernels' precondition (the
+			// operations refuse the others before any kernel runs).
+			for _, s := range []float32{1, 0.1, 1e-3, 7e-41, 1e37, 3e38, -2.5} {
 				got, want := make([]byte, n*dt.Size()), make([]byte, n*dt.Size())
 				dequantize(dt, q, s, got)
 				dequantizeGeneric(dt, q, s, want)
@@ -138,11 +140,62 @@ func diff(a, b []byte) int {
 	return len(a)
 }
 
+// quantizeRef is the contract's quantization of one element x (already
+// widened) by the divisor t, from quant's scalar rules alone: y = rT(x/t),
+// then round half to even, or (seed > 0) the floor of rT(y + rT(u)) with
+// the noise of flat index i; both saturate to int8.
+func quantizeRef(dt dtype.DType, x, t float32, seed int64, i uint64) int8 {
+	y := dt.Round(x / t)
+	if seed <= 0 {
+		return quant.RoundHalfEven(y)
+	}
+	return quant.Floor(dt.Round(y + dt.Round(quant.Noise(seed, i))))
+}
+
+// quantizeModes are the ways the tests call quantizeHinted: round half to
+// even or stochastically (with a seed and base whose sum crosses 2^32
+// within a long input, so the dispatch's split at the wrap of the noise
+// index's low half runs), ordinary or non-temporal stores (into an output
+// misaligned by off bytes, so the head before the aligned part runs).
+var quantizeModes = []struct {
+	seed int64
+	base uint64
+	nt   bool
+	off  int
+}{
+	{0, 0, false, 0}, {0, 0, true, 0}, {0, 5, true, 3},
+	{7, 0, false, 0}, {12345, 1<<32 - 12345 - 40000, true, 0}, {1 << 40, 1<<32 - 3, false, 1}, {99, 17, true, 7},
+}
+
+// checkQuantize quantizes the n elements of dt in src by t in every mode
+// with the kernels in use, and fails at the first element that differs
+// from quantizeRef.
+func checkQuantize(t *testing.T, dt dtype.DType, src []byte, td float32) {
+	t.Helper()
+	n := len(src) / dt.Size()
+	want := make([]int8, n)
+	for _, m := range quantizeModes {
+		for i := range n {
+			want[i] = quantizeRef(dt, loadScale(dt, src, i), td, m.seed, m.base+uint64(i))
+		}
+		buf := make([]byte, n+64)
+		got := buf[m.off : m.off+n]
+		quantizeHinted(dt, src, got, td, m.seed, m.base, hints{ahead: 4096, nt: m.nt})
+		for i := range n {
+			if int8(got[i]) != want[i] {
+				t.Fatalf("%v t=%v seed=%d nt=%v: element %d (%v) quantizes to %d, want %d",
+					dt, td, m.seed, m.nt, i, loadScale(dt, src, i), int8(got[i]), want[i])
+			}
+		}
+	}
+}
+
 // TestQuantizeExhaustive16 runs every finite float16 and bfloat16 value
-// through the dispatched and the portable quantize kernels for a spread of
-// divisors. Exact rounding ties after the division are rare in random data,
-// so only the exhaustive sweep reaches them reliably.
-func TestQuantizeExhaustive16(t *testing.T) { forEachImpl(t, testQuantizeExhaustive16) }
+// through every kernel set this build and CPU run (the Go one too), in
+// every mode, for a spread of divisors, against quant's scalar rules.
+// Exact rounding ties after the division are rare in random data, so only
+// the exhaustive sweep reaches them reliably.
+func TestQuantizeExhaustive16(t *testing.T) { forEachKernelSet(t, true, testQuantizeExhaustive16) }
 
 func testQuantizeExhaustive16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -157,43 +210,80 @@ func testQuantizeExhaustive16(t *testing.T) {
 				src = binary.LittleEndian.AppendUint16(src, uint16(h))
 			}
 		}
-		n := len(src) / 2
-		got, want := make([]byte, n), make([]byte, n)
 		for _, d := range divisors {
-			td := divisor(dt, d)
-			quantize(dt, src, got, td, 0, 0)
-			quantizeGeneric(dt, src, want, td, 0, 0)
-			if i := diff(got, want); i >= 0 {
-				t.Fatalf("%v t=%v: quantize of %#04x differs: %d vs %d", dt, td, binary.LittleEndian.Uint16(src[2*i:]), int8(got[i]), int8(want[i]))
-			}
+			checkQuantize(t, dt, src, divisor(dt, d))
 		}
 	}
 }
 
+// TestQuantizeEdges32 runs float32's edge cases (zeros, subnormals, the
+// extremes, exact ties around every integer the result can take and just
+// beside them) and random values through every kernel set in every mode,
+// against quant's scalar rules, with divisors that make some quotients
+// overflow to infinity.
+func TestQuantizeEdges32(t *testing.T) { forEachKernelSet(t, true, testQuantizeEdges32) }
+
+func testQuantizeEdges32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	vals := []float32{0, 1e-45, 1.17549435e-38, 1.1754942e-38, 3.4028235e38, 1, 0.5, 1.5, 2.5}
+	for i := -130; i <= 130; i++ {
+		tie := float32(i) + 0.5
+		vals = append(vals, tie, math.Nextafter32(tie, 0), math.Nextafter32(tie, 1e9), float32(i))
+	}
+	for range 3000 {
+		vals = append(vals, math.Float32frombits(rng.Uint32()&0x7f7fffff), float32(rng.NormFloat64()*100))
+	}
+	var src []byte
+	for _, v := range vals {
+		src = binary.LittleEndian.AppendUint32(src, math.Float32bits(v))
+		src = binary.LittleEndian.AppendUint32(src, math.Float32bits(-v))
+	}
+	for _, d := range []float32{1, 0.5, 0.25, 3, 1.0 / 3, 1e-30, 1.17549435e-38, 1e30, 3.4028235e38, 0.0078125} {
+		checkQuantize(t, dtype.Float32, src, d)
+	}
+}
+
 // TestDequantizeExhaustive runs all 256 int8 values against many scales,
-// including ones whose products round at every output type's ties.
-func TestDequantizeExhaustive(t *testing.T) { forEachImpl(t, testDequantizeExhaustive) }
+// including ones whose products round at every output type's ties,
+// through every kernel set, with ordinary and non-temporal stores (into
+// aligned and misaligned outputs), against the scalar rule
+// rOut(float32(q) * s).
+func TestDequantizeExhaustive(t *testing.T) { forEachKernelSet(t, true, testDequantizeExhaustive) }
 
 func testDequantizeExhaustive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	q := make([]byte, 256*4)
+	q := make([]byte, 256*4+13)
 	for i := range q {
 		q[i] = byte(i)
 	}
 	// Scales whose products with small q land exactly halfway between two
-	// bfloat16 or float16 values, both on even and on odd neighbours, then
-	// random bit patterns (NaN and infinity included).
-	scales := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1p-11, 1 + 3*0x1p-11, -(1 + 0x1p-8), 0.5 + 0x1p-9}
-	for range 2000 {
-		scales = append(scales, math.Float32frombits(rng.Uint32()))
+	// bfloat16 or float16 values, both on even and on odd neighbours, the
+	// extremes (products overflow to infinity), then random finite bit
+	// patterns (the operations refuse the others before any kernel runs).
+	scales := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1p-11, 1 + 3*0x1p-11, -(1 + 0x1p-8), 0.5 + 0x1p-9,
+		1e-45, 3.4028235e38, 65504, 65520 / 127.0}
+	for len(scales) < 2000 {
+		if s := math.Float32frombits(rng.Uint32()); !math.IsNaN(float64(s)) && !math.IsInf(float64(s), 0) {
+			scales = append(scales, s)
+		}
 	}
 	for _, s := range scales {
 		for _, dt := range dtype.Floats() {
-			got, want := make([]byte, len(q)*dt.Size()), make([]byte, len(q)*dt.Size())
-			dequantize(dt, q, s, got)
-			dequantizeGeneric(dt, q, s, want)
-			if i := diff(got, want); i >= 0 {
-				t.Fatalf("%v s=%v (%#08x): dequantize of %d differs", dt, s, math.Float32bits(s), int8(q[i/dt.Size()]))
+			size := dt.Size()
+			want := make([]byte, len(q)*size)
+			for i, b := range q {
+				dtype.Store(want, dt, i, float32(int8(b))*s)
+			}
+			for _, m := range []struct {
+				nt  bool
+				off int
+			}{{false, 0}, {true, 0}, {true, 2 * size}, {true, 1}} {
+				buf := make([]byte, len(want)+64)
+				got := buf[m.off : m.off+len(want)]
+				dequantizeHinted(dt, q, s, got, m.nt)
+				if i := diff(got, want); i >= 0 {
+					t.Fatalf("%v s=%v (%#08x) nt=%v off=%d: dequantize of %d differs", dt, s, math.Float32bits(s), m.nt, m.off, int8(q[i/size]))
+				}
 			}
 		}
 	}

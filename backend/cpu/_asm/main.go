@@ -15,10 +15,16 @@
 //   - quantize: y = rT(x / t) with a true IEEE division (VDIVPS, never a
 //     multiply by 1/t, which rounds differently), the rounding to T done by
 //     F16C for float16 and by integer round-to-nearest-even on the bits for
-//     bfloat16; then clamped to [-128, 127] (which commutes with rounding to
-//     an integer, and keeps the conversion in range), converted with the
-//     default round-to-nearest-even mode, and narrowed with saturation;
+//     bfloat16; then clamped to 127 (which commutes with rounding to an
+//     integer; the conversion and the saturating packs take care of values
+//     below -128), converted with the default round-to-nearest-even mode,
+//     and narrowed with saturation. Stochastic rounding hashes each
+//     element's index as quant.Noise does (uint32 multiplies, shifts and
+//     XORs) and floors rT(y + rT(u)). Each iteration prefetches the input
+//     a given distance ahead (the next row, for row-wise quantization);
 //   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above;
+//   - quantize and dequantize store non-temporally when asked (outputs
+//     larger than the last-level cache), then SFENCE before returning;
 //   - the ConvRot rows: the rotation of float32 rows in place in exactly
 //     quant.Rotate's order of operations (see butterfly); widening float32,
 //     float16 and bfloat16 to float32 exactly (F16C returns a signaling
@@ -210,10 +216,93 @@ func absMax(name string, bits int, w width) {
 	RET()
 }
 
+// The rows of a width's constant table (see qdqTable), w.bytes apart.
+const (
+	rowQuantOrder   = iota // VPERMD order of a quantize block after the packs
+	rowDequantOrder        // VPERMD order of a bfloat16 dequantize block after the pack
+	rowLaneIndex           // 0, 1, 2, ...
+	rowPCGMul              // the noise hash's constants (quant.Noise)
+	rowPCGAdd
+	rowPCGMul2
+	rowFour
+	rowTwoM24 // 2^-24 as float32
+	rowOne    // bfloat16 rounding: the lowest kept bit, the bias, the kept bits
+	rowBias
+	rowHiMask
+	rowQMax // 127.0
+	tableRows
+)
+
+// qdqTable emits w's constant table, one register of lanes per row, which
+// the kernels read as memory operands where they have no register to spare.
+func qdqTable(w width) Mem {
+	lanes := w.lanes()
+	groups := lanes / 4 // 128-bit lanes
+	m := GLOBL("qdqConst"+w.name, RODATA|NOPTR)
+	row := func(r int, f func(j int) uint32) {
+		for j := range lanes {
+			DATA(w.bytes*r+4*j, U32(f(j)))
+		}
+	}
+	// The packs interleave the registers' 128-bit lanes: dword 4l+s of a
+	// quantize block holds 4 bytes of register s from its 128-bit lane l,
+	// and qword 2l+s of a dequantize block 4 words of register s.
+	row(rowQuantOrder, func(j int) uint32 { return uint32(4*(j%groups) + j/groups) })
+	row(rowDequantOrder, func(j int) uint32 {
+		q := j / 2
+		return uint32(2*(2*(q%groups)+q/groups) + j%2)
+	})
+	row(rowLaneIndex, func(j int) uint32 { return uint32(j) })
+	for _, rc := range [][2]uint32{
+		{rowPCGMul, 747796405}, {rowPCGAdd, 2891336453}, {rowPCGMul2, 277803737}, {rowFour, 4},
+		{rowTwoM24, 0x33800000}, {rowOne, 1}, {rowBias, 0x7fff}, {rowHiMask, 0xffff0000}, {rowQMax, 0x42fe0000},
+	} {
+		row(int(rc[0]), func(int) uint32 { return rc[1] })
+	}
+	return m
+}
+
+// row is row r of the constant table tab.
+func (w width) row(tab Mem, r int) Mem { return tab.Offset(w.bytes * r) }
+
+// load and store move a whole register (integer lanes) to and from memory.
+func (w width) load(m Mem, v VecVirtual) {
+	if w.bytes == 64 {
+		VMOVDQU32(m, v)
+	} else {
+		VMOVDQU(m, v)
+	}
+}
+
+func (w width) store(v VecVirtual, m Mem, nt bool) {
+	switch {
+	case nt:
+		VMOVNTDQ(v, m)
+	case w.bytes == 64:
+		VMOVDQU32(v, m)
+	default:
+		VMOVDQU(v, m)
+	}
+}
+
+// broadcastGP fills a new register with the 32-bit general register r.
+func (w width) broadcastGP(r Register) VecVirtual {
+	v := w.reg()
+	if w.bytes == 64 {
+		VPBROADCASTD(r, v)
+		return v
+	}
+	x := XMM()
+	VMOVD(r, x)
+	VPBROADCASTD(x, v)
+	return v
+}
+
 // roundBF16 rounds the float32 lanes of v to bfloat16 in place (nearest,
 // ties to even) and leaves them as float32; v must not hold NaN. It adds
 // 0x7fff plus the lowest kept bit to the bits, then clears the low half.
-func roundBF16(w width, v, one, bias, himask VecVirtual) {
+// The constants are registers or rows of the table.
+func roundBF16(w width, v VecVirtual, one, bias, himask Op) {
 	t := w.reg()
 	VPSRLD(Imm(16), v, t)
 	w.and(one, t, t)
@@ -222,53 +311,101 @@ func roundBF16(w width, v, one, bias, himask VecVirtual) {
 	w.and(himask, v, v)
 }
 
-// quantize emits the kernel that quantizes dt elements, four registers of
-// lanes (one register of int8 results on AVX2) per iteration.
-func quantize(name string, dt string, w width) {
-	size := elemSize(dt)
-	lanes := w.lanes()
-	block := 4 * lanes
-	TEXT(name, NOSPLIT, "func(src []byte, dst []byte, t float32)")
-	Pragma("noescape")
-	Doc(name+" sets dst[i] = int8(roundHalfEven(clamp(rT(x[i] / t)))) for "+dt+" x in src.",
-		fmt.Sprintf("len(dst) must be a multiple of %d and src must hold len(dst) elements.", block))
-	src := Load(Param("src").Base(), GP64())
-	dst := Load(Param("dst").Base(), GP64())
-	n := Load(Param("dst").Len(), GP64())
-	t := w.broadcastParam("t")
-	hi := w.broadcast(0x42fe0000) // 127.0
-	lo := w.broadcast(0xc3000000) // -128.0
-	var one, bias, himask VecVirtual
-	if dt == "bfloat16" {
-		one, bias, himask = w.broadcast(1), w.broadcast(0x7fff), w.broadcast(0xffff0000)
-	}
-	var perm VecVirtual
-	if !w.narrowStore {
-		perm = w.reg()
-		VMOVDQU(packOrder, perm)
-	}
-
+// ntLoops emits a kernel's loop twice, first with ordinary stores, then
+// with non-temporal ones, and picks one by the bool in nt. body emits one
+// iteration (it returns when n is 0). After the non-temporal loop SFENCE
+// orders its stores before anything the caller stores next (the
+// WaitGroup in parallelFor that hands a part to the thread waiting on
+// it): non-temporal stores are weakly ordered, and Go's memory model
+// assumes ordinary ones.
+func ntLoops(name string, n, nt Register, body func(nt bool)) {
+	TESTB(nt, nt)
+	JNZ(LabelRef(name + "_nt"))
 	Label(name + "_loop")
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
-	v := make([]VecVirtual, 4)
-	for g := range v {
-		v[g] = w.reg()
-		y := v[g]
-		// Widen to float32: bfloat16 is the top half of a float32,
-		// float16 is converted by F16C.
-		m := Mem{Base: src, Disp: lanes * size * g}
-		switch dt {
-		case "bfloat16":
-			VPMOVZXWD(m, y)
-			VPSLLD(Imm(16), y, y)
-		case "float16":
-			VCVTPH2PS(m, y)
-		default:
-			VMOVUPS(m, y)
+	body(false)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_nt")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_ntdone"))
+	body(true)
+	JMP(LabelRef(name + "_nt"))
+
+	Label(name + "_ntdone")
+	SFENCE()
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantize emits the kernel that quantizes dt elements, four registers of
+// lanes (one register of int8 results) per iteration, rounding half to
+// even, or (stochastic) with the contract's stochastic rounding.
+//
+// The quotients are clamped only from above: VCVTPS2DQ turns a value
+// below -2^31 (or -Inf) into -2^31, which the saturating packs take to
+// -128 as they do every value below -128, but a value above 2^31 would
+// become -2^31 too, so the clamp to 127 stays. Clamping commutes with
+// rounding to an integer.
+//
+// Each iteration prefetches the input ahead bytes further on (a row-wise
+// caller passes the row length, so the next row's abs-max reads cache
+// while this row is quantized). With nt the int8 results are stored
+// non-temporally (dst must then be aligned to a register).
+func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
+	size := elemSize(dt)
+	lanes := w.lanes()
+	block := 4 * lanes
+	sig := "func(src []byte, dst []byte, t float32, ahead int, nt bool)"
+	rule := "roundHalfEven(rT(x[i] / t))"
+	if stochastic {
+		sig = "func(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)"
+		rule = "floor(rT(rT(x[i] / t) + rT(u)))"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	doc := []string{
+		name + " sets dst[i] = int8(clamp(" + rule + ")) for " + dt + " x in src,",
+		"prefetching ahead bytes past each block of src, storing non-temporally if nt",
+		fmt.Sprintf("(dst aligned to %d bytes then). len(dst) must be a multiple of %d", w.bytes, block),
+		"and src must hold len(dst) elements.",
+	}
+	if stochastic {
+		doc = append(doc, "u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i",
+			"must not wrap within the call.")
+	}
+	Doc(doc...)
+	src := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	ahead := Load(Param("ahead"), GP64())
+	nt := Load(Param("nt"), GP8())
+	t := w.broadcastParam("t")
+	perm := w.reg()
+	w.load(w.row(tab, rowQuantOrder), perm)
+	// The rounding constants: registers, or for the stochastic kernels,
+	// whose hash needs the registers, rows of the table.
+	var qmax, one, bias, himask Op = w.row(tab, rowQMax), w.row(tab, rowOne), w.row(tab, rowBias), w.row(tab, rowHiMask)
+	var k, kStep, kHi VecVirtual
+	if stochastic {
+		// k's low half per lane, counting up; its high half, the same in
+		// every lane of the call.
+		k0 := GP64()
+		Load(Param("k0"), k0)
+		k = w.broadcastGP(k0.As32())
+		VPADDD(w.row(tab, rowLaneIndex), k, k)
+		SHRQ(Imm(32), k0)
+		kHi = w.broadcastGP(k0.As32())
+		kStep = w.broadcast(uint32(lanes))
+	} else {
+		qmax = w.broadcast(0x42fe0000) // 127.0
+		if dt == "bfloat16" {
+			one, bias, himask = w.broadcast(1), w.broadcast(0x7fff), w.broadcast(0xffff0000)
 		}
-		// Divide, then round the quotient to T.
-		VDIVPS(t, y, y)
+	}
+	roundT := func(y VecVirtual) {
 		switch dt {
 		case "bfloat16":
 			roundBF16(w, y, one, bias, himask)
@@ -276,30 +413,84 @@ func quantize(name string, dt string, w width) {
 			VCVTPS2PH(Imm(0), y, w.half(y))
 			VCVTPH2PS(w.half(y), y)
 		}
-		// Clamp, convert to int32 rounding to nearest even.
-		VMINPS(hi, y, y)
-		VMAXPS(lo, y, y)
-		VCVTPS2DQ(y, y)
-		if w.narrowStore {
-			VPMOVSDB(y, Mem{Base: dst, Disp: lanes * g})
-		}
 	}
-	if !w.narrowStore {
-		// Packs work within 128-bit lanes; VPERMD puts the dwords back in order.
-		VPACKSSDW(v[1], v[0], v[0])
-		VPACKSSDW(v[3], v[2], v[2])
-		VPACKSSWB(v[2], v[0], v[0])
-		VPERMD(v[0], perm, v[0])
-		VMOVDQU(v[0], Mem{Base: dst})
-	}
-	ADDQ(U32(block*size), src)
-	ADDQ(U32(block), dst)
-	SUBQ(U32(block), n)
-	JMP(LabelRef(name + "_loop"))
 
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	ntLoops(name, n, nt, func(nonTemporal bool) {
+		for off := 0; off < block*size; off += 64 {
+			PREFETCHT0(Mem{Base: src, Index: ahead, Scale: 1, Disp: off})
+		}
+		v := make([]VecVirtual, 4)
+		for g := range v {
+			v[g] = w.reg()
+			y := v[g]
+			// Widen to float32: bfloat16 is the top half of a float32,
+			// float16 is converted by F16C.
+			m := Mem{Base: src, Disp: lanes * size * g}
+			switch dt {
+			case "bfloat16":
+				VPMOVZXWD(m, y)
+				VPSLLD(Imm(16), y, y)
+			case "float16":
+				VCVTPH2PS(m, y)
+			default:
+				VMOVUPS(m, y)
+			}
+			// Divide, then round the quotient to T.
+			VDIVPS(t, y, y)
+			roundT(y)
+			if stochastic {
+				u := noise(w, k, kHi, tab)
+				VPADDD(kStep, k, k)
+				roundT(u)
+				VADDPS(u, y, y)
+				roundT(y)
+				if w.bytes == 64 {
+					VRNDSCALEPS(Imm(9), y, y) // floor, no precision exception
+				} else {
+					VROUNDPS(Imm(9), y, y)
+				}
+			}
+			VMINPS(qmax, y, y)
+			VCVTPS2DQ(y, y) // round to nearest even (an integer already if stochastic)
+			// Pack with saturation as soon as a pair is done, so that
+			// fewer registers are live.
+			switch g {
+			case 1:
+				VPACKSSDW(v[1], v[0], v[0])
+			case 3:
+				VPACKSSDW(v[3], v[2], v[2])
+				VPACKSSWB(v[2], v[0], v[0])
+			}
+		}
+		// The packs work within 128-bit lanes; VPERMD puts the dwords
+		// back in order.
+		VPERMD(v[0], perm, v[0])
+		w.store(v[0], Mem{Base: dst}, nonTemporal)
+		ADDQ(U32(block*size), src)
+		ADDQ(U32(block), dst)
+		SUBQ(U32(block), n)
+	})
+}
+
+// noise returns a new register with quant.Noise's u for the indices whose
+// low halves are in k and high half in kHi: pcg of their XOR, all uint32
+// arithmetic, then its top 24 bits times 2^-24 (both exact).
+func noise(w width, k, kHi VecVirtual, tab Mem) VecVirtual {
+	x, sh, word := w.reg(), w.reg(), w.reg()
+	w.xor(kHi, k, x)
+	VPMULLD(w.row(tab, rowPCGMul), x, x) // state
+	VPADDD(w.row(tab, rowPCGAdd), x, x)
+	VPSRLD(Imm(28), x, sh)
+	VPADDD(w.row(tab, rowFour), sh, sh)
+	VPSRLVD(sh, x, word) // state >> ((state >> 28) + 4)
+	w.xor(x, word, word)
+	VPMULLD(w.row(tab, rowPCGMul2), word, word)
+	VPSRLD(Imm(22), word, x)
+	w.xor(word, x, x)
+	VPSRLD(Imm(8), x, x)
+	VCVTDQ2PS(x, x)
+	VMULPS(w.row(tab, rowTwoM24), x, x)
+	return x
 }
 
 // storer writes registers of float32 lanes to memory as dt, rounding to
@@ -362,43 +553,89 @@ func (st storer) finish(v []VecVirtual, out Mem) {
 }
 
 // dequantize emits the kernel that dequantizes int8 to dt, two registers
-// of lanes per iteration.
-func dequantize(name string, dt string, w width) {
+// of lanes per iteration, storing non-temporally when asked. The scale
+// is finite (the operation checks it), so no product is NaN and the
+// bfloat16 rounding needs no NaN case.
+func dequantize(name string, dt string, w width, tab Mem) {
 	size := elemSize(dt)
 	lanes := w.lanes()
 	block := 2 * lanes
-	TEXT(name, NOSPLIT, "func(q []byte, s float32, dst []byte)")
+	TEXT(name, NOSPLIT, "func(q []byte, s float32, dst []byte, nt bool)")
 	Pragma("noescape")
-	Doc(name+" sets dst[i] = "+dt+"(float32(int8(q[i])) * s).",
+	Doc(name+" sets dst[i] = "+dt+"(float32(int8(q[i])) * s), s finite,",
+		fmt.Sprintf("storing non-temporally if nt (dst aligned to %d bytes then).", w.bytes),
 		fmt.Sprintf("len(q) must be a multiple of %d and dst must hold len(q) elements.", block))
 	q := Load(Param("q").Base(), GP64())
 	n := Load(Param("q").Len(), GP64())
 	dst := Load(Param("dst").Base(), GP64())
+	nt := Load(Param("nt"), GP8())
 	s := w.broadcastParam("s")
-	st := newStorer(dt, w)
-
-	Label(name + "_loop")
-	CMPQ(n, Imm(0))
-	JE(LabelRef(name + "_done"))
-	v := make([]VecVirtual, 2)
-	for g := range v {
-		v[g] = w.reg()
-		y := v[g]
-		// Sign-extend to int32, convert (exact), multiply once.
-		VPMOVSXBD(Mem{Base: q, Disp: lanes * g}, y)
-		VCVTDQ2PS(y, y)
-		VMULPS(s, y, y)
-		st.store(y, Mem{Base: dst, Disp: lanes * size * g})
+	var one, bias, perm VecVirtual
+	if dt == "bfloat16" {
+		one, bias = w.broadcast(1), w.broadcast(0x7fff)
+		if w.bytes == 64 {
+			perm = w.reg()
+			w.load(w.row(tab, rowDequantOrder), perm)
+		}
 	}
-	st.finish(v, Mem{Base: dst})
-	ADDQ(U32(block), q)
-	ADDQ(U32(block*size), dst)
-	SUBQ(U32(block), n)
-	JMP(LabelRef(name + "_loop"))
 
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	ntLoops(name, n, nt, func(nonTemporal bool) {
+		v := make([]VecVirtual, 2)
+		for g := range v {
+			v[g] = w.reg()
+			y := v[g]
+			// Sign-extend to int32, convert (exact), multiply once.
+			VPMOVSXBD(Mem{Base: q, Disp: lanes * g}, y)
+			VCVTDQ2PS(y, y)
+			VMULPS(s, y, y)
+			switch dt {
+			case "bfloat16":
+				// Round to nearest even on the bits, keep the top half.
+				t := w.reg()
+				VPSRLD(Imm(16), y, t)
+				w.and(one, t, t)
+				VPADDD(bias, y, y)
+				VPADDD(t, y, y)
+				VPSRLD(Imm(16), y, y)
+			case "float16":
+				if !nonTemporal {
+					VCVTPS2PH(Imm(0), y, Mem{Base: dst, Disp: lanes * 2 * g})
+				} else {
+					VCVTPS2PH(Imm(0), y, w.half(y))
+				}
+			default:
+				if nonTemporal {
+					VMOVNTPS(y, Mem{Base: dst, Disp: w.bytes * g})
+				} else {
+					VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * g})
+				}
+			}
+		}
+		switch {
+		case dt == "bfloat16":
+			// The lanes hold values below 1<<16, which the unsigned
+			// saturating pack keeps; it works within 128-bit lanes, the
+			// permute restores the order.
+			VPACKUSDW(v[1], v[0], v[0])
+			if w.bytes == 64 {
+				VPERMD(v[0], perm, v[0])
+			} else {
+				VPERMQ(Imm(0xd8), v[0], v[0])
+			}
+			w.store(v[0], Mem{Base: dst}, nonTemporal)
+		case dt == "float16" && nonTemporal:
+			// One whole register for the non-temporal store.
+			if w.bytes == 64 {
+				VINSERTI64X4(Imm(1), v[1].AsY(), v[0], v[0])
+			} else {
+				VINSERTI128(Imm(1), v[1].AsX(), v[0], v[0])
+			}
+			VMOVNTDQ(v[0], Mem{Base: dst})
+		}
+		ADDQ(U32(block), q)
+		ADDQ(U32(block*size), dst)
+		SUBQ(U32(block), n)
+	})
 }
 
 // The ConvRot rotation (quant.Rotate) of float32 rows in place, in
@@ -806,18 +1043,12 @@ func scaleInt8(name string, full bool, w width) {
 	RET()
 }
 
-var packOrder Mem
-
 func main() {
 	kernels := flag.String("kernels", "", "the kernel family to generate: qdq or linear")
 	flag.Parse()
 	ConstraintExpr("amd64,!purego")
 	switch *kernels {
 	case "qdq":
-		packOrder = GLOBL("packOrder", RODATA|NOPTR)
-		for i, d := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-			DATA(4*i, U32(d))
-		}
 		for _, w := range []width{avx2, avx512} {
 			qdqKernels(w)
 		}
@@ -836,12 +1067,13 @@ func main() {
 func qdqKernels(w width) {
 	absMax("absMaxBits16"+w.name, 16, w)
 	absMax("absMaxBits32"+w.name, 32, w)
-	quantize("quantizeBF16"+w.name, "bfloat16", w)
-	quantize("quantizeF16"+w.name, "float16", w)
-	quantize("quantizeF32"+w.name, "float32", w)
-	dequantize("dequantizeBF16"+w.name, "bfloat16", w)
-	dequantize("dequantizeF16"+w.name, "float16", w)
-	dequantize("dequantizeF32"+w.name, "float32", w)
+	tab := qdqTable(w)
+	for _, dt := range []string{"bfloat16", "float16", "float32"} {
+		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+		quantize("quantize"+short+w.name, dt, false, w, tab)
+		quantize("quantizeSR"+short+w.name, dt, true, w, tab)
+		dequantize("dequantize"+short+w.name, dt, w, tab)
+	}
 	rotateSmall("rotate4"+w.name, false, true, w)
 	rotateSmall("rotate16"+w.name, true, false, w)
 	rotateSmall("rotate16Scaled"+w.name, true, true, w)
