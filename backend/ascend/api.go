@@ -147,6 +147,10 @@ type opapi struct {
 	aclnnQuantize                                phase2
 	aclnnQuantMatmulV4GetWorkspaceSize           func(x1, x2, scale, offset, pertokenScale, bias uintptr, transposeX1, transposeX2 bool, out uintptr, ws *uint64, ex *uintptr) int32
 	aclnnQuantMatmulV4                           phase2
+	aclnnExpGetWorkspaceSize                     func(self, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnExp                                     phase2
+	aclnnIndexSelectGetWorkspaceSize             func(self uintptr, dim int64, index, out uintptr, ws *uint64, ex *uintptr) int32
+	aclnnIndexSelect                             phase2
 }
 
 // symbol is one C function to bind: the Go field it fills and the library

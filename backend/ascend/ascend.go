@@ -1,6 +1,8 @@
 // Package ascend is kitchen's backend for Huawei Ascend NPUs: the device
 // type "npu", whose tensors live in NPU memory and whose primitives are
-// aclnn operators, so the eager backend runs on the NPU unchanged, and the
+// aclnn operators (eager.Primitives, eager.RotatePrimitives and
+// eager.LinearPrimitives), so the eager backend runs every operation on the
+// NPU unchanged, and the
 // backend "ascend", with fused kernels for the INT8 operations: quantize
 // and dequantize (kernels.go), mm_int8 and int8_linear (linear.go), each
 // with its numeric bound stated there.

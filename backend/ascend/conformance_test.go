@@ -15,22 +15,20 @@ import (
 // tensors on the NPU (the simulator's, or a real one on hardware). What its
 // constraints decline (float32 x and stochastic rounding to quantize;
 // activations, ConvRot and K beyond 65,535 in the linear operations) is
-// counted and skipped; eager on the NPU is checked by TestEagerConformance.
+// counted and skipped; eager on the NPU, which runs them, is checked by
+// TestEagerConformance.
 func TestConformance(t *testing.T) {
 	e := newEnv(t)
 	backendtest.Run(t, e.reg, "ascend", e.dev, backendtest.WithinBound(fusedBound))
 }
 
 // TestEagerConformance runs the suite on eager with tensors on the NPU:
-// bit-exact to eager on the host, through the NPU's primitives. The NPU
-// does not implement eager.RotatePrimitives or eager.LinearPrimitives yet,
-// so eager declines the ConvRot and linear operations there, saying so.
+// every operation, the ConvRot and linear families included (the NPU
+// implements eager.RotatePrimitives and eager.LinearPrimitives), bit-exact
+// to eager on the host, through the NPU's primitives.
 func TestEagerConformance(t *testing.T) {
 	e := newEnv(t)
-	backendtest.Run(t, e.reg, "eager", e.dev, backendtest.AcceptsAll(), backendtest.RandomCases(8),
-		backendtest.Declined(op.QuantizeConvRotWeight.Name(), op.QuantizeAndRotateRowwise.Name(),
-			op.DequantizeConvRotWeight.Name(), op.DequantizeConvRotWeightDType.Name(), op.DequantizeEmbedding.Name(),
-			op.MMInt8.Name(), op.Int8Linear.Name()))
+	backendtest.Run(t, e.reg, "eager", e.dev, backendtest.AcceptsAll(), backendtest.RandomCases(8))
 }
 
 // fusedBound is the fused kernels' stated bound against the contract: for

@@ -27,7 +27,10 @@ import (
 // float32 scale, 2 for float16 or bfloat16. int8_linear reads firstBadRow's
 // 1 byte, and the registry's check of its weight scales
 // (op.LinearArgs.Validate) copies them all to the host (N elements when
-// there is one per channel); mm_int8 reads nothing.
+// there is one per channel); mm_int8 reads nothing. Of the eager
+// primitives beyond Primitives, only GatherRows reads anything: the check
+// of its indices, firstFalse's 8 bytes, and an index out of range (4 or 8
+// bytes) to report it.
 //
 // Device memory is freed by Tensor.Release, or, for tensors that become
 // unreachable without it, when the garbage collector finds them. The

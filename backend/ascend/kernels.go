@@ -42,9 +42,9 @@ func New() backend.Backend {
 		Devices: npu,
 		Shapes:  []backend.ShapeRule{lastDim("weight", "K")},
 		Calls: []backend.CallRule{
-			{Param: "input_act", Desc: "no input activation (CANN has none that computes the contract's float64 gelu_tanh or silu)",
+			{Param: "input_act", Desc: "no input activation (CANN has none that computes the contract's float64 gelu_tanh or silu; eager on the NPU composes them)",
 				OK: func(a backend.Args) bool { la, ok := a.(*op.LinearArgs); return !ok || la.InputAct == "" }},
-			{Param: "convrot", Desc: "no ConvRot rotation (not implemented on the NPU)",
+			{Param: "convrot", Desc: "no ConvRot rotation (eager on the NPU rotates)",
 				OK: func(a backend.Args) bool { la, ok := a.(*op.LinearArgs); return !ok || la.Group == 0 }},
 		},
 	}

@@ -61,7 +61,9 @@ func lastDim(param, what string) backend.ShapeRule {
 //
 // Nothing is copied to the device; firstBadRow reads 1 byte back (more
 // only when x holds NaN or an infinity). Activations and ConvRot are
-// declined by the constraints (New), as is K > 65,535.
+// declined by the constraints (New), as is K > 65,535: eager runs those on
+// the NPU, with the device's eager.LinearPrimitives (eagerlinear.go) and
+// eager.RotatePrimitives (convrot.go).
 func int8Linear(_ context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	d, err := deviceOf(a.X)
 	if err != nil {
@@ -82,11 +84,8 @@ func int8Linear(_ context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		if err != nil {
 			return nil, err
 		}
-		ws, err := s.of(a.WeightScale, a.WeightScale.Numel())
+		ws, err := s.wideOf(a.WeightScale, a.WeightScale.Numel())
 		if err != nil {
-			return nil, err
-		}
-		if ws, err = s.widen(ws); err != nil {
 			return nil, err
 		}
 		var bias *arr

@@ -291,10 +291,9 @@ func TestFusedLinearLargeSums(t *testing.T) {
 }
 
 // TestLinearConstraints checks what the fused int8_linear declines, with
-// the parameter and the reason, and that the registry then refuses the
-// call on the NPU (eager cannot run the linear operations there, as
-// TestEagerConformance checks); and that float32 input and output, which
-// it computes exactly, are accepted.
+// the parameter and the reason, and that the registry then runs the call
+// with eager on the NPU, bit for bit eager's on the host; and that float32
+// input and output, which it computes exactly, are accepted.
 func TestLinearConstraints(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -321,9 +320,17 @@ func TestLinearConstraints(t *testing.T) {
 		if !errors.As(err, &nc) || len(nc.Declines) != 1 || nc.Declines[0].Param != c.param || !strings.Contains(nc.Declines[0].Reason, c.reason) {
 			t.Errorf("%s: %v, want a decline on %s: %s", c.name, err, c.param, c.reason)
 		}
-		_, ran, err := e.linear(c.l, true)
-		if !errors.As(err, &nc) || !strings.Contains(err.Error(), "ascend: "+c.param) || !strings.Contains(err.Error(), "eager: ") {
-			t.Errorf("%s, the registry choosing: ran %q, %v; want refusals by ascend (%s) and eager", c.name, ran, err, c.param)
+		got, ran, err := e.linear(c.l, true)
+		if err != nil || ran != "eager" {
+			t.Errorf("%s, the registry choosing: ran %q, %v; want eager on the NPU", c.name, ran, err)
+			continue
+		}
+		want, _, err := e.linear(c.l, false, kitchenEager())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(must(got.Bytes()), must(want.Bytes())) {
+			t.Errorf("%s: eager on the NPU differs from eager on the host", c.name)
 		}
 	}
 	for _, c := range []struct {
@@ -440,7 +447,7 @@ func TestLinearNonFinite(t *testing.T) {
 // TestMMInt8 checks mm_int8 on the NPU against eager on the host, bit for
 // bit, up to the largest K the operator takes with every product
 // -128 * -128; that it copies nothing either way; and that it declines K
-// or N beyond 65,535.
+// or N beyond 65,535, which eager on the NPU then runs.
 func TestMMInt8(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(2, 8))
@@ -489,10 +496,20 @@ func TestMMInt8(t *testing.T) {
 		{must(tensor.Zeros(dtype.Int8, 1, kmax+1)), must(tensor.Zeros(dtype.Int8, kmax+1, 1)), "a"},
 		{must(tensor.Zeros(dtype.Int8, 1, 1)), must(tensor.Zeros(dtype.Int8, 1, kmax+1)), "b"},
 	} {
-		_, err := kitchen.MMInt8(e.ctx, e.up(c.a), e.up(c.b), e.opts(kitchen.UsingBackend(ascend.Name))...)
+		a, b := e.up(c.a), e.up(c.b)
+		_, err := kitchen.MMInt8(e.ctx, a, b, e.opts(kitchen.UsingBackend(ascend.Name))...)
 		var nc *backend.NoCapableBackendError
 		if !errors.As(err, &nc) || nc.Declines[0].Param != c.param || !strings.Contains(nc.Declines[0].Reason, "<= 65535") {
 			t.Errorf("%v by %v: %v, want a decline on %s", c.a, c.b, err, c.param)
+		}
+		// The registry runs it with eager on the NPU instead.
+		var ran string
+		got, err := kitchen.MMInt8(e.ctx, a, b, e.opts(kitchen.ReportBackend(&ran))...)
+		if err != nil || ran != "eager" {
+			t.Fatalf("%v by %v: ran %q, %v; want eager on the NPU", c.a, c.b, ran, err)
+		}
+		if g := e.down(got); !bytes.Equal(must(g.Bytes()), make([]byte, g.Nbytes())) {
+			t.Errorf("%v by %v: the product of zeros is not zero", c.a, c.b)
 		}
 	}
 }

@@ -393,3 +393,75 @@ func (s *session) quantMatmul(x1, x2 arr, transposed bool, scale arr, pertoken *
 		return s.api.aclnnQuantMatmulV4GetWorkspaceSize(t[0], t[1], t[2], 0, pt, 0, false, transposed, t[3], ws, ex)
 	}, s.api.aclnnQuantMatmulV4)
 }
+
+func (s *session) exp(x, out arr) error {
+	return s.unary("aclnnExp", s.api.aclnnExpGetWorkspaceSize, s.api.aclnnExp, x, out)
+}
+
+// sub computes out = a - b, as aclnnAdd with alpha -1: the product by -1
+// is exact, so this is IEEE subtraction, however the operator applies
+// alpha.
+func (s *session) sub(a, b, out arr) error {
+	t, err := s.tensorsOf(a, b, out)
+	if err != nil {
+		return err
+	}
+	alpha, err := s.f32(-1)
+	if err != nil {
+		return err
+	}
+	return s.run("aclnnAdd", func(ws *uint64, ex *uintptr) int32 {
+		return s.api.aclnnAddGetWorkspaceSize(t[0], t[1], alpha, t[2], ws, ex)
+	}, s.api.aclnnAdd)
+}
+
+// mulsF64 and addsF64 take a double scalar, for double arrays: a float32
+// scalar would round the constants of the float64 activations.
+func (s *session) mulsF64(a arr, c float64, out arr) error {
+	v, err := s.f64(c)
+	if err != nil {
+		return err
+	}
+	return s.withScalar("aclnnMuls", s.api.aclnnMulsGetWorkspaceSize, s.api.aclnnMuls, a, v, out)
+}
+
+func (s *session) addsF64(a arr, c float64, out arr) error {
+	t, err := s.tensorsOf(a, out)
+	if err != nil {
+		return err
+	}
+	v, err := s.f64(c)
+	if err != nil {
+		return err
+	}
+	alpha, err := s.f64(1)
+	if err != nil {
+		return err
+	}
+	return s.run("aclnnAdds", func(ws *uint64, ex *uintptr) int32 {
+		return s.api.aclnnAddsGetWorkspaceSize(t[0], v, alpha, t[1], ws, ex)
+	}, s.api.aclnnAdds)
+}
+
+// gtScalarI compares the integer array a with an int64 scalar, so that the
+// comparison is exact (a float32 scalar would promote it to float32).
+func (s *session) gtScalarI(a arr, c int64, out arr) error {
+	v, err := s.i64(c)
+	if err != nil {
+		return err
+	}
+	return s.withScalar("aclnnGtScalar", s.api.aclnnGtScalarGetWorkspaceSize, s.api.aclnnGtScalar, a, v, out)
+}
+
+// indexSelect writes x's slices along dimension dim named by the 1-D int32
+// or int64 index into out (aclnnIndexSelect). Indices must be in range:
+// the operator does not check them.
+func (s *session) indexSelect(x arr, dim int64, index, out arr) error {
+	t, err := s.tensorsOf(x, index, out)
+	if err != nil {
+		return err
+	}
+	return s.run("aclnnIndexSelect", func(ws *uint64, ex *uintptr) int32 {
+		return s.api.aclnnIndexSelectGetWorkspaceSize(t[0], dim, t[1], t[2], ws, ex)
+	}, s.api.aclnnIndexSelect)
+}

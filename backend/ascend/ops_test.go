@@ -701,6 +701,10 @@ func TestErrorPropagation(t *testing.T) {
 	w := e.up(must(tensor.FromInt8([]int8{1, -2, 3, -128, 5, 127, -7, 8, 9, -10, 11, 12, 13, 14, 15, 16, 17, 18}, 3, 6)))
 	ws1 := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.25})))
 	wsn := e.up(scales(dtype.BFloat16, 3))
+	// Rows of 8 for the rotations in groups of 4.
+	idx := e.up(indexTensor(dtype.Int64, []int64{3, 0, 3}, 3))
+	q8 := e.up(must(tensor.FromInt8([]int8{1, -2, 3, -128, 5, 127, -7, 8, 9, -10, 11, 12, 13, 14, 15, 16, 17, 18, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, 4, 8)))
+	x8 := e.up(ramp(dtype.BFloat16, 2, 8))
 	bias := e.up(scales(dtype.Float16, 3))
 	var release func(ts ...*tensor.Tensor)
 	linear := func(ws, bias *tensor.Tensor, out dtype.DType) func() error {
@@ -750,6 +754,17 @@ func TestErrorPropagation(t *testing.T) {
 		}},
 		"mm_int8": {func() error {
 			y, err := kitchen.MMInt8(e.ctx, q, must(w.Reshape(6, 3)), e.opts()...)
+			release(y)
+			return err
+		}},
+		// Eager on the NPU, with its rotation, gather and linear primitives.
+		"embedding": {func() error {
+			y, err := kitchen.DequantizeInt8Embedding(e.ctx, q8, s, idx, dtype.BFloat16, e.opts(kitchen.WithConvRotGroup(4))...)
+			release(y)
+			return err
+		}},
+		"linear, gelu_tanh, ConvRot": {func() error {
+			y, err := kitchen.Int8Linear(e.ctx, x8, q8, ws1, e.opts(kitchen.WithInputAct("gelu_tanh"), kitchen.WithConvRot(4))...)
 			release(y)
 			return err
 		}},
@@ -819,6 +834,13 @@ func TestErrorPropagation(t *testing.T) {
 		{"linear, per channel, bias", "aclnnQuantMatmulV4GetWorkspaceSize", 161002},
 		{"linear, per channel, bias", "aclnnMul", 361001},
 		{"linear, per channel, bias", "aclnnCastGetWorkspaceSize", 161002},
+		{"embedding", "aclnnIndexSelectGetWorkspaceSize", 161002},
+		{"embedding", "aclnnIndexSelect", 561103},
+		{"embedding", "aclnnGtScalar", 361001},
+		{"embedding", "aclnnAdd", 361001},
+		{"linear, gelu_tanh, ConvRot", "aclnnExpGetWorkspaceSize", 161002},
+		{"linear, gelu_tanh, ConvRot", "aclnnExp", 361001},
+		{"linear, gelu_tanh, ConvRot", "aclnnAdd", 561103},
 	} {
 		msg := "sim: " + c.call + " broke for the test"
 		t.Run(c.op+"/"+c.call, func(t *testing.T) {

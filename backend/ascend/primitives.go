@@ -256,6 +256,16 @@ func (s *session) firstFalse(good arr) (int, error) {
 	return -1, nil
 }
 
+// wideOf returns t's array with the given shape (t's own if none) as
+// float32: of, then widen.
+func (s *session) wideOf(t *tensor.Tensor, shape ...int) (arr, error) {
+	a, err := s.of(t, shape...)
+	if err != nil {
+		return arr{}, err
+	}
+	return s.widen(a)
+}
+
 // widen returns a as float32: a itself if it is float32, else a cast of it.
 func (s *session) widen(a arr) (arr, error) {
 	if a.dt == aclFloat {
@@ -325,18 +335,12 @@ func (s *session) binaryOp(op eager.BinaryOp, a, b *tensor.Tensor, outDT dtype.D
 	if err != nil || n == 0 {
 		return out, err
 	}
-	aa, err := s.of(a, rows, k)
+	aa, err := s.wideOf(a, rows, k)
 	if err != nil {
 		return nil, err
 	}
-	ba, err := s.of(b, bShape...)
+	ba, err := s.wideOf(b, bShape...)
 	if err != nil {
-		return nil, err
-	}
-	if aa, err = s.widen(aa); err != nil {
-		return nil, err
-	}
-	if ba, err = s.widen(ba); err != nil {
 		return nil, err
 	}
 	return out, s.narrow(o.as(rows, k), func(dst arr) error {
@@ -366,11 +370,8 @@ func (s *session) binaryScalar(op eager.BinaryOp, a *tensor.Tensor, c float32, o
 	if err != nil || n == 0 {
 		return out, err
 	}
-	aa, err := s.of(a, n)
+	aa, err := s.wideOf(a, n)
 	if err != nil {
-		return nil, err
-	}
-	if aa, err = s.widen(aa); err != nil {
 		return nil, err
 	}
 	return out, s.narrow(o, func(dst arr) error {
@@ -535,11 +536,8 @@ func (s *session) roundToInt8(y *tensor.Tensor, mode eager.RoundMode) (*tensor.T
 	if err != nil || n == 0 {
 		return out, err
 	}
-	ya, err := s.of(y, n)
+	ya, err := s.wideOf(y, n)
 	if err != nil {
-		return nil, err
-	}
-	if ya, err = s.widen(ya); err != nil {
 		return nil, err
 	}
 	var t [3]arr

@@ -155,7 +155,7 @@ func (s *session) result(dt dtype.DType, shape []int) (*tensor.Tensor, arr, erro
 	}
 	s.results = append(s.results, m)
 	t, err := tensor.New(s.d, dt, shape, m)
-	return t, arr{m.addr, aclType(dt), []int64{int64(n)}}, err
+	return t, arr{addr: m.addr, dt: aclType(dt), shape: []int64{int64(n)}}, err
 }
 
 // temp allocates an intermediate array of n elements of CANN type dt,
@@ -166,7 +166,7 @@ func (s *session) temp(dt int32, n int) (arr, error) {
 		return arr{}, err
 	}
 	s.temps = append(s.temps, p)
-	return arr{p, dt, []int64{int64(n)}}, nil
+	return arr{addr: p, dt: dt, shape: []int64{int64(n)}}, nil
 }
 
 // temporaries allocates an intermediate array of n elements of CANN type dt for
@@ -182,21 +182,35 @@ func (s *session) temporaries(dt int32, n int, ps ...*arr) error {
 	return nil
 }
 
-// arr is a contiguous array in device memory as an operator sees it: an
-// address, a CANN element type and a shape.
+// arr is an array in device memory as an operator sees it: an address, a
+// CANN element type and a shape; contiguous, or, if strides is set, a
+// strided view (view) of the storage elements from the address.
 type arr struct {
 	addr  uintptr
 	dt    int32
 	shape []int64
+
+	strides []int64 // in elements; nil for a contiguous array
+	offset  int64   // of the view's first element, in elements
+	storage int64   // elements of the storage a view sees
 }
 
-// as returns a with another shape of the same number of elements.
+// as returns a contiguous a with another shape of the same number of
+// elements.
 func (a arr) as(shape ...int) arr {
 	s := make([]int64, len(shape))
 	for i, n := range shape {
 		s[i] = int64(n)
 	}
-	return arr{a.addr, a.dt, s}
+	return arr{addr: a.addr, dt: a.dt, shape: s}
+}
+
+// view returns the strided view of the contiguous a with the given offset,
+// shape and strides (in elements), which must stay within a. Operators
+// read and write such views in place, so a slice of a buffer needs no copy
+// (the aclnn headers kitchen uses say each operand may be non-contiguous).
+func (a arr) view(offset int64, shape, strides []int64) arr {
+	return arr{addr: a.addr, dt: a.dt, shape: shape, strides: strides, offset: offset, storage: count(a)}
 }
 
 // of returns tensor t of this device as an array of the given shape (its
@@ -215,22 +229,27 @@ func (s *session) of(t *tensor.Tensor, shape ...int) (arr, error) {
 	if len(shape) == 0 {
 		shape = []int{1} // operators see scalars as one-element vectors
 	}
-	return arr{m.addr, aclType(t.DType()), nil}.as(shape...), nil
+	return arr{addr: m.addr, dt: aclType(t.DType())}.as(shape...), nil
 }
 
-// tensor creates the aclTensor describing a (contiguous, format ND).
+// tensor creates the aclTensor describing a (format ND).
 func (s *session) tensor(a arr) (uintptr, error) {
 	dims := a.shape
 	if len(dims) == 0 {
 		dims = []int64{1}
 	}
-	strides := make([]int64, len(dims))
-	stride := int64(1)
-	for i := len(dims) - 1; i >= 0; i-- {
-		strides[i] = stride
-		stride *= dims[i]
+	strides, storage := a.strides, dims
+	if strides == nil {
+		strides = make([]int64, len(dims))
+		stride := int64(1)
+		for i := len(dims) - 1; i >= 0; i-- {
+			strides[i] = stride
+			stride *= dims[i]
+		}
+	} else {
+		storage = []int64{a.storage}
 	}
-	t := s.api.aclCreateTensor(&dims[0], uint64(len(dims)), a.dt, &strides[0], 0, aclFormatND, &dims[0], uint64(len(dims)), a.addr)
+	t := s.api.aclCreateTensor(&dims[0], uint64(len(dims)), a.dt, &strides[0], a.offset, aclFormatND, &storage[0], uint64(len(storage)), a.addr)
 	if t == 0 {
 		return 0, s.d.rt.fail("aclCreateTensor", 0)
 	}
@@ -254,6 +273,16 @@ func (s *session) tensorsOf(as ...arr) ([]uintptr, error) {
 // f32 creates a float32 aclScalar.
 func (s *session) f32(v float32) (uintptr, error) {
 	p := s.api.aclCreateScalar(unsafe.Pointer(&v), aclFloat)
+	if p == 0 {
+		return 0, s.d.rt.fail("aclCreateScalar", 0)
+	}
+	s.scalars = append(s.scalars, p)
+	return p, nil
+}
+
+// f64 creates a double aclScalar.
+func (s *session) f64(v float64) (uintptr, error) {
+	p := s.api.aclCreateScalar(unsafe.Pointer(&v), aclDouble)
 	if p == 0 {
 		return 0, s.d.rt.fail("aclCreateScalar", 0)
 	}

@@ -10,6 +10,7 @@ const (
 	aclInt32   int32 = 3
 	aclUint8   int32 = 4
 	aclInt64   int32 = 9
+	aclDouble  int32 = 11
 	aclBool    int32 = 12
 	aclBF16    int32 = 27
 )
@@ -42,7 +43,7 @@ func aclSize(dt int32) int {
 		return 4
 	case aclFloat16, aclBF16:
 		return 2
-	case aclInt64:
+	case aclInt64, aclDouble:
 		return 8
 	}
 	return 1

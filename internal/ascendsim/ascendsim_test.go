@@ -57,6 +57,7 @@ func TestLibrariesExportCANNNames(t *testing.T) {
 		"aclnnInplaceCopy", "aclnnArange", "aclnnInplaceBitwiseAndScalar", "aclnnInplaceBitwiseXorTensor",
 		"aclnnInplaceAdds", "aclnnInplaceAdd", "aclnnInplaceMuls", "aclnnInplaceFloorDivides", "aclnnFloorDivides",
 		"aclnnFloorDivide", "aclnnPowScalarTensor", "aclnnDynamicQuantV2", "aclnnQuantize", "aclnnQuantMatmulV4",
+		"aclnnExp", "aclnnIndexSelect",
 	}
 	var opapi []string
 	for _, op := range ops {
@@ -110,6 +111,8 @@ type rt struct {
 	deviceCount  func(*uint32) int32
 	quantWS      func(x, scales, zeroPoints uintptr, dtype, axis int32, out uintptr, ws *uint64, ex *uintptr) int32
 	quant        func(uintptr, uint64, uintptr, uintptr) int32
+	selectWS     func(self uintptr, dim int64, index, out uintptr, ws *uint64, ex *uintptr) int32
+	indexSelect  func(uintptr, uint64, uintptr, uintptr) int32
 }
 
 func load(t *testing.T) *rt {
@@ -141,6 +144,7 @@ func loadFrom(t *testing.T, dir string) *rt {
 		{&r.repeatable, 1, "aclSetAclOpExecutorRepeatable"}, {&r.destroyExec, 1, "aclDestroyAclOpExecutor"},
 		{&r.finalize, 0, "aclFinalize"}, {&r.deviceCount, 0, "aclrtGetDeviceCount"},
 		{&r.quantWS, 2, "aclnnQuantizeGetWorkspaceSize"}, {&r.quant, 2, "aclnnQuantize"},
+		{&r.selectWS, 2, "aclnnIndexSelectGetWorkspaceSize"}, {&r.indexSelect, 2, "aclnnIndexSelect"},
 	} {
 		purego.RegisterLibFunc(b.fn, h[b.lib], b.name)
 	}

@@ -208,6 +208,49 @@ func TestQuantizeDoesNotClip(t *testing.T) {
 	})
 }
 
+// TestIndexSelect gathers rows of an int8 table [3, 2] by int32 indices,
+// and checks that an index out of range makes the kernel fail when the
+// stream runs it (what the NPU does is not documented; the simulator
+// refuses, so a backend that does not check its indices fails its tests).
+func TestIndexSelect(t *testing.T) {
+	r := load(t)
+	onThread(func() {
+		s := r.open(t)
+		defer s.close()
+		table := s.array([]byte{1, 2, 3, 4, 5, 6})
+		dims, strides := []int64{3, 2}, []int64{2, 1}
+		x := r.createTensor(&dims[0], 2, aclInt8, &strides[0], 0, 2, &dims[0], 2, table)
+		s.ts = append(s.ts, x)
+		gather := func(idx ...int32) (uintptr, int32) {
+			in := make([]byte, 4*len(idx))
+			for i, v := range idx {
+				binary.LittleEndian.PutUint32(in[4*i:], uint32(v))
+			}
+			out := s.array(make([]byte, 2*len(idx)))
+			odims := []int64{int64(len(idx)), 2}
+			o := r.createTensor(&odims[0], 2, aclInt8, &strides[0], 0, 2, &odims[0], 2, out)
+			s.ts = append(s.ts, o)
+			var ws uint64
+			var ex uintptr
+			if st := r.selectWS(x, 0, s.tensor(aclInt32, s.array(in), len(idx)), o, &ws, &ex); st != 0 {
+				t.Fatalf("aclnnIndexSelectGetWorkspaceSize: %d %s", st, r.errMsg())
+			}
+			w := s.array(make([]byte, ws))
+			if st := r.indexSelect(w, ws, ex, s.stream); st != 0 {
+				t.Fatalf("aclnnIndexSelect: %d %s", st, r.errMsg())
+			}
+			return out, r.sync(s.stream)
+		}
+		out, st := gather(2, 0, 2)
+		if got := s.read(out, 6); st != 0 || string(got) != string([]byte{5, 6, 1, 2, 5, 6}) {
+			t.Errorf("rows 2, 0, 2: %v (status %d), want [5 6 1 2 5 6]", got, st)
+		}
+		if _, st := gather(1, 3); st != 361001 || !strings.Contains(r.errMsg(), "index 3 at position 1 is out of range") {
+			t.Errorf("index 3 of 3 rows: status %d, want 361001 naming the index", st)
+		}
+	})
+}
+
 // cannConstants are the values CANN 8.1.RC1's headers give the constants
 // the simulator defines in csrc/ksim.h: include/acl/acl_base.h (data
 // types, format, ACL_ERROR_*), acl/acl_rt.h (copy kinds, overflow modes),

@@ -227,4 +227,15 @@ KSIM_API aclnnStatus aclnnQuantMatmulV4GetWorkspaceSize(const aclTensor *x1, con
 KSIM_API aclnnStatus aclnnQuantMatmulV4(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
     aclrtStream stream);
 
+/* aclnnop/aclnn_exp.h */
+KSIM_API aclnnStatus aclnnExpGetWorkspaceSize(const aclTensor *self, aclTensor *out, uint64_t *workspaceSize,
+    aclOpExecutor **executor);
+KSIM_API aclnnStatus aclnnExp(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream);
+/* aclnnop/aclnn_index_select.h */
+KSIM_API aclnnStatus aclnnIndexSelectGetWorkspaceSize(const aclTensor *self, int64_t dim, const aclTensor *index, aclTensor *out, uint64_t *workspaceSize,
+    aclOpExecutor **executor);
+KSIM_API aclnnStatus aclnnIndexSelect(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream);
+
 #endif

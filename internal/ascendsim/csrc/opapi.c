@@ -278,6 +278,28 @@ static void putf(aclDataType dt, unsigned char *p, float f) {
     puti(dt, p, float_to_int(dt, f));
 }
 
+/* getd widens an element to double, exactly for every type the simulator
+ * stores. */
+static double getd(aclDataType dt, const unsigned char *p) {
+    if (dt == ACL_DOUBLE) {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    return is_float(dt) ? (double)getf(dt, p) : (double)geti(dt, p);
+}
+
+/* putd stores a double: as it is in a double, rounded once to nearest even
+ * in a float32, and through float32 for the other types (two roundings; no
+ * caller narrows double further than float32). */
+static void putd(aclDataType dt, unsigned char *p, double v) {
+    if (dt == ACL_DOUBLE) {
+        memcpy(p, &v, 8);
+        return;
+    }
+    putf(dt, p, (float)v);
+}
+
 /* ---- shapes and iteration ---- */
 
 static int64_t numel(const ksim_tensor *t) {
@@ -454,7 +476,9 @@ enum {
 
 /* k_binary: t[0] self, t[1] other (or scalar s[0]), t[2] out, s[1] alpha;
  * iarg[0] the operation. Float operands compute in float32, integer ones in
- * int64. */
+ * int64, and a double tensor operand makes the arithmetic double (CANN's
+ * type promotion: a double tensor promotes its float32 partner; a scalar
+ * does not promote a tensor), for add, mul and div. */
 static int k_binary(ksim_exec *e, char *msg, size_t msglen) {
     int op = (int)e->iarg[0];
     bool has_b = e->t[1].magic != 0;
@@ -470,6 +494,8 @@ static int k_binary(ksim_exec *e, char *msg, size_t msglen) {
     bool fl = is_float(e->t[0].dtype) || (has_b ? is_float(e->t[1].dtype) : e->s[0].isfloat);
     float alpha_f = e->s[1].magic ? scalar_f(&e->s[1]) : 1.0f;
     int64_t alpha_i = e->s[1].magic ? scalar_i(&e->s[1]) : 1;
+    bool dbl = e->t[0].dtype == ACL_DOUBLE || (has_b && e->t[1].dtype == ACL_DOUBLE);
+    double alpha_d = e->s[1].magic ? (e->s[1].isfloat ? e->s[1].f : (double)e->s[1].i) : 1.0;
     bool ignore_nan = ksim_minmax_ignores_nan();
     int64_t idx[KSIM_MAX_DIMS] = {0}, off[3] = {0};
     if (numel(out) == 0) {
@@ -477,6 +503,24 @@ static int k_binary(ksim_exec *e, char *msg, size_t msglen) {
     }
     do {
         unsigned char *po = AT(ops[2], off[2]);
+        if (dbl) {
+            double a = getd(ops[0].dt, AT(ops[0], off[0]));
+            double b = has_b ? getd(ops[1].dt, AT(ops[1], off[1]))
+                             : (e->s[0].isfloat ? e->s[0].f : (double)e->s[0].i);
+            switch (op) {
+            case OP_ADD:
+                putd(ops[2].dt, po, a + alpha_d * b);
+                continue;
+            case OP_MUL:
+                putd(ops[2].dt, po, a * b);
+                continue;
+            case OP_DIV:
+                putd(ops[2].dt, po, a / b);
+                continue;
+            }
+            snprintf(msg, msglen, "operation %d on double data is not simulated", op);
+            return ACLNN_ERR_RUNTIME_ERROR;
+        }
         if (fl) {
             float a = getf(ops[0].dt, AT(ops[0], off[0]));
             float b = has_b ? getf(ops[1].dt, AT(ops[1], off[1])) : scalar_f(&e->s[0]);
@@ -753,7 +797,7 @@ SECOND_PHASE(aclnnPowScalarTensor)
 
 /* ---- unary operators ---- */
 
-enum { U_CAST, U_ABS, U_FLOOR, U_ISFINITE, U_NOT, U_CLAMP, U_FILL, U_MASKED_FILL, U_COPY };
+enum { U_CAST, U_ABS, U_FLOOR, U_ISFINITE, U_NOT, U_CLAMP, U_FILL, U_MASKED_FILL, U_COPY, U_EXP };
 
 /* k_unary: t[0] input (absent for fill), t[1] mask (masked fill), t[2] out;
  * s[0], s[1] scalars; iarg[0] the operation. */
@@ -780,7 +824,9 @@ static int k_unary(ksim_exec *e, char *msg, size_t msglen) {
         switch (op) {
         case U_CAST:
         case U_COPY:
-            if (is_float(ops[0].dt)) {
+            if (ops[0].dt == ACL_DOUBLE || ops[2].dt == ACL_DOUBLE) {
+                putd(ops[2].dt, po, getd(ops[0].dt, pa));
+            } else if (is_float(ops[0].dt)) {
                 putf(ops[2].dt, po, getf(ops[0].dt, pa));
             } else {
                 puti(ops[2].dt, po, geti(ops[0].dt, pa));
@@ -796,6 +842,15 @@ static int k_unary(ksim_exec *e, char *msg, size_t msglen) {
             break;
         case U_FLOOR:
             putf(ops[2].dt, po, floorf(getf(ops[0].dt, pa)));
+            break;
+        case U_EXP:
+            /* The C library's exp and expf, within an ulp of e^x: CANN
+             * documents no accuracy (README.md). */
+            if (ops[0].dt == ACL_DOUBLE) {
+                putd(ops[2].dt, po, exp(getd(ops[0].dt, pa)));
+            } else {
+                putf(ops[2].dt, po, expf(getf(ops[0].dt, pa)));
+            }
             break;
         case U_ISFINITE:
             puti(ops[2].dt, po, is_float(ops[0].dt) ? isfinite(getf(ops[0].dt, pa)) != 0 : 1);
@@ -847,7 +902,7 @@ static aclnnStatus unary_phase1(const char *op, int kind, const aclTensor *self,
     REQUIRE(workspaceSize != NULL && executor != NULL, ACLNN_ERR_PARAM_NULLPTR, op, "NULL output pointer");
     const ksim_tensor *a = (const ksim_tensor *)self, *o = (const ksim_tensor *)out;
     REQUIRE(numeric(a->dtype) && numeric(o->dtype), ACLNN_ERR_PARAM_INVALID, op, "data type not supported");
-    REQUIRE(kind != U_FLOOR || is_float(a->dtype), ACLNN_ERR_PARAM_INVALID, op,
+    REQUIRE((kind != U_FLOOR && kind != U_EXP) || is_float(a->dtype), ACLNN_ERR_PARAM_INVALID, op,
             "self must be a floating-point tensor");
     REQUIRE(kind != U_ISFINITE || o->dtype == ACL_BOOL, ACLNN_ERR_PARAM_INVALID, op, "out must be bool");
     REQUIRE(same_shape(o, a->dims, (int)a->ndim), ACLNN_ERR_PARAM_INVALID, op, "out must have self's shape");
@@ -879,6 +934,80 @@ UNARY(Abs, U_ABS)
 UNARY(Floor, U_FLOOR)
 UNARY(IsFinite, U_ISFINITE)
 UNARY(LogicalNot, U_NOT)
+UNARY(Exp, U_EXP)
+
+/* ---- aclnnIndexSelect ---- */
+
+/* k_index_select: t[0] self, t[1] index (0-D or 1-D, int32 or int64), t[2]
+ * out; iarg[0] the dimension. out[.., i, ..] = self[.., index[i], ..]. An
+ * index outside [0, size of the dimension) fails when the kernel runs
+ * (guess: aclnn_index_select.h documents no check, and the GatherV2 kernel
+ * behind it would read outside self; callers must check first). */
+static int k_index_select(ksim_exec *e, char *msg, size_t msglen) {
+    const ksim_tensor *x = &e->t[0], *ix = &e->t[1], *out = &e->t[2];
+    int dim = (int)e->iarg[0];
+    size_t es = ksim_dtype_size(x->dtype), ies = ksim_dtype_size(ix->dtype);
+    int64_t n = numel(ix), istride = ix->ndim ? ix->strides[0] : 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = geti(ix->dtype, e->host[1] + (size_t)(i * istride) * ies);
+        if (v < 0 || v >= x->dims[dim]) {
+            snprintf(msg, msglen, "index %lld at position %lld is out of range for dimension %d of size %lld",
+                     (long long)v, (long long)i, dim, (long long)x->dims[dim]);
+            return ACLNN_ERR_RUNTIME_ERROR;
+        }
+    }
+    if (numel(out) == 0) {
+        return 0;
+    }
+    int64_t idx[KSIM_MAX_DIMS] = {0};
+    do {
+        int64_t xo = 0, oo = 0;
+        for (int d = 0; d < (int)out->ndim; d++) {
+            int64_t j = idx[d];
+            if (d == dim) {
+                j = geti(ix->dtype, e->host[1] + (size_t)(j * istride) * ies);
+            }
+            xo += j * x->strides[d];
+            oo += idx[d] * out->strides[d];
+        }
+        memcpy(e->host[2] + (size_t)oo * es, e->host[0] + (size_t)xo * es, es);
+    } while (iterate(out, idx, NULL, NULL, 0));
+    return 0;
+}
+
+KSIM_API aclnnStatus aclnnIndexSelectGetWorkspaceSize(const aclTensor *self, int64_t dim, const aclTensor *index,
+                                                      aclTensor *out, uint64_t *workspaceSize,
+                                                      aclOpExecutor **executor) {
+    const char *op = "aclnnIndexSelect";
+    FIRST_PHASE("aclnnIndexSelect");
+    REQUIRE(live_tensor(self) && live_tensor(index) && live_tensor(out), ACLNN_ERR_PARAM_NULLPTR, op,
+            "self, index and out must be live aclTensors");
+    REQUIRE(workspaceSize != NULL && executor != NULL, ACLNN_ERR_PARAM_NULLPTR, op, "NULL output pointer");
+    const ksim_tensor *x = (const ksim_tensor *)self, *ix = (const ksim_tensor *)index, *o = (const ksim_tensor *)out;
+    REQUIRE(numeric(x->dtype), ACLNN_ERR_PARAM_INVALID, op, "self's data type is not supported");
+    REQUIRE(ix->dtype == ACL_INT32 || ix->dtype == ACL_INT64, ACLNN_ERR_PARAM_INVALID, op,
+            "index must be int32 or int64");
+    REQUIRE(ix->ndim <= 1, ACLNN_ERR_PARAM_INVALID, op, "index must be 0-D or 1-D");
+    REQUIRE(x->ndim >= 1, ACLNN_ERR_PARAM_INVALID, op, "self must have a dimension");
+    if (dim < 0) {
+        dim += (int64_t)x->ndim;
+    }
+    REQUIRE(dim >= 0 && dim < (int64_t)x->ndim, ACLNN_ERR_PARAM_INVALID, op, "dim is out of range");
+    REQUIRE(o->dtype == x->dtype, ACLNN_ERR_PARAM_INVALID, op, "out's data type differs from self's");
+    int64_t dims[KSIM_MAX_DIMS];
+    for (uint64_t d = 0; d < x->ndim; d++) {
+        dims[d] = (int64_t)d == dim ? numel(ix) : x->dims[d];
+    }
+    REQUIRE(same_shape(o, dims, (int)x->ndim), ACLNN_ERR_PARAM_INVALID, op,
+            "out must have self's shape with index's length in dimension dim");
+    ksim_exec *e = ksim_exec_create(op, k_index_select, 1024);
+    snap(e, 0, self);
+    snap(e, 1, index);
+    snap(e, 2, out);
+    e->iarg[0] = dim;
+    return finish(e, workspaceSize, executor);
+}
+SECOND_PHASE(aclnnIndexSelect)
 
 KSIM_API aclnnStatus aclnnClampGetWorkspaceSize(const aclTensor *self, const aclScalar *clipValueMin,
                                                 const aclScalar *clipValueMax, aclTensor *out,
