@@ -39,43 +39,40 @@ func getRowBufs(k, size int) *rowBufs {
 }
 
 func quantizeConvRotWeight(ctx context.Context, a *op.ConvRotWeightArgs) (op.Quantized, error) {
-	return rotateQuantize(ctx, op.QuantizeConvRotWeight.Name(), "weight", a.Weight, a.Group, a.Seed)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, rotateQuantize(ctx, op.QuantizeConvRotWeight.Name(), "weight", a.Weight, a.Group, a.Seed, res.Q, res.Scale)
 }
 
 func quantizeAndRotateRowwise(ctx context.Context, a *op.RotateRowwiseArgs) (op.Quantized, error) {
-	return rotateQuantize(ctx, op.QuantizeAndRotateRowwise.Name(), "x", a.X, a.Group, a.Seed)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, rotateQuantize(ctx, op.QuantizeAndRotateRowwise.Name(), "x", a.X, a.Group, a.Seed, res.Q, res.Scale)
 }
 
 // rotateQuantize rotates each row of x in groups of g, rounds it to x's
-// dtype and quantizes it row-wise.
-func rotateQuantize(ctx context.Context, name, param string, x *tensor.Tensor, g int, seed int64) (op.Quantized, error) {
+// dtype and quantizes it row-wise into q and scale.
+func rotateQuantize(ctx context.Context, name, param string, x *tensor.Tensor, g int, seed int64, q, scale *tensor.Tensor) error {
 	src, err := x.Bytes()
 	if err != nil {
-		return op.Quantized{}, err
+		return err
 	}
 	k := x.Dim(-1)
-	var dims [8]int
-	shape := x.AppendShape(dims[:0])
-	q, err := tensor.Zeros(dtype.Int8, shape...)
-	if err != nil {
-		return op.Quantized{}, err
-	}
-	shape[len(shape)-1] = 1
-	scale, err := tensor.Zeros(dtype.Float32, shape...)
-	if err != nil {
-		return op.Quantized{}, err
-	}
 	w := &rotateQuantizeBody{dt: x.DType(), src: src, k: k, g: g, seed: seed}
 	w.dst, _ = q.Bytes()
 	w.scales, _ = scale.Bytes()
 	w.bad.reset()
 	if err := parallelFor(ctx, w, x.Numel()/k, max(1, grainBytes/(k*w.dt.Size()))); err != nil {
-		return op.Quantized{}, err
+		return err
 	}
 	if r := w.bad.get(); r >= 0 {
-		return op.Quantized{}, backend.NonFiniteIn(name, param, r)
+		return backend.NonFiniteIn(name, param, r)
 	}
-	return op.Quantized{Q: q, Scale: scale}, nil
+	return nil
 }
 
 type rotateQuantizeBody struct {
@@ -116,36 +113,40 @@ func quantizeRow(dt dtype.DType, row, dst, scale []byte, seed int64, base uint64
 }
 
 func dequantizeConvRotWeight(ctx context.Context, a *op.ConvRotDequantizeArgs) (op.Dequantized, error) {
-	return dequantizeRotate(ctx, op.DequantizeConvRotWeight.Name(), a, dtype.Float32)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, dequantizeRotate(ctx, op.DequantizeConvRotWeight.Name(), a, res.Out)
 }
 
 func dequantizeConvRotWeightDType(ctx context.Context, a *op.ConvRotDequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeRotate(ctx, op.DequantizeConvRotWeightDType.Name(), &a.ConvRotDequantizeArgs, a.OutDType)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, dequantizeRotate(ctx, op.DequantizeConvRotWeightDType.Name(), &a.ConvRotDequantizeArgs, res.Out)
 }
 
 // dequantizeRotate computes rotate(f32(q) * f32(scale), g) row by row in
 // float32 and rounds it once to out. A scale that is not a finite number
 // > 0 is an error naming the first such element: a single or row-wise
 // scale is checked before the rows, a full-shape one row by row.
-func dequantizeRotate(ctx context.Context, name string, a *op.ConvRotDequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+func dequantizeRotate(ctx context.Context, name string, a *op.ConvRotDequantizeArgs, o *tensor.Tensor) error {
+	out := o.DType()
 	src, err := a.Q.Bytes()
 	if err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	sb, err := a.Scale.Bytes()
 	if err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	full := a.Scale.Numel() == a.Q.Numel()
 	if !full {
 		if i := firstBadScale(a.Scale.DType(), sb, a.Scale.Numel()); i >= 0 {
-			return op.Dequantized{}, op.BadScale(name, i)
+			return op.BadScale(name, i)
 		}
-	}
-	var dims [8]int
-	o, err := tensor.Zeros(out, a.Q.AppendShape(dims[:0])...)
-	if err != nil {
-		return op.Dequantized{}, err
 	}
 	k := a.Q.Dim(-1)
 	w := &rotatedRows{out: out, q: src, scales: sb, sdt: a.Scale.DType(), perRow: a.Scale.Numel() == a.Q.Numel()/k,
@@ -153,12 +154,12 @@ func dequantizeRotate(ctx context.Context, name string, a *op.ConvRotDequantizeA
 	w.dst, _ = o.Bytes()
 	w.badScale.reset()
 	if err := parallelFor(ctx, w, a.Q.Numel()/k, max(1, grainBytes/k)); err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	if i := w.badScale.get(); i >= 0 {
-		return op.Dequantized{}, op.BadScale(name, i)
+		return op.BadScale(name, i)
 	}
-	return op.Dequantized{Out: o}, nil
+	return nil
 }
 
 // firstBadScale returns the index of the first of the n scales of sdt in b
@@ -248,23 +249,23 @@ func dequantizeEmbedding(ctx context.Context, a *op.EmbeddingArgs) (op.Dequantiz
 		return op.Dequantized{}, op.BadScale(op.DequantizeEmbedding.Name(), i)
 	}
 	d := a.Q.Dim(1)
-	shape := append(a.Indices.Shape(), d)
-	o, err := tensor.Zeros(a.OutDType, shape...)
+	res, err := a.Result()
 	if err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
+	o := res.Out
 	w := &rotatedRows{out: a.OutDType, q: q, scales: sb, sdt: a.Scale.DType(), perRow: a.Scale.Numel() != 1,
 		k: d, g: a.Group, indices: ib, idt: a.Indices.DType()}
 	w.dst, _ = o.Bytes()
 	w.bad.reset()
 	n := a.Indices.Numel()
 	if err := parallelFor(ctx, w, n, max(1, grainBytes/d)); err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
 	if i := w.bad.get(); i >= 0 {
-		return op.Dequantized{}, op.BadIndex(i, dtype.LoadInt(ib, a.Indices.DType(), i), a.Q.Dim(0))
+		return res, op.BadIndex(i, dtype.LoadInt(ib, a.Indices.DType(), i), a.Q.Dim(0))
 	}
-	return op.Dequantized{Out: o}, nil
+	return res, nil
 }
 
 // scaleInt8Generic sets dst[i] = float32(int8(q[i])) * s for the len(dst)

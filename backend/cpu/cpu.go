@@ -71,17 +71,11 @@ func quantizeRowwise(ctx context.Context, a *op.RowwiseArgs) (op.Quantized, erro
 		return op.Quantized{}, err
 	}
 	k := x.Dim(-1)
-	var dims [8]int
-	shape := x.AppendShape(dims[:0])
-	q, err := tensor.Zeros(dtype.Int8, shape...)
+	res, err := a.Result()
 	if err != nil {
-		return op.Quantized{}, err
+		return res, err
 	}
-	shape[len(shape)-1] = 1
-	scale, err := tensor.Zeros(dtype.Float32, shape...)
-	if err != nil {
-		return op.Quantized{}, err
-	}
+	q, scale := res.Q, res.Scale
 	w := rowwisePool.Get().(*rowwiseBody)
 	defer func() { *w = rowwiseBody{}; rowwisePool.Put(w) }()
 	w.dt, w.src, w.k, w.seed = x.DType(), src, k, a.Seed
@@ -89,12 +83,12 @@ func quantizeRowwise(ctx context.Context, a *op.RowwiseArgs) (op.Quantized, erro
 	w.scales, _ = scale.Bytes()
 	w.bad.reset()
 	if err := parallelFor(ctx, w, x.Numel()/k, max(1, grainBytes/(k*w.dt.Size()))); err != nil {
-		return op.Quantized{}, err
+		return res, err
 	}
 	if r := w.bad.get(); r >= 0 {
-		return op.Quantized{}, backend.NonFinite(op.QuantizeRowwise.Name(), r)
+		return res, backend.NonFinite(op.QuantizeRowwise.Name(), r)
 	}
-	return op.Quantized{Q: q, Scale: scale}, nil
+	return res, nil
 }
 
 type rowwiseBody struct {
@@ -156,21 +150,18 @@ func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized
 	}
 
 	// Pass 2: quantize by t.
-	var dims [8]int
-	q, err := tensor.Zeros(dtype.Int8, x.AppendShape(dims[:0])...)
+	res, err := a.Result()
 	if err != nil {
-		return op.Quantized{}, err
+		return res, err
 	}
-	scale, err := tensor.FromFloat32(dtype.Float32, []float32{s}, []int{}...)
-	if err != nil {
-		return op.Quantized{}, err
-	}
+	sb, _ := res.Scale.Bytes()
+	binary.LittleEndian.PutUint32(sb, math.Float32bits(s))
 	w.quantize, w.t = true, divisor(w.dt, s)
-	w.dst, _ = q.Bytes()
+	w.dst, _ = res.Q.Bytes()
 	if err := parallelFor(ctx, w, n, minElems); err != nil {
-		return op.Quantized{}, err
+		return res, err
 	}
-	return op.Quantized{Q: q, Scale: scale}, nil
+	return res, nil
 }
 
 // flatBody is a tensor-wise pass over a flat range of elements: the abs-max
@@ -203,34 +194,38 @@ func (w *flatBody) run(lo, hi int) {
 }
 
 func dequantizeSimple(ctx context.Context, a *op.DequantizeArgs) (op.Dequantized, error) {
-	return dequantizeTo(ctx, op.Dequantize.Name(), a, dtype.Float32)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, dequantizeTo(ctx, op.Dequantize.Name(), a, res.Out)
 }
 
 func dequantizeDType(ctx context.Context, a *op.DequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeTo(ctx, op.DequantizeDType.Name(), &a.DequantizeArgs, a.OutDType)
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	return res, dequantizeTo(ctx, op.DequantizeDType.Name(), &a.DequantizeArgs, res.Out)
 }
 
-// dequantizeTo computes rOut(f32(q) * f32(scale)) in parallel: by rows for
+// dequantizeTo computes out = rOut(f32(q) * f32(scale)) in parallel: by rows for
 // a row-wise scale, by elements otherwise. Each scale is checked to be a
 // finite number > 0 where it is read: one scale before the parallel pass,
 // a row's scale as the row is done, a full-shape scale block by block.
-func dequantizeTo(ctx context.Context, name string, a *op.DequantizeArgs, outDType dtype.DType) (op.Dequantized, error) {
+func dequantizeTo(ctx context.Context, name string, a *op.DequantizeArgs, out *tensor.Tensor) error {
+	outDType := out.DType()
 	src, err := a.Q.Bytes()
 	if err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	sb, err := a.Scale.Bytes()
 	if err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	n, m := a.Q.Numel(), a.Scale.Numel()
 	if m == 1 && !goodScale(loadScale(a.Scale.DType(), sb, 0)) {
-		return op.Dequantized{}, op.BadScale(name, 0)
-	}
-	var dims [8]int
-	out, err := tensor.Zeros(outDType, a.Q.AppendShape(dims[:0])...)
-	if err != nil {
-		return op.Dequantized{}, err
+		return op.BadScale(name, 0)
 	}
 	w := dequantPool.Get().(*dequantBody)
 	defer func() { *w = dequantBody{}; dequantPool.Put(w) }()
@@ -249,12 +244,12 @@ func dequantizeTo(ctx context.Context, name string, a *op.DequantizeArgs, outDTy
 		err = parallelFor(ctx, w, m, max(1, grainBytes/w.k))
 	}
 	if err != nil {
-		return op.Dequantized{}, err
+		return err
 	}
 	if i := w.bad.get(); i >= 0 {
-		return op.Dequantized{}, op.BadScale(name, i)
+		return op.BadScale(name, i)
 	}
-	return op.Dequantized{Out: out}, nil
+	return nil
 }
 
 // goodScale reports whether a dequantize scale is a finite number > 0.
