@@ -55,9 +55,11 @@ type ascendcl struct {
 	aclrtSynchronizeStream func(stream uintptr) int32
 	aclrtMalloc            func(devPtr *uintptr, size uintptr, policy int32) int32
 	aclrtFree              func(devPtr uintptr) int32
-	// aclrtMemcpy, bound twice so host memory travels as a pointer.
+	// aclrtMemcpy, bound once per direction so host memory travels as a
+	// pointer and device memory as an address.
 	aclrtMemcpyToDevice func(dst uintptr, destMax uintptr, src unsafe.Pointer, count uintptr, kind int32) int32 `sym:"aclrtMemcpy"`
 	aclrtMemcpyToHost   func(dst unsafe.Pointer, destMax uintptr, src uintptr, count uintptr, kind int32) int32 `sym:"aclrtMemcpy"`
+	aclrtMemcpyOnDevice func(dst uintptr, destMax uintptr, src uintptr, count uintptr, kind int32) int32        `sym:"aclrtMemcpy"`
 }
 
 // nnopbase is libnnopbase.so: aclnn/acl_meta.h.
@@ -189,6 +191,7 @@ const (
 	aclMemMallocHugeFirst int32 = 0      // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
 	aclMemcpyHostToDevice int32 = 1      // aclrtMemcpyKind ACL_MEMCPY_HOST_TO_DEVICE
 	aclMemcpyDeviceToHost int32 = 2      // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
+	aclMemcpyDeviceToDev  int32 = 3      // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_DEVICE
 	aclOverflowModeInfNaN int32 = 1      // aclrtFloatOverflowMode ACL_RT_OVERFLOW_MODE_INFNAN
 	aclErrorRepeatInit    int32 = 100002 // ACL_ERROR_REPEAT_INITIALIZE
 )

@@ -50,18 +50,25 @@ func (s *session) rotateTo(x *tensor.Tensor, g int, outDT dtype.DType) (*tensor.
 //
 //	t = 2·src                    aclnnMuls, exact (or ±Inf, as in Go)
 //	s = ((a + b) + c) + d        three aclnnAdd
-//	dst[i] = s - t[3-i]          aclnnAdd with alpha -1, i = 0..3
+//	y[i] = s - t[3-i]            aclnnAdd with alpha -1, i = 0..3
+//	dst[i] = y[i]                aclnnInplaceCopy
 //
-// After the last stage, the product by 2^-stages (aclnnMuls; exact but for
+// The products by 2 are a separate operator, not aclnnAdd's alpha of -2,
+// whose product the NPU may fuse with the sum (exact but for overflow,
+// where Go's product is infinite). Every operator writes a contiguous
+// array, and only aclnnInplaceCopy writes the strided views (its header
+// says its selfRef may be non-contiguous; aclnnAdd's says so of its inputs
+// only). After the last stage, the product by 2^-stages (aclnnMuls; exact but for
 // subnormals, as in quant.Rotate) and the one rounding to out (aclnnCast).
 // Every operation is one IEEE float32 operation, as in Go, so the results
 // are the host's bit for bit.
 func (s *session) rotate(x arr, g int, out arr) error {
 	n := int(count(x))
 	var src, dst, twice, ab, abc, sum arr
+	var y [4]arr
 	if err := first(
 		func() error { return s.temporaries(aclFloat, n, &src, &dst, &twice) },
-		func() error { return s.temporaries(aclFloat, n/4, &ab, &abc, &sum) },
+		func() error { return s.temporaries(aclFloat, n/4, &ab, &abc, &sum, &y[0], &y[1], &y[2], &y[3]) },
 		func() error { return s.cast(x, src) },
 	); err != nil {
 		return err
@@ -79,7 +86,9 @@ func (s *session) rotate(x arr, g int, out arr) error {
 			func() error { return s.add(abc.as(rows, st), part(src, 3), sum.as(rows, st)) },
 		}
 		for i := range 4 {
-			steps = append(steps, func() error { return s.sub(sum.as(rows, st), part(twice, 3-i), part(dst, i)) })
+			steps = append(steps,
+				func() error { return s.sub(sum.as(rows, st), part(twice, 3-i), y[i].as(rows, st)) },
+				func() error { return s.copyTo(part(dst, i), y[i].as(rows, st)) })
 		}
 		if err := first(steps...); err != nil {
 			return err

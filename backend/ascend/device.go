@@ -15,7 +15,10 @@ import (
 // on one device run one at a time.
 //
 // The NPU is opened by Open or by the first operation. Tensors move between
-// host and NPU only through CopyFromHost and CopyToHost (tensor.Tensor.To).
+// host and NPU only through CopyFromHost and CopyToHost (tensor.Tensor.To);
+// CopyDevice copies on the NPU (tensor.Copy). The fused kernels write
+// caller-owned outputs (kitchen.Into) directly; the registry copies other
+// backends' results into them with CopyDevice.
 // A call of an operation copies nothing to the NPU and reads back to the
 // host only a few bytes: the NaN check's result (quantizeRowwise,
 // firstBadRow and firstFalse say how many); for dequantization, the index

@@ -66,8 +66,6 @@ func deviceOf(t *tensor.Tensor) (*Device, error) {
 	return d, nil
 }
 
-type pair struct{ q, scale *tensor.Tensor }
-
 // quantizeRowwise quantizes with aclnnDynamicQuantV2 (symmetric, int8 out),
 // which quantizes each row against its own abs-max, in float32. Before it,
 // on the device: aclnnIsFinite and aclnnAll mark the rows that hold NaN or
@@ -95,17 +93,21 @@ func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error)
 	if err != nil {
 		return op.Quantized{}, err
 	}
-	r, err := do(d, func(s *session) (pair, error) {
+	res, err := c.Result()
+	if err != nil {
+		return res, err
+	}
+	_, err = do(d, func(s *session) (struct{}, error) {
 		x := c.X
 		T, k := x.DType(), x.Dim(-1)
 		rows := x.Numel() / k
 		xa, err := s.of(x, rows, k)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
-		scale, sa, err := s.result(dtype.Float32, append(x.Shape()[:x.Rank()-1], 1))
+		sa, err := s.of(res.Scale, rows)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		var rowMax, quot, least, ok, bad, zero arr
 		if err := first(
@@ -113,15 +115,15 @@ func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error)
 			func() error { return s.temporaries(aclFloat, 1, &least) },
 			func() error { return s.temporaries(aclBool, rows, &ok, &bad, &zero) },
 		); err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		one, err := s.f32(1)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		minusOne, err := s.f32(-1)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		if err := first(
 			func() error { return s.rowsFinite(xa, ok) },
@@ -134,11 +136,11 @@ func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error)
 			func() error { return s.maskedFill(quot, bad, minusOne) },
 			func() error { return s.amin(quot, 0, least) },
 		); err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		var b [4]byte
 		if err := s.read(b[:], least.addr); err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		smallest := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
 		if !(smallest >= 0) {
@@ -149,33 +151,33 @@ func quantizeRowwise(_ context.Context, c *op.RowwiseArgs) (op.Quantized, error)
 			if err == nil {
 				err = backend.NonFinite(op.QuantizeRowwise.Name(), row)
 			}
-			return pair{}, err
+			return struct{}{}, err
 		}
-		q, qa, err := s.result(dtype.Int8, x.Shape())
+		qa, err := s.of(res.Q, rows*k)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		if smallest >= quant.MinScale && T.Round(smallest) >= T.TinyNormal() {
 			kernelScale, err := s.temp(aclFloat, rows)
 			if err != nil {
-				return pair{}, err
+				return struct{}{}, err
 			}
 			zeroQ, err := s.i64(0)
 			if err != nil {
-				return pair{}, err
+				return struct{}{}, err
 			}
-			return pair{q, scale}, first(
+			return struct{}{}, first(
 				func() error { return s.dynamicQuant(xa, qa.as(rows, k), kernelScale) },
 				func() error { return s.maskedFill(qa.as(rows, k), zero.as(rows, 1), zeroQ) },
 			)
 		}
 		t, err := s.divisors(sa, T)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
-		return pair{q, scale}, s.quantizeSaturating(xa, t.as(rows, 1), qa.as(rows, k))
+		return struct{}{}, s.quantizeSaturating(xa, t.as(rows, 1), qa.as(rows, k))
 	})
-	return op.Quantized{Q: r.q, Scale: r.scale}, err
+	return res, err // on failure, the registry releases the outputs it did not get from the caller
 }
 
 // quantizeSaturating computes q = sat(rne(f32(x) / f32(t))), the contract's
@@ -260,7 +262,11 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 	if err != nil {
 		return op.Quantized{}, err
 	}
-	r, err := do(d, func(s *session) (pair, error) {
+	res, err := c.Result()
+	if err != nil {
+		return res, err
+	}
+	_, err = do(d, func(s *session) (struct{}, error) {
 		x := c.X
 		n, k := x.Numel(), 1
 		if x.Rank() > 0 {
@@ -268,17 +274,17 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 		}
 		xa, err := s.of(x, n/k, k)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		if row, err := s.firstBadRow(xa); err != nil || row >= 0 {
 			if err == nil {
 				err = backend.NonFinite(op.QuantizeTensorwise.Name(), row)
 			}
-			return pair{}, err
+			return struct{}{}, err
 		}
-		scale, sa, err := s.result(dtype.Float32, []int{})
+		sa, err := s.of(res.Scale, 1)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		switch {
 		case c.ScaleValue != nil:
@@ -302,22 +308,22 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 			}
 		}
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		t, err := s.divisors(sa, x.DType())
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
-		q, qa, err := s.result(dtype.Int8, x.Shape())
+		qa, err := s.of(res.Q, n)
 		if err != nil {
-			return pair{}, err
+			return struct{}{}, err
 		}
 		if c.ScaleValue == nil && c.Scale == nil && x.DType() == dtype.BFloat16 {
-			return pair{q, scale}, s.quantize(xa.as(n), t, qa, 0)
+			return struct{}{}, s.quantize(xa.as(n), t, qa, 0)
 		}
-		return pair{q, scale}, s.quantizeSaturating(xa.as(n), t, qa.as(n))
+		return struct{}{}, s.quantizeSaturating(xa.as(n), t, qa)
 	})
-	return op.Quantized{Q: r.q, Scale: r.scale}, err
+	return res, err // on failure, the registry releases the outputs it did not get from the caller
 }
 
 // dequantizeTo computes rOut(f32(q) * f32(scale)) on the device: first the
@@ -326,33 +332,42 @@ func quantizeTensorwise(_ context.Context, c *op.TensorwiseArgs) (op.Quantized, 
 // back), then aclnnCast of q and of a non-float32 scale, aclnnMul with the
 // scale broadcast, aclnnCast to the output type. It is the device's Binary
 // primitive, so the result is the eager backend's, bit for bit.
-func dequantizeTo(name string, c *op.DequantizeArgs, out dtype.DType) (op.Dequantized, error) {
+func dequantizeTo(name string, c *op.DequantizeArgs, res op.Dequantized, err error) (op.Dequantized, error) {
+	if err != nil {
+		return res, err
+	}
 	d, err := deviceOf(c.Q)
 	if err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
-	t, err := do(d, func(s *session) (*tensor.Tensor, error) {
+	_, err = do(d, func(s *session) (struct{}, error) {
 		sa, err := s.of(c.Scale, c.Scale.Numel())
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		i, err := s.findIn(sa, eager.NotFinitePositive)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		if i >= 0 {
-			return nil, &backend.ArgError{Op: name, Param: "scale", Row: -1, Err: backend.ErrScale,
+			return struct{}{}, &backend.ArgError{Op: name, Param: "scale", Row: -1, Err: backend.ErrScale,
 				Detail: fmt.Sprintf("element %d: want a finite number > 0", i)}
 		}
-		return s.binaryOp(eager.Mul, c.Q, c.Scale, out)
+		o, err := s.of(res.Out, res.Out.Numel())
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, s.binaryInto(eager.Mul, c.Q, c.Scale, o)
 	})
-	return op.Dequantized{Out: t}, err
+	return res, err // on failure, the registry releases the output it did not get from the caller
 }
 
 func dequantizeSimple(_ context.Context, c *op.DequantizeArgs) (op.Dequantized, error) {
-	return dequantizeTo(op.Dequantize.Name(), c, dtype.Float32)
+	res, err := c.Result()
+	return dequantizeTo(op.Dequantize.Name(), c, res, err)
 }
 
 func dequantizeDType(_ context.Context, c *op.DequantizeDTypeArgs) (op.Dequantized, error) {
-	return dequantizeTo(op.DequantizeDType.Name(), &c.DequantizeArgs, c.OutDType)
+	res, err := c.Result()
+	return dequantizeTo(op.DequantizeDType.Name(), &c.DequantizeArgs, res, err)
 }

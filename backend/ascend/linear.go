@@ -7,7 +7,6 @@ import (
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/op"
-	"github.com/gokitchen/kitchen/tensor"
 )
 
 // maxQuantMatmulK is the largest last dimension of x1 and x2 that
@@ -69,40 +68,44 @@ func int8Linear(_ context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err != nil {
 		return op.Dequantized{}, err
 	}
-	t, err := do(d, func(s *session) (*tensor.Tensor, error) {
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	_, err = do(d, func(s *session) (struct{}, error) {
 		n, k := a.Weight.Dim(0), a.Weight.Dim(1)
 		m := a.X.Numel() / k
 		xa, err := s.of(a.X, m, k)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		q, xs, err := s.quantizeRows(op.Int8Linear.Name(), xa, a.X.DType())
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		w, err := s.of(a.Weight)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		ws, err := s.wideOf(a.WeightScale, a.WeightScale.Numel())
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		var bias *arr
 		if a.Bias != nil {
 			b, err := s.of(a.Bias, n)
 			if err != nil {
-				return nil, err
+				return struct{}{}, err
 			}
 			bias = &b
 		}
-		out, o, err := s.result(a.OutDType, a.OutShape())
+		o, err := s.of(res.Out, m, n)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
-		return out, s.linear(q, w, xs, ws, bias, o.as(m, n))
+		return struct{}{}, s.linear(q, w, xs, ws, bias, o)
 	})
-	return op.Dequantized{Out: t}, err
+	return res, err // on failure, the registry releases the output it did not get from the caller
 }
 
 // mmInt8 is mm_int8 on the NPU: aclnnQuantMatmulV4 with an int32 out,
@@ -113,30 +116,34 @@ func mmInt8(_ context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 	if err != nil {
 		return op.MMInt8Result{}, err
 	}
-	t, err := do(d, func(s *session) (*tensor.Tensor, error) {
+	res, err := a.Result()
+	if err != nil {
+		return res, err
+	}
+	_, err = do(d, func(s *session) (struct{}, error) {
 		m, n := a.A.Dim(0), a.B.Dim(1)
 		x1, err := s.of(a.A)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		x2, err := s.of(a.B)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
-		out, o, err := s.result(dtype.Int32, []int{m, n})
+		o, err := s.of(res.Out, m, n)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
 		one, err := s.temp(aclFloat, 1)
 		if err != nil {
-			return nil, err
+			return struct{}{}, err
 		}
-		return out, first(
+		return struct{}{}, first(
 			func() error { return s.fill(one, 1) },
-			func() error { return s.quantMatmul(x1, x2, false, one, nil, o.as(m, n)) },
+			func() error { return s.quantMatmul(x1, x2, false, one, nil, o) },
 		)
 	})
-	return op.MMInt8Result{Out: t}, err
+	return res, err // on failure, the registry releases the output it did not get from the caller
 }
 
 // quantizeRows quantizes the rows of the 2-D x, of type T, as eager does,

@@ -189,3 +189,32 @@ func (d *Device) CopyToHost(dst []byte, src *tensor.Tensor) error {
 	})
 	return err
 }
+
+var _ tensor.Copier = (*Device)(nil)
+
+// CopyDevice copies src into dst, two tensors on d of one dtype and number
+// of elements, with aclrtMemcpy DEVICE_TO_DEVICE: nothing passes through
+// the host. The registry uses it (tensor.Copy) to deliver a result into a
+// caller-owned output that a kernel did not write itself. Tensors over the
+// same memory (Reshape's) are already equal, so nothing is copied.
+func (d *Device) CopyDevice(dst, src *tensor.Tensor) error {
+	_, err := do(d, func(s *session) (struct{}, error) {
+		dm, err := d.mem(dst)
+		if err != nil {
+			return struct{}{}, err
+		}
+		sm, err := d.mem(src)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if dst.DType() != src.DType() || dm.size != sm.size || dm.size != dst.Nbytes() {
+			return struct{}{}, fmt.Errorf("ascend: copy of %v into %v: %w", src, dst, tensor.ErrShape)
+		}
+		if dm == sm || dm.size == 0 {
+			return struct{}{}, nil
+		}
+		st := d.rt.api.aclrtMemcpyOnDevice(dm.addr, uintptr(dm.size), sm.addr, uintptr(sm.size), aclMemcpyDeviceToDev)
+		return struct{}{}, s.check("aclrtMemcpy", st)
+	})
+	return err
+}

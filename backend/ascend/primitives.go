@@ -312,6 +312,15 @@ func (d *Device) Binary(op eager.BinaryOp, a, b *tensor.Tensor, out dtype.DType)
 }
 
 func (s *session) binaryOp(op eager.BinaryOp, a, b *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+	out, o, err := s.result(outDT, a.Shape())
+	if err != nil {
+		return nil, err
+	}
+	return out, s.binaryInto(op, a, b, o)
+}
+
+// binaryInto is Binary into o, an array of a's number of elements.
+func (s *session) binaryInto(op eager.BinaryOp, a, b *tensor.Tensor, o arr) error {
 	n, m := a.Numel(), b.Numel()
 	rows, k := 1, n
 	if a.Rank() > 0 {
@@ -329,21 +338,20 @@ func (s *session) binaryOp(op eager.BinaryOp, a, b *tensor.Tensor, outDT dtype.D
 	case a.Rank() > 0 && k > 0 && m*k == n:
 		bShape = []int{rows, 1}
 	default:
-		return nil, fmt.Errorf("ascend: %v of %v and %v: %w: cannot broadcast", op, a, b, tensor.ErrShape)
+		return fmt.Errorf("ascend: %v of %v and %v: %w: cannot broadcast", op, a, b, tensor.ErrShape)
 	}
-	out, o, err := s.result(outDT, a.Shape())
-	if err != nil || n == 0 {
-		return out, err
+	if n == 0 {
+		return nil
 	}
 	aa, err := s.wideOf(a, rows, k)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ba, err := s.wideOf(b, bShape...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return out, s.narrow(o.as(rows, k), func(dst arr) error {
+	return s.narrow(o.as(rows, k), func(dst arr) error {
 		switch op {
 		case eager.Add:
 			return s.add(aa, ba, dst)
