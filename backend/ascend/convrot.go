@@ -30,14 +30,9 @@ func (s *session) rotateTo(x *tensor.Tensor, g int, outDT dtype.DType) (*tensor.
 	if !quant.ValidGroup(g) || x.Rank() == 0 || x.Dim(-1)%g != 0 {
 		return nil, fmt.Errorf("ascend: rotate %v in groups of %d: %w", x, g, tensor.ErrShape)
 	}
-	n := x.Numel()
-	out, o, err := s.result(outDT, x.Shape())
-	if err != nil || n == 0 {
+	out, o, xa, err := s.elementwise(x, outDT, false)
+	if err != nil || x.Numel() == 0 {
 		return out, err
-	}
-	xa, err := s.of(x, n)
-	if err != nil {
-		return nil, err
 	}
 	return out, s.rotate(xa, g, o)
 }

@@ -256,6 +256,23 @@ func (s *session) firstFalse(good arr) (int, error) {
 	return -1, nil
 }
 
+// elementwise allocates the result of an element-wise primitive of x, of
+// type dt and x's shape, and returns it with its array and x's (widened to
+// float32 if wide), both 1-D; it makes no arrays for an x without
+// elements.
+func (s *session) elementwise(x *tensor.Tensor, dt dtype.DType, wide bool) (out *tensor.Tensor, o, xa arr, err error) {
+	n := x.Numel()
+	if out, o, err = s.result(dt, x.Shape()); err != nil || n == 0 {
+		return out, o, arr{}, err
+	}
+	if wide {
+		xa, err = s.wideOf(x, n)
+	} else {
+		xa, err = s.of(x, n)
+	}
+	return out, o, xa, err
+}
+
 // wideOf returns t's array with the given shape (t's own if none) as
 // float32: of, then widen.
 func (s *session) wideOf(t *tensor.Tensor, shape ...int) (arr, error) {
@@ -374,13 +391,9 @@ func (d *Device) BinaryScalar(op eager.BinaryOp, a *tensor.Tensor, c float32, ou
 
 func (s *session) binaryScalar(op eager.BinaryOp, a *tensor.Tensor, c float32, outDT dtype.DType) (*tensor.Tensor, error) {
 	n := a.Numel()
-	out, o, err := s.result(outDT, a.Shape())
+	out, o, aa, err := s.elementwise(a, outDT, true)
 	if err != nil || n == 0 {
 		return out, err
-	}
-	aa, err := s.wideOf(a, n)
-	if err != nil {
-		return nil, err
 	}
 	return out, s.narrow(o, func(dst arr) error {
 		switch op {
@@ -404,13 +417,9 @@ func (d *Device) Cast(x *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, erro
 
 func (s *session) castTo(x *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
 	n := x.Numel()
-	out, o, err := s.result(outDT, x.Shape())
+	out, o, xa, err := s.elementwise(x, outDT, false)
 	if err != nil || n == 0 {
 		return out, err
-	}
-	xa, err := s.of(x, n)
-	if err != nil {
-		return nil, err
 	}
 	return out, s.cast(xa, o)
 }
@@ -424,13 +433,9 @@ func (d *Device) ReplaceZero(x *tensor.Tensor, v float32) (*tensor.Tensor, error
 
 func (s *session) replaceZero(x *tensor.Tensor, v float32) (*tensor.Tensor, error) {
 	n := x.Numel()
-	out, o, err := s.result(x.DType(), x.Shape())
+	out, o, xa, err := s.elementwise(x, x.DType(), false)
 	if err != nil || n == 0 {
 		return out, err
-	}
-	xa, err := s.of(x, n)
-	if err != nil {
-		return nil, err
 	}
 	return out, s.replaceZeroInto(xa, o, x.DType().Round(v))
 }
@@ -540,13 +545,9 @@ const roundingBias = 0x1.8p23
 
 func (s *session) roundToInt8(y *tensor.Tensor, mode eager.RoundMode) (*tensor.Tensor, error) {
 	n := y.Numel()
-	out, o, err := s.result(dtype.Int8, y.Shape())
+	out, o, ya, err := s.elementwise(y, dtype.Int8, true)
 	if err != nil || n == 0 {
 		return out, err
-	}
-	ya, err := s.wideOf(y, n)
-	if err != nil {
-		return nil, err
 	}
 	var t [3]arr
 	for i := range t {
