@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gokitchen/kitchen"
@@ -163,17 +164,6 @@ func (u *unit) align(f *safetensors.File) int {
 	return n
 }
 
-func (u *unit) write(ctx context.Context, c *conv, w *safetensors.Writer) error {
-	t := c.f.Tensors[u.in]
-	switch u.action {
-	case quantizeAction:
-		return writeQuantized(ctx, c, w, u)
-	case dequantizeAction:
-		return writeDequantized(ctx, c, w, t, c.f.Tensors[u.scale], int(u.group), u.out)
-	}
-	return writeCopy(ctx, c, w, t)
-}
-
 // conv is the state shared by the units of one conversion.
 type conv struct {
 	opts     Options
@@ -217,27 +207,6 @@ func (c *conv) input(t safetensors.TensorInfo) (*tensor.Tensor, error) {
 
 func copyUnit(i int, reason string) unit {
 	return unit{in: int32(i), scale: -1, action: copyAction, reason: reason}
-}
-
-// copyPart is how much of a copied tensor is written between two looks at
-// the context, so that an interrupt does not wait for a large tensor.
-const copyPart = 64 << 20
-
-func writeCopy(ctx context.Context, c *conv, w *safetensors.Writer, t safetensors.TensorInfo) error {
-	b, err := c.f.Data(t)
-	if err != nil {
-		return err
-	}
-	for len(b) > copyPart {
-		if err := w.WriteTensor(t.Name, b[:copyPart]); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		b = b[copyPart:]
-	}
-	return w.WriteTensor(t.Name, b)
 }
 
 // order returns the order in which writeUnits streams the units: by the
@@ -326,8 +295,15 @@ func writeFile(ctx context.Context, c *conv, p *pending, meta map[string]string,
 // written there.
 var zeros = make([]byte, 64<<10)
 
-func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (int64, []safetensors.TensorInfo, error) {
-	bw := bufio.NewWriterSize(p.f, 4<<20)
+func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (n int64, laid []safetensors.TensorInfo, err error) {
+	wb := newWriteback(p.f)
+	defer func() {
+		// A failed early writeback is as much a failed write as any.
+		if werr := wb.close(); err == nil && werr != nil {
+			err = werr
+		}
+	}()
+	bw := bufio.NewWriterSize(wb, 4<<20)
 	ord, scales := order(c.f, units)
 	w, err := safetensors.NewWriter(bw, meta, layout(c.f, units, ord, scales))
 	if err != nil {
@@ -337,40 +313,87 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 	// places are filled with zeros as the stream passes them, and each
 	// layer's scales are written there (WriteAt) once it is quantized.
 	c.out, c.dataStart, c.laid = p.f, w.Written(), w.Tensors()
-	for pos := 0; pos <= len(ord); pos++ {
-		if pos == scales {
-			for _, i := range ord {
-				if u := &units[i]; u.action == quantizeAction {
-					t := c.laid[u.outScale]
-					for left := t.Size(); left > 0; left -= min(left, int64(len(zeros))) {
-						if err := w.WriteTensor(t.Name, zeros[:min(left, int64(len(zeros)))]); err != nil {
-							return 0, nil, err
-						}
+	zeroed := false
+	writeZeros := func() error {
+		zeroed = true
+		for _, i := range ord {
+			if u := &units[i]; u.action == quantizeAction {
+				t := c.laid[u.outScale]
+				for left := t.Size(); left > 0; left -= min(left, int64(len(zeros))) {
+					if err := w.WriteTensor(t.Name, zeros[:min(left, int64(len(zeros)))]); err != nil {
+						return err
 					}
 				}
 			}
-			if err := bw.Flush(); err != nil {
-				return 0, nil, err
-			}
 		}
-		if pos == len(ord) {
-			break
-		}
-		u := &units[ord[pos]]
+		return bw.Flush()
+	}
+
+	// The producer computes ahead while this goroutine writes; it stops
+	// when the context ends or this function returns.
+	pctx, cancel := context.WithCancel(ctx)
+	pieces := make(chan piece, 64)
+	fl, rel := newFlow(), &releaser{f: c.f}
+	var perr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(pieces)
+		perr = (&producer{c: c, out: pieces, fl: fl, rel: rel}).run(pctx, units, ord)
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	pos := 0 // the units written
+	for pc := range pieces {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
-		if err := u.write(ctx, c, w); err != nil {
+		if pos == scales && !zeroed {
+			if err := writeZeros(); err != nil {
+				return 0, nil, err
+			}
+		}
+		if pc.scale != nil {
+			if _, err := c.out.WriteAt(pc.scale, pc.scaleAt); err != nil {
+				return 0, nil, err
+			}
+		}
+		if err := w.WriteTensor(pc.name, pc.data); err != nil {
 			return 0, nil, err
 		}
-		u.inputs(c.f, func(t safetensors.TensorInfo) {
-			c.f.Release(t)
-			c.progress.BytesDone += t.Size()
-		})
+		fl.release(pc.cost)
+		if pc.free != nil {
+			pc.free()
+		}
+		if pc.release != nil {
+			rel.release(pc.release.Begin, pc.release.End)
+		}
+		if !pc.last {
+			continue
+		}
+		u := pc.u
+		if u.action == dequantizeAction {
+			u.inputs(c.f, func(t safetensors.TensorInfo) { rel.release(t.Begin, t.End) })
+		}
+		u.inputs(c.f, func(t safetensors.TensorInfo) { c.progress.BytesDone += t.Size() })
+		pos++
 		c.progress.TensorsDone++
 		c.progress.Tensor = c.f.Tensors[u.in].Name
 		if c.opts.Progress != nil {
 			c.opts.Progress(*c.progress)
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
+	if perr != nil {
+		return 0, nil, perr
+	}
+	if !zeroed {
+		if err := writeZeros(); err != nil {
+			return 0, nil, err
 		}
 	}
 	for _, i := range ord {

@@ -84,7 +84,17 @@ func dequantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (st
 	return units, meta, nil
 }
 
-func writeDequantized(ctx context.Context, c *conv, wr *safetensors.Writer, w, s safetensors.TensorInfo, group int, out dtype.DType) error {
+// produceDequantized dequantizes a layer whole and sends it to the writer,
+// which then drops the pages of its inputs.
+func produceDequantized(ctx context.Context, p *producer, u *unit) error {
+	c := p.c
+	w, s, group, out := c.f.Tensors[u.in], c.f.Tensors[u.scale], int(u.group), u.out
+	size := w.Numel() * int64(out.Size())
+	// The whole output is acquired before it is made, so that a large
+	// layer waits for the writer to finish what is in flight.
+	if err := p.fl.acquire(ctx, size); err != nil {
+		return err
+	}
 	q, err := c.input(w)
 	if err != nil {
 		return err
@@ -127,7 +137,7 @@ func writeDequantized(ctx context.Context, c *conv, wr *safetensors.Writer, w, s
 				c.f.Path, w.Name, ErrOverflow, n, out, i/k, i%k)
 		}
 	}
-	return wr.WriteTensor(w.Name, b)
+	return p.send(ctx, piece{name: w.Name, data: b, cost: size, last: true, u: u, free: res.Release})
 }
 
 // countInf counts the infinities among the values of dt in b, and returns

@@ -29,43 +29,45 @@ type LayerQuality struct {
 	SNR *float64 `json:"snr_db"`
 }
 
-// errorRows is about how many elements weightError dequantizes at a time,
-// so that its float32 copy stays small whatever the layer's size.
+// errorRows is about how many elements the weight error dequantizes at a
+// time, so that its float32 copy stays small whatever the layer's size.
 const errorRows = 1 << 20
 
-// weightError dequantizes q and scale (rotating back with group, if > 0)
-// a few rows at a time and compares them with x.
-func weightError(ctx context.Context, c *conv, x, q, scale *tensor.Tensor, group int) (LayerQuality, error) {
-	lq := LayerQuality{Scales: "tensor", ConvRot: group}
-	if scale.Numel() > 1 {
-		lq.Scales = "channel"
-	}
+// errorSums accumulates a layer's Σ(w' - w)² and Σw², a few rows at a
+// time, always in the same order (steps of errorRows elements from the
+// layer's first row), so the result does not depend on how the layer was
+// cut into chunks that are a whole number of steps.
+type errorSums struct{ diff, norm float64 }
+
+// add dequantizes q and scale (rows of a layer, rotating back with group,
+// if > 0) a step at a time and compares them with x, the same rows of
+// the original.
+func (e *errorSums) add(ctx context.Context, c *conv, x, q, scale *tensor.Tensor, group int) error {
 	n, k := x.Dim(0), x.Dim(1)
 	xb, err := x.Bytes()
 	if err != nil {
-		return lq, err
+		return err
 	}
 	qb, err := q.Bytes()
 	if err != nil {
-		return lq, err
+		return err
 	}
 	sb, err := scale.Bytes()
 	if err != nil {
-		return lq, err
+		return err
 	}
 	es := x.DType().Size()
 	step := max(1, errorRows/k)
-	var diff, norm float64
 	for r0 := 0; r0 < n; r0 += step {
 		r1 := min(n, r0+step)
 		qc, err := tensor.FromBytes(kitchen.Int8, qb[r0*k:r1*k], r1-r0, k)
 		if err != nil {
-			return lq, err
+			return err
 		}
 		sc := scale
 		if scale.Numel() > 1 {
 			if sc, err = tensor.FromBytes(kitchen.Float32, sb[r0*4:r1*4], r1-r0, 1); err != nil {
-				return lq, err
+				return err
 			}
 		}
 		var ran string
@@ -76,24 +78,29 @@ func weightError(ctx context.Context, c *conv, x, q, scale *tensor.Tensor, group
 			d, err = kitchen.DequantizeInt8(ctx, qc, sc, c.kitchenOptions(&ran)...)
 		}
 		if err != nil {
-			return lq, err
+			return err
 		}
 		c.backends[ran] = true
 		db, err := d.Bytes()
 		if err != nil {
-			return lq, err
+			return err
 		}
 		dd, nn := sumSquares(x.DType(), xb[r0*k*es:r1*k*es], db)
-		diff, norm = diff+dd, norm+nn
+		d.Release() // the next step's output reuses it
+		e.diff, e.norm = e.diff+dd, e.norm+nn
 	}
-	if diff > 0 {
+	return nil
+}
+
+// finish sets lq's error from the sums.
+func (e *errorSums) finish(lq *LayerQuality) {
+	if e.diff > 0 {
 		// An all-zero weight comes back exactly; were it not, its error
 		// would count as 100% (finite, for JSON).
-		lq.RelRMSError = math.Sqrt(diff / max(norm, diff))
-		snr := 10 * math.Log10(max(norm, diff)/diff)
+		lq.RelRMSError = math.Sqrt(e.diff / max(e.norm, e.diff))
+		snr := 10 * math.Log10(max(e.norm, e.diff)/e.diff)
 		lq.SNR = &snr
 	}
-	return lq, nil
 }
 
 // sumBlock is how many values sumSquares adds up in one sequence.

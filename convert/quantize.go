@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/safetensors"
@@ -182,14 +183,94 @@ func scaleShape(t safetensors.TensorInfo, perRow bool) []int {
 	return []int{}
 }
 
-func writeQuantized(ctx context.Context, c *conv, w *safetensors.Writer, u *unit) error {
+// quantizeChunk is about how many elements of a row-wise or ConvRot layer
+// are quantized at a time (a whole number of the weight error's steps,
+// so that its sums run in the same order as over the whole layer): each
+// row's scale and values depend on that row alone, so the chunks' results
+// are the layer's, while the outputs in flight stay small and the writer
+// can start on the first rows while the next are quantized.
+const quantizeChunk = 4 * errorRows
+
+// produceQuantized quantizes a layer (row-wise and ConvRot layers in chunks
+// of rows), measures its weight error and sends its int8 values and scales
+// to the writer. The input's pages are dropped as each chunk is done.
+func produceQuantized(ctx context.Context, p *producer, u *unit) error {
+	c := p.c
 	t := c.f.Tensors[u.in]
 	x, err := c.input(t)
 	if err != nil {
 		return err
 	}
+	n, k := x.Dim(0), x.Dim(1)
+	rows := n
+	if u.perRow && n > 0 && k > 0 {
+		step := max(1, errorRows/k)
+		rows = step * max(1, quantizeChunk/(step*k))
+	}
+	xb, err := x.Bytes()
+	if err != nil {
+		return err
+	}
+	es := int64(x.DType().Size())
+	st := c.laid[u.outScale]
+	lq := LayerQuality{Name: layerName(t.Name), Scales: "tensor", ConvRot: int(u.group)}
+	if st.Numel() > 1 {
+		lq.Scales = "channel"
+	}
+	var sums errorSums
+	for r0 := 0; r0 < n || r0 == 0; r0 += rows {
+		r1 := min(n, r0+rows)
+		span := int64(r1-r0) * int64(k)
+		xc := x
+		if rows < n {
+			if xc, err = tensor.FromBytes(x.DType(), xb[int64(r0)*int64(k)*es:int64(r1)*int64(k)*es], r1-r0, k); err != nil {
+				return err
+			}
+		}
+		if err := p.fl.acquire(ctx, span+st.Size()); err != nil {
+			return err
+		}
+		q, scale, err := quantizeRows(ctx, c, xc, u)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, shiftRow(err, r0))
+		}
+		qb, err := q.Bytes()
+		if err != nil {
+			return err
+		}
+		sb, err := scale.Bytes()
+		if err != nil {
+			return err
+		}
+		at := st.Begin
+		if u.perRow {
+			at += int64(r0) * 4
+		}
+		if want := min(st.Size(), int64(r1-r0)*4); int64(len(sb)) != want {
+			return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), want)
+		}
+		if err := sums.add(ctx, c, xc, q, scale, int(u.group)); err != nil {
+			return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
+		}
+		// Only this chunk's pages: the weight error has read them.
+		p.rel.release(t.Begin+int64(r0)*int64(k)*es, t.Begin+int64(r1)*int64(k)*es)
+		pc := piece{name: t.Name, data: qb, scale: sb, scaleAt: c.dataStart + at, cost: span + st.Size(), last: r1 >= n, u: u,
+			free: func() { q.Release(); scale.Release() }}
+		if err := p.send(ctx, pc); err != nil {
+			return err
+		}
+		if pc.last {
+			break
+		}
+	}
+	sums.finish(&lq)
+	c.layers = append(c.layers, lq)
+	return nil
+}
+
+// quantizeRows quantizes x (a layer, or some of its rows) as u says.
+func quantizeRows(ctx context.Context, c *conv, x *tensor.Tensor, u *unit) (q, scale *tensor.Tensor, err error) {
 	var ran string
-	var q, scale *tensor.Tensor
 	switch opts := c.kitchenOptions(&ran); {
 	case u.group > 0:
 		q, scale, err = kitchen.QuantizeInt8ConvRotWeight(ctx, x, append(opts, kitchen.WithConvRotGroup(int(u.group)))...)
@@ -198,36 +279,32 @@ func writeQuantized(ctx context.Context, c *conv, w *safetensors.Writer, u *unit
 	default:
 		q, scale, err = kitchen.QuantizeInt8Tensorwise(ctx, x, opts...)
 	}
-	if err != nil {
-		return fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, err)
+	if err == nil {
+		c.backends[ran] = true
 	}
-	c.backends[ran] = true
-	qb, err := q.Bytes()
-	if err != nil {
-		return err
-	}
-	sb, err := scale.Bytes()
-	if err != nil {
-		return err
-	}
-	st := c.laid[u.outScale]
-	if int64(len(sb)) != st.Size() {
-		return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), st.Size())
-	}
-	if _, err := c.out.WriteAt(sb, c.dataStart+st.Begin); err != nil {
-		return err
-	}
-	if err := w.WriteTensor(t.Name, qb); err != nil {
-		return err
-	}
-	lq, err := weightError(ctx, c, x, q, scale, int(u.group))
-	if err != nil {
-		return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
-	}
-	lq.Name = layerName(t.Name)
-	c.layers = append(c.layers, lq)
-	return nil
+	return q, scale, err
 }
+
+// shiftRow makes the row of a NaN or infinity found in a chunk starting
+// at row r0 the row in the whole tensor, in the error and its message.
+func shiftRow(err error, r0 int) error {
+	var ae *backend.ArgError
+	if r0 == 0 || !errors.As(err, &ae) || ae.Row < 0 {
+		return err
+	}
+	shifted := *ae
+	shifted.Row += r0
+	return &shiftedError{msg: strings.Replace(err.Error(), ae.Error(), shifted.Error(), 1), err: &shifted}
+}
+
+// shiftedError is an error whose ArgError's row shiftRow moved.
+type shiftedError struct {
+	msg string
+	err *backend.ArgError
+}
+
+func (e *shiftedError) Error() string { return e.msg }
+func (e *shiftedError) Unwrap() error { return e.err }
 
 // planner plans the units of one input file of a checkpoint, and returns
 // them with the output's __metadata__; shardOf says which file of the
