@@ -12,7 +12,11 @@ import "math"
 // where it is inaccurate.
 func GeluTanh(v float32) float32 {
 	x := float64(v)
-	z := math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
+	// The conversion rounds the cube term before the addition: without it
+	// Go may fuse the last product and the sum into one FMA on arm64,
+	// ppc64le and s390x, and the result would differ by architecture.
+	c := float64(0.044715 * x * x * x)
+	z := math.Sqrt(2/math.Pi) * (x + c)
 	return float32(x / (1 + math.Exp(-2*z)))
 }
 
