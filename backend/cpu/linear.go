@@ -88,14 +88,12 @@ const (
 )
 
 // colsMax is the most rows of A for which mm_int8 multiplies b as it is
-// rather than packing it first: packing costs about as much as the
-// product of 16 rows (measured on a 2-core Zen 3).
-var colsMax = 16
+// rather than packing it first: gemvRows's cost grows with each row (it
+// widens b again for every row), the packing's does not; measured on a
+// 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead of 5.5-8, 8 rows
+// about as long as packing.
+var colsMax = 8
 
-// colsPairs is the pairs of k per pass of colsBody when A has more than
-// one row: 2·128 rows of b by 64 columns, 16 KiB, stay in the first-level
-// cache while each row of A goes by.
-const colsPairs = 128
 
 // product is one int8 product, its operands laid out for the kernels.
 type product struct {
@@ -184,8 +182,7 @@ func (p *product) run(ctx context.Context) error {
 	nr := gemmCols()
 	switch p.path {
 	case colsRows:
-		blocks := (p.n + colsChannels - 1) / colsChannels
-		return parallelForParts(ctx, &colsBody{p}, blocks, max(1, grainMACs/(colsChannels*p.m*max(1, p.k))), productParts)
+		return p.runCols(ctx)
 	case oneRow:
 		blocks := (p.n + gemvChannels - 1) / gemvChannels
 		return parallelForParts(ctx, &gemvBody{p}, blocks, max(1, grainMACs/(gemvChannels*p.m*max(1, p.k))), productParts)
@@ -331,54 +328,87 @@ func (b *gemvBody) run(lo, hi int) {
 	}
 }
 
-// colsBody runs blocks [lo, hi) of colsChannels columns of mm_int8's b
-// [K, N] over every row of A, reading b's rows in order: the kernel takes
-// whole pairs of rows and blocks of 64 columns, Go an odd K's last row and
-// a last partial block.
-type colsBody struct{ p *product }
+// colsBody runs mm_int8's product with b [K, N] read as it is, k
+// outermost (gemvRows streams whole rows of b, in order, adding them into
+// the sums of every column), in parts of colsPairs pairs of k: each part
+// sums its rows of b into sums of its own, then adds them to the total
+// (int32 addition wraps, so the order of the parts cannot change a sum).
+// With more than one row of A, each pass of colsChunk bytes of b is run
+// for every row while it is in the cache. The kernel takes whole pairs of
+// rows and the columns to a multiple of 64; Go adds the rest of the
+// columns here, and an odd K's last row in run.
+type colsBody struct {
+	p     *product
+	mu    sync.Mutex
+	total []byte // [M, N] int32
+}
 
-// colsChannels is the number of columns in a block of colsBody: the
-// kernel's, a cache line of each row of b.
-const colsChannels = 64
+// colsPairs is the pairs of k per unit of colsBody; colsChunk the bytes
+// of b per pass when A has more than one row.
+const (
+	colsPairs = 64
+	colsChunk = 32 << 10
+)
 
 func (b *colsBody) run(lo, hi int) {
 	p := b.p
-	whole := p.k / 2 // pairs of rows the kernel takes
-	pairs := whole
+	n64 := p.n &^ 63
+	part := getBuf(4 * p.m * p.n)
+	clear(part)
+	first, last := lo*colsPairs, min(hi*colsPairs, p.k/2)
+	chunk := last - first
 	if p.m > 1 {
-		pairs = colsPairs
+		chunk = max(1, colsChunk/(2*p.n))
 	}
-	lds := 4 * colsChannels
-	c := make([]byte, lds*p.m)
-	for u := lo; u < hi; u++ {
-		c0 := u * colsChannels
-		cols := min(colsChannels, p.n-c0)
-		from := 0 // the first k that Go adds
-		if cols == colsChannels && whole > 0 {
-			for pc := 0; pc < whole; pc += pairs {
-				kc := min(pairs, whole-pc)
-				bs := p.w[2*pc*p.n+c0 : (2*(pc+kc)-1)*p.n+c0+colsChannels]
-				for i := range p.m {
-					gemvCols(p.x[i*p.lda+4*pc:i*p.lda+4*(pc+kc)], bs, p.n, kc, c[i*lds:(i+1)*lds], pc > 0)
-				}
-			}
-			from = 2 * whole
-		} else {
-			clear(c)
-		}
+	for pc := first; pc < last; pc += chunk {
+		kc := min(chunk, last-pc)
 		for i := range p.m {
 			x := p.x[i*p.lda : i*p.lda+2*p.k]
-			for q := from; q < p.k; q++ {
-				a := load16(x, 2*q)
-				row := p.w[q*p.n+c0 : q*p.n+c0+cols]
-				for j, v := range row {
-					at := i*lds + 4*j
-					binary.LittleEndian.PutUint32(c[at:], uint32(int32(binary.LittleEndian.Uint32(c[at:]))+a*int32(int8(v))))
-				}
+			c := part[4*i*p.n : 4*(i+1)*p.n]
+			if n64 > 0 {
+				gemvRows(x[4*pc:4*(pc+kc)], p.w[2*pc*p.n:(2*(pc+kc)-1)*p.n+n64], p.n, kc, c[:4*n64])
+			}
+			for q := 2 * pc; q < 2*(pc+kc); q++ {
+				addRow(c[4*n64:], load16(x, 2*q), p.w[q*p.n+n64:(q+1)*p.n])
 			}
 		}
-		p.fin.finish(0, c0, p.m, cols, c, lds)
 	}
+	b.mu.Lock()
+	addInt32s(b.total, part)
+	b.mu.Unlock()
+	putBuf(part)
+}
+
+// addRow adds a·int8(row[j]) to int32 j of c.
+func addRow(c []byte, a int32, row []byte) {
+	for j, v := range row {
+		binary.LittleEndian.PutUint32(c[4*j:], uint32(int32(binary.LittleEndian.Uint32(c[4*j:]))+a*int32(int8(v))))
+	}
+}
+
+// addInt32s adds the int32 of src to those of dst, wrapping.
+func addInt32s(dst, src []byte) {
+	for i := 0; i < len(src); i += 4 {
+		binary.LittleEndian.PutUint32(dst[i:], binary.LittleEndian.Uint32(dst[i:])+binary.LittleEndian.Uint32(src[i:]))
+	}
+}
+
+// runCols runs the product on the colsRows path.
+func (p *product) runCols(ctx context.Context) error {
+	b := &colsBody{p: p, total: getBuf(4 * p.m * p.n)}
+	defer putBuf(b.total)
+	clear(b.total)
+	units := (p.k/2 + colsPairs - 1) / colsPairs
+	if err := parallelForParts(ctx, b, units, max(1, grainMACs/(2*colsPairs*p.m*max(1, p.n))), 2); err != nil {
+		return err
+	}
+	if p.k%2 == 1 {
+		for i := range p.m {
+			addRow(b.total[4*i*p.n:4*(i+1)*p.n], load16(p.x[i*p.lda:], 2*(p.k-1)), p.w[(p.k-1)*p.n:p.k*p.n])
+		}
+	}
+	p.fin.finish(0, 0, p.m, p.n, b.total, 4*p.n)
+	return nil
 }
 
 // packPanel packs pairs [pc, pc+kc) of k of the panel of channels from n0

@@ -39,13 +39,14 @@ func packRowsPanelI8(src []byte, ldw, kp int, dst []byte) int {
 	return kp
 }
 
-// gemvCols sets (add: adds to) the 64 int32 of c to the products of the
-// int16 row x with 64 columns of [K, N] rows of b: see gemvColsGeneric.
-// The kernel is AVX2 on either set: it waits for memory, not arithmetic.
-func gemvCols(x, b []byte, ldb, kp int, c []byte, add bool) {
+// gemvRows adds to the int32 of c the products of the int16 row x with
+// the [K, N] rows of b: see gemvRowsGeneric. The kernel is AVX2 on either
+// set: it waits for memory, not arithmetic.
+func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 	if impl == implGeneric {
-		gemvColsGeneric(x, b, ldb, kp, c, add)
+		gemvRowsGeneric(x, b, ldb, kp, c)
 		return
 	}
-	gemvColsAVX2(x, b, ldb, kp, c, add)
+	gemvRowsAVX2(x, b, ldb, kp, c)
 }
+

@@ -130,12 +130,12 @@ func packRowsAVX2(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
 
-// gemvColsAVX2 sets (add: adds to) int32 j of c, j < 64, the dot product over kp pairs of k of the int16 row x
-// (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart (rows 2p and 2p+1 for pair p).
-// kp must be at least 1.
+// gemvRowsAVX2 adds to int32 j of c, for j < len(c)/4 (a multiple of 64), the dot product over kp pairs of k
+// of the int16 row x (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart
+// (rows 2p and 2p+1 for pair p). kp must be at least 1.
 //
 //go:noescape
-func gemvColsAVX2(x []byte, b []byte, ldb int, kp int, c []byte, add bool)
+func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 
 // packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).

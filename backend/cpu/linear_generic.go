@@ -110,22 +110,17 @@ func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte
 	}
 }
 
-// gemvColsGeneric sets (add: adds to) int32 j of c, j < 64, the dot
-// product over kp pairs of k of the int16 row x and column j of the int8
-// rows of b, ldb bytes apart (rows 2p and 2p+1 for pair p).
-func gemvColsGeneric(x, b []byte, ldb, kp int, c []byte, add bool) {
-	var acc [64]int32
+// gemvRowsGeneric adds to int32 j of c, j < len(c)/4, the dot product
+// over kp pairs of k of the int16 row x and column j of the int8 rows of
+// b, ldb bytes apart (rows 2p and 2p+1 for pair p).
+func gemvRowsGeneric(x, b []byte, ldb, kp int, c []byte) {
+	n := len(c) / 4
 	for p := range kp {
 		a0, a1 := load16(x, 4*p), load16(x, 4*p+2)
-		r0, r1 := b[2*p*ldb:2*p*ldb+64], b[(2*p+1)*ldb:(2*p+1)*ldb+64]
-		for j := range acc {
-			acc[j] += a0*int32(int8(r0[j])) + a1*int32(int8(r1[j]))
+		r0, r1 := b[2*p*ldb:2*p*ldb+n], b[(2*p+1)*ldb:(2*p+1)*ldb+n]
+		for j := range n {
+			v := int32(binary.LittleEndian.Uint32(c[4*j:])) + a0*int32(int8(r0[j])) + a1*int32(int8(r1[j]))
+			binary.LittleEndian.PutUint32(c[4*j:], uint32(v))
 		}
-	}
-	for j, v := range acc {
-		if add {
-			v += int32(binary.LittleEndian.Uint32(c[4*j:]))
-		}
-		binary.LittleEndian.PutUint32(c[4*j:], uint32(v))
 	}
 }

@@ -11,4 +11,4 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func gemvCols(x, b []byte, ldb, kp int, c []byte, add bool) { gemvColsGeneric(x, b, ldb, kp, c, add) }
+func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }
