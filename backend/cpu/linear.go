@@ -94,7 +94,6 @@ const (
 // about as long as packing.
 var colsMax = 8
 
-
 // product is one int8 product, its operands laid out for the kernels.
 type product struct {
 	m, k, n int

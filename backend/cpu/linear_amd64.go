@@ -49,4 +49,3 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 	}
 	gemvRowsAVX2(x, b, ldb, kp, c)
 }
-
