@@ -182,7 +182,7 @@ func (w *flatBody) run(lo, hi int) {
 	size := w.dt.Size()
 	src := w.src[lo*size : hi*size]
 	if w.quantize {
-		h := hints{ahead: flatAhead, nt: streaming(len(w.src) + len(w.dst))}
+		h := hints{ahead: flatAhead, nt: streaming(len(w.dst))}
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
 		return
 	}
@@ -273,7 +273,7 @@ var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
 
 func (w *dequantBody) run(lo, hi int) {
 	size := w.dt.Size()
-	nt := streaming(len(w.src) + len(w.dst))
+	nt := streaming(len(w.dst))
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {
@@ -301,7 +301,7 @@ func (w *dequantBody) run(lo, hi int) {
 // the row can be quantized) reads cache, not memory.
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
-	h := hints{ahead: k * size, nt: streaming(len(src) + len(dst))}
+	h := hints{ahead: k * size, nt: streaming(len(dst))}
 	for r := lo; r < hi; r++ {
 		row := src[r*k*size : (r+1)*k*size]
 		bits := absMaxBits(dt, row)

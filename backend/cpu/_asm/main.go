@@ -423,18 +423,7 @@ func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
 		for g := range v {
 			v[g] = w.reg()
 			y := v[g]
-			// Widen to float32: bfloat16 is the top half of a float32,
-			// float16 is converted by F16C.
-			m := Mem{Base: src, Disp: lanes * size * g}
-			switch dt {
-			case "bfloat16":
-				VPMOVZXWD(m, y)
-				VPSLLD(Imm(16), y, y)
-			case "float16":
-				VCVTPH2PS(m, y)
-			default:
-				VMOVUPS(m, y)
-			}
+			widenLoad(dt, Mem{Base: src, Disp: lanes * size * g}, y)
 			// Divide, then round the quotient to T.
 			VDIVPS(t, y, y)
 			roundT(y)
@@ -916,6 +905,20 @@ func hasNaN(name string, w width) {
 	RET()
 }
 
+// widenLoad fills y with the dt elements at m widened to float32 (exactly):
+// bfloat16 is the top half of a float32, float16 is converted by F16C.
+func widenLoad(dt string, m Mem, y VecVirtual) {
+	switch dt {
+	case "bfloat16":
+		VPMOVZXWD(m, y)
+		VPSLLD(Imm(16), y, y)
+	case "float16":
+		VCVTPH2PS(m, y)
+	default:
+		VMOVUPS(m, y)
+	}
+}
+
 // widen emits the kernel that converts dt elements (exactly) to float32,
 // two registers of lanes per iteration.
 func widen(name string, dt string, w width) {
@@ -934,17 +937,7 @@ func widen(name string, dt string, w width) {
 	JE(LabelRef(name + "_done"))
 	for g := range 2 {
 		y := w.reg()
-		m := Mem{Base: src, Disp: lanes * size * g}
-		switch dt {
-		case "bfloat16":
-			// The top half of a float32.
-			VPMOVZXWD(m, y)
-			VPSLLD(Imm(16), y, y)
-		case "float16":
-			VCVTPH2PS(m, y)
-		default:
-			VMOVUPS(m, y)
-		}
+		widenLoad(dt, Mem{Base: src, Disp: lanes * size * g}, y)
 		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * g})
 	}
 	ADDQ(U32(block*size), src)
