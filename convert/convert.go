@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
@@ -296,23 +295,22 @@ func writeFile(ctx context.Context, c *conv, p *pending, meta map[string]string,
 var zeros = make([]byte, 64<<10)
 
 func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (n int64, laid []safetensors.TensorInfo, err error) {
-	wb := newWriteback(p.f)
+	out := newSink(p.f)
 	defer func() {
 		// A failed early writeback is as much a failed write as any.
-		if werr := wb.close(); err == nil && werr != nil {
-			err = werr
+		if cerr := out.close(); err == nil && cerr != nil {
+			err = cerr
 		}
 	}()
-	bw := bufio.NewWriterSize(wb, 4<<20)
 	ord, scales := order(c.f, units)
-	w, err := safetensors.NewWriter(bw, meta, layout(c.f, units, ord, scales))
+	w, err := safetensors.NewWriter(out, meta, layout(c.f, units, ord, scales))
 	if err != nil {
 		return 0, nil, err
 	}
 	// The scales come before the int8 weights computed with them: their
 	// places are filled with zeros as the stream passes them, and each
 	// layer's scales are written there (WriteAt) once it is quantized.
-	c.out, c.dataStart, c.laid = p.f, w.Written(), w.Tensors()
+	c.out, c.dataStart, c.laid = out, w.Written(), w.Tensors()
 	zeroed := false
 	writeZeros := func() error {
 		zeroed = true
@@ -326,7 +324,7 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 				}
 			}
 		}
-		return bw.Flush()
+		return out.settle()
 	}
 
 	// The producer computes ahead while this goroutine writes; it stops
@@ -406,7 +404,7 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 	if err := w.Finish(); err != nil {
 		return 0, nil, err
 	}
-	if err := bw.Flush(); err != nil {
+	if err := out.finish(); err != nil {
 		return 0, nil, err
 	}
 	return w.Written(), w.Tensors(), nil
