@@ -17,6 +17,7 @@ import (
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/comfyquant"
+	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
@@ -80,32 +81,37 @@ type Report struct {
 }
 
 // Run evaluates every int8 layer of the quantized checkpoint quant against
-// the same layer of orig.
+// the same layer of orig. Either may be a .safetensors file, a sharded
+// checkpoint's index (*.safetensors.index.json) or a directory of shards
+// (see convert.OpenCheckpoint); a layer's tensors are looked up by name
+// in whichever shard holds them.
 func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error) {
 	opts.defaults()
-	fo, err := safetensors.OpenContext(ctx, orig)
+	co, err := convert.OpenCheckpoint(ctx, orig)
 	if err != nil {
 		return nil, err
 	}
-	defer fo.Close()
-	fq, err := safetensors.OpenContext(ctx, quant)
+	defer co.Close()
+	cq, err := convert.OpenCheckpoint(ctx, quant)
 	if err != nil {
 		return nil, err
 	}
-	defer fq.Close()
+	defer cq.Close()
 	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens}
-	for _, t := range fq.Tensors {
-		if !strings.HasSuffix(t.Name, comfyquant.MarkerSuffix) {
-			continue
+	for _, fq := range cq.Files {
+		for _, t := range fq.Tensors {
+			if !strings.HasSuffix(t.Name, comfyquant.MarkerSuffix) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			l, err := evalLayer(ctx, co, cq, strings.TrimSuffix(t.Name, comfyquant.MarkerSuffix), opts)
+			if err != nil {
+				return nil, err
+			}
+			rep.Layers = append(rep.Layers, l)
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		l, err := evalLayer(ctx, fo, fq, strings.TrimSuffix(t.Name, comfyquant.MarkerSuffix), opts)
-		if err != nil {
-			return nil, err
-		}
-		rep.Layers = append(rep.Layers, l)
 	}
 	if len(rep.Layers) == 0 {
 		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
@@ -124,11 +130,11 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// hostTensor reads a tensor of a file as a host tensor (in place).
-func hostTensor(f *safetensors.File, name string) (*tensor.Tensor, error) {
-	ti, ok := f.Tensor(name)
+// hostTensor reads a tensor of a checkpoint as a host tensor (in place).
+func hostTensor(c *convert.Checkpoint, name string) (*tensor.Tensor, error) {
+	f, ti, ok := c.Tensor(name)
 	if !ok {
-		return nil, fmt.Errorf("eval: %s: no tensor %q", f.Path, name)
+		return nil, fmt.Errorf("eval: %s: no tensor %q", c.Path, name)
 	}
 	dt, ok := safetensors.KitchenDType(ti.DType)
 	if !ok {
@@ -141,7 +147,7 @@ func hostTensor(f *safetensors.File, name string) (*tensor.Tensor, error) {
 	return tensor.FromBytes(dt, b, ti.Shape...)
 }
 
-func evalLayer(ctx context.Context, fo, fq *safetensors.File, p string, opts Options) (Layer, error) {
+func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts Options) (Layer, error) {
 	l := Layer{Name: p}
 	mb, err := hostTensor(fq, p+comfyquant.MarkerSuffix)
 	if err != nil {
@@ -174,7 +180,7 @@ func evalLayer(ctx context.Context, fo, fq *safetensors.File, p string, opts Opt
 	}
 	l.ConvRot = conf.RotationGroup()
 	var bias *tensor.Tensor
-	if _, ok := fo.Tensor(p + ".bias"); ok {
+	if _, _, ok := fo.Tensor(p + ".bias"); ok {
 		if bias, err = hostTensor(fo, p+".bias"); err != nil {
 			return l, err
 		}

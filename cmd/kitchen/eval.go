@@ -27,7 +27,9 @@ through int8_linear, with its ConvRot rotation, on seeded random activations: pl
 with a few large outlier channels as diffusion transformers' activations have. Each
 layer's output is compared with the same layer of ORIG computed in float64, and the
 relative errors are listed worst first: the figures to compare when choosing between
---per-tensor, the default and --convrot for a model.`,
+--per-tensor, the default and --convrot for a model. ORIG and QUANT may each be a
+.safetensors file, a sharded checkpoint's *.safetensors.index.json, or a directory
+holding one index or the checkpoint's .safetensors files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := eval.Run(cmd.Context(), args[0], args[1], opts)

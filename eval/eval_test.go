@@ -1,0 +1,113 @@
+package eval_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/eval"
+	"github.com/gokitchen/kitchen/safetensors"
+)
+
+const tiny = "../testdata/tiny-dit.safetensors"
+
+// split writes the tensors of tiny into two shards in dir (the first
+// shard's tensors, in file order, up to half of them), and returns the
+// index's weight map.
+func split(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	f, err := safetensors.Open(tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	weightMap := map[string]string{}
+	half := len(f.Tensors) / 2
+	for i, part := range [][]safetensors.TensorInfo{f.Tensors[:half], f.Tensors[half:]} {
+		name := []string{"m-00001-of-00002.safetensors", "m-00002-of-00002.safetensors"}[i]
+		var infos []safetensors.TensorInfo
+		for _, ti := range part {
+			infos = append(infos, safetensors.TensorInfo{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+			weightMap[ti.Name] = name
+		}
+		var buf bytes.Buffer
+		w, err := safetensors.NewWriter(&buf, nil, infos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range part {
+			b, err := f.Data(ti)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteTensor(ti.Name, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return weightMap
+}
+
+// TestShardedInputs: eval reads sharded checkpoints, through their index
+// or their directory, on either side, and finds what it finds in the
+// single files, layer for layer.
+func TestShardedInputs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{ConvRot: 256}); err != nil {
+		t.Fatal(err)
+	}
+	opts := eval.Options{Tokens: 8}
+	want, err := eval.Run(ctx, tiny, q, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The original in shards without an index; quantized, with one.
+	orig := filepath.Join(dir, "orig")
+	os.Mkdir(orig, 0o755)
+	weightMap := split(t, orig)
+	withIndex := filepath.Join(dir, "indexed")
+	os.Mkdir(withIndex, 0o755)
+	split(t, withIndex)
+	idx, _ := json.Marshal(map[string]any{"weight_map": weightMap})
+	origIndex := filepath.Join(withIndex, "m"+convert.IndexSuffix)
+	if err := os.WriteFile(origIndex, idx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	qdir := filepath.Join(dir, "qsharded")
+	os.Mkdir(qdir, 0o755)
+	qIndex := filepath.Join(qdir, "q"+convert.IndexSuffix)
+	if _, err := convert.Quantize(ctx, origIndex, qIndex, convert.Options{ConvRot: 256}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]string{{origIndex, qIndex}, {orig, qdir}, {tiny, qIndex}, {orig, q}, {withIndex, qdir}} {
+		got, err := eval.Run(ctx, pair[0], pair[1], opts)
+		if err != nil {
+			t.Fatalf("%s against %s: %v", pair[1], pair[0], err)
+		}
+		if !reflect.DeepEqual(got.Layers, want.Layers) {
+			t.Errorf("%s against %s: %+v, want %+v", pair[1], pair[0], got.Layers, want.Layers)
+		}
+	}
+
+	// A tensor in two files of a directory without an index is refused.
+	dup := filepath.Join(dir, "dup")
+	os.Mkdir(dup, 0o755)
+	split(t, dup)
+	b, _ := os.ReadFile(filepath.Join(dup, "m-00001-of-00002.safetensors"))
+	os.WriteFile(filepath.Join(dup, "m-copy.safetensors"), b, 0o644)
+	if _, err := eval.Run(ctx, dup, q, opts); err == nil || !strings.Contains(err.Error(), "is in both") {
+		t.Errorf("duplicate tensors: %v", err)
+	}
+}
