@@ -43,14 +43,25 @@ func widenBits(dt dtype.DType, bits uint32) float32 {
 // sign cleared. Clearing the sign makes the float order the unsigned integer
 // order, and puts NaN and infinity at or above infBits.
 func absMaxBitsGeneric(dt dtype.DType, src []byte) uint32 {
+	// Eight bytes at a time, the sign bits cleared in one AND, then the
+	// rest one element at a time.
 	var m uint32
+	i := 0
 	if dt.Size() == 2 {
-		for i := 0; i+1 < len(src); i += 2 {
+		for ; i+8 <= len(src); i += 8 {
+			v := binary.LittleEndian.Uint64(src[i:]) & 0x7fff7fff7fff7fff
+			m = max(m, uint32(v&0xffff), uint32(v>>16&0xffff), uint32(v>>32&0xffff), uint32(v>>48))
+		}
+		for ; i+1 < len(src); i += 2 {
 			m = max(m, uint32(binary.LittleEndian.Uint16(src[i:]))&0x7fff)
 		}
 		return m
 	}
-	for i := 0; i+3 < len(src); i += 4 {
+	for ; i+8 <= len(src); i += 8 {
+		v := binary.LittleEndian.Uint64(src[i:]) & 0x7fffffff7fffffff
+		m = max(m, uint32(v), uint32(v>>32))
+	}
+	for ; i+3 < len(src); i += 4 {
 		m = max(m, binary.LittleEndian.Uint32(src[i:])&0x7fffffff)
 	}
 	return m
@@ -140,7 +151,7 @@ func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int
 		src = src[:2*len(dst)]
 		for j := range dst {
 			y := dtype.Float16ToFloat32(binary.LittleEndian.Uint16(src[2*j:])) / t
-			dst[j] = byte(roundClamped(dtype.Float16ToFloat32(dtype.Float16FromFloat32(y))))
+			dst[j] = byte(roundClamped(roundF16Normal(y)))
 		}
 	default:
 		src = src[:4*len(dst)]
@@ -149,6 +160,18 @@ func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int
 			dst[j] = byte(roundClamped(y))
 		}
 	}
+}
+
+// roundF16Normal rounds y to float16's 11 significant bits (nearest, ties
+// to even) on its bits, as roundBF16 does to 8, for y that is not NaN. It
+// is rT(y) for float16 where y is in float16's normal range and rT(y)
+// finite; elsewhere it is not, but quantizes to the same integer: below
+// 2^-14 in magnitude both round to 0, and where rT(y) is infinite both
+// are beyond the int8 range and clamp alike (TestRoundBits).
+func roundF16Normal(y float32) float32 {
+	b := math.Float32bits(y)
+	b += 0xfff + (b>>13)&1
+	return math.Float32frombits(b &^ 0x1fff)
 }
 
 // roundBF16 is y rounded to bfloat16 (nearest, ties to even) as float32,

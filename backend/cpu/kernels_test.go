@@ -288,3 +288,123 @@ func testDequantizeExhaustive(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsMaxBits compares absMaxBits on every kernel set with the largest
+// sign-cleared element found one element at a time, on lengths around
+// every unrolling and vector block, raising each element in turn to a
+// large value.
+func TestAbsMaxBits(t *testing.T) { forEachKernelSet(t, true, testAbsMaxBits) }
+
+func testAbsMaxBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, dt := range dtype.Floats() {
+		size := dt.Size()
+		for n := range 140 {
+			src := randomBits(rng, dt, n, false)
+			for i := range n {
+				// Raise element i (its sign kept).
+				b := src[i*size : (i+1)*size]
+				if size == 2 {
+					binary.LittleEndian.PutUint16(b, binary.LittleEndian.Uint16(b)|0x7ff0)
+				} else {
+					binary.LittleEndian.PutUint32(b, binary.LittleEndian.Uint32(b)|0x7ff00000)
+				}
+				var want uint32
+				for j := range n {
+					if size == 2 {
+						want = max(want, uint32(binary.LittleEndian.Uint16(src[2*j:]))&0x7fff)
+					} else {
+						want = max(want, binary.LittleEndian.Uint32(src[4*j:])&0x7fffffff)
+					}
+				}
+				if got := absMaxBits(dt, src); got != want {
+					t.Fatalf("%v n=%d, raised up to %d: absMaxBits %#x, want %#x", dt, n, i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestRoundBits proves the Go kernels' roundings on the bits, roundBF16
+// and roundF16Normal, against dtype's conversions: the rounding of a
+// float32 depends only on its bits above the kept ones and on whether the
+// dropped bits are below, at or above half, so every pattern of the kept
+// bits (sign, exponent and mantissa) with dropped bits at each side of
+// and at the halfway point covers every case. roundF16Normal must equal
+// rT where y is a normal float16 and rT(y) finite, and quantize to the
+// same integer everywhere.
+func TestRoundBits(t *testing.T) {
+	for _, c := range []struct {
+		dt    dtype.DType
+		round func(float32) float32
+		drop  uint
+	}{{dtype.BFloat16, roundBF16, 16}, {dtype.Float16, roundF16Normal, 13}} {
+		half := uint32(1) << (c.drop - 1)
+		lows := []uint32{0, 1, half - 1, half, half + 1, 2*half - 1}
+		for hi := uint32(0); hi < 1<<(32-c.drop); hi++ {
+			for _, lo := range lows {
+				y := math.Float32frombits(hi<<c.drop | lo)
+				if math.IsNaN(float64(y)) {
+					continue
+				}
+				got, want := c.round(y), c.dt.Round(y)
+				normal := math.Abs(float64(y)) >= float64(c.dt.TinyNormal()) && !math.IsInf(float64(want), 0)
+				if (c.dt == dtype.BFloat16 || normal) && math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%v: %#08x rounds to %v, want %v", c.dt, math.Float32bits(y), got, want)
+				}
+				if roundClamped(got) != quant.RoundHalfEven(want) {
+					t.Fatalf("%v: %#08x quantizes to %d, want %d", c.dt, math.Float32bits(y), roundClamped(got), quant.RoundHalfEven(want))
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeTies puts quotients exactly halfway between two values of T
+// (the ties where rounding to T decides the integer: next to n + 0.5 for
+// every n the result can take, both signs) through every kernel set, in
+// every lane and the tail. The exhaustive sweep reaches such ties only by
+// chance, since a quotient of T values is rarely one.
+func TestQuantizeTies(t *testing.T) { forEachKernelSet(t, true, testQuantizeTies) }
+
+func testQuantizeTies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+		bits := map[dtype.DType]int{dtype.Float16: 11, dtype.BFloat16: 8}[dt]
+		ties := 0
+		for n := range 128 {
+			h := float64(n) + 0.5
+			_, e := math.Frexp(h) // h = f * 2^e, f in [0.5, 1)
+			u := math.Ldexp(1, e-bits)
+			for _, y := range []float64{h - u/2, h + u/2, -(h - u/2), -(h + u/2)} {
+				for range 4 {
+					x := dt.Round(float32(math.Ldexp(1+rng.Float64(), rng.IntN(8))))
+					td := x / float32(y)
+					for _, c := range []float32{td, math.Nextafter32(td, 0), math.Nextafter32(td, 1e9)} {
+						if x/c != float32(y) || c <= 0 {
+							continue
+						}
+						ties++
+						src := make([]byte, 0, 67*dt.Size())
+						for range 67 {
+							src = binary.LittleEndian.AppendUint16(src, map[dtype.DType]func(float32) uint16{
+								dtype.Float16: dtype.Float16FromFloat32, dtype.BFloat16: dtype.BFloat16FromFloat32}[dt](x))
+						}
+						got := make([]byte, 67)
+						quantize(dt, src, got, c, 0, 0)
+						want := quantizeRef(dt, x, c, 0, 0)
+						for i := range got {
+							if int8(got[i]) != want {
+								t.Fatalf("%v: %v / %v = %v (a tie of T) quantizes to %d in lane %d, want %d", dt, x, c, y, int8(got[i]), i, want)
+							}
+						}
+						break
+					}
+				}
+			}
+		}
+		if ties < 500 {
+			t.Fatalf("%v: only %d ties constructed", dt, ties)
+		}
+	}
+}
