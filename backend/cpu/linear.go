@@ -102,7 +102,8 @@ type product struct {
 	x       []byte // the rows of A as int16, lda bytes apart
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
-	i8      bool   // wp is a prepared weight's: int8 pairs, not int16, and not ours to reuse
+	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's)
+	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row: the weight, [N, K]; colsRows: b, [K, N]
 	fin     finisher
 }
@@ -118,7 +119,7 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // newProduct lays out A for an [m, k] by [n, k] product on the path
 // given.
 func newProduct(m, k, n, path int) *product {
-	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2)}
+	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
 	// An odd number of 64-byte lines apart, so that the rows a tile reads
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
@@ -131,7 +132,7 @@ func newProduct(m, k, n, path int) *product {
 // release returns the product's large buffers for reuse.
 func (p *product) release() {
 	putBuf(p.x)
-	if !p.i8 {
+	if !p.shared {
 		putBuf(p.wp)
 	}
 	*p = product{}
@@ -161,7 +162,7 @@ func (p *product) setRow(r int, q []byte) { widenInt8(q[:p.k], p.x[r*p.lda:r*p.l
 // setWeight lays out W from its int8 bytes: [N, K] rows, or (cols, many
 // rows only) the [K, N] matrix whose columns are the rows.
 func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
-	if p.path != manyRows || p.i8 {
+	if p.path != manyRows || p.shared {
 		p.w = w
 		return nil
 	}
@@ -248,18 +249,21 @@ func (b *manyBody) run(lo, hi int) {
 }
 
 // fewBody runs panels [lo, hi) over every row: it packs a pass of k of
-// the panel (the whole of k, unless k is very long), then runs the tiles
-// in turn over parts of it small enough to stay in the first-level cache.
-// A prepared weight's panels are used as they are.
+// the panel (the whole of k, unless k is very long) as int8 pairs, then
+// runs the int8-panel tiles in turn over parts of it small enough to stay
+// in the first-level cache. A prepared weight's panels are used as they
+// are. (Packing int8 pairs rather than int16 skips the widening and halves
+// the panel: the tiles widen as they load, which costs them less than the
+// packing saves.)
 type fewBody struct{ p *product }
 
 func (b *fewBody) run(lo, hi int) {
 	p := b.p
 	nr := gemmCols()
-	pb := p.pairBytes()
+	pb := 2 * nr // int8 pairs, prepared or not
 	pairs := min(fewPairs, p.kp)
 	var panel []byte
-	if !p.i8 {
+	if p.wp == nil {
 		panel = make([]byte, pairs*pb)
 	}
 	ldc := 4*nr + 64
@@ -268,11 +272,11 @@ func (b *fewBody) run(lo, hi int) {
 		n0 := pn * nr
 		for pc := 0; pc < p.kp; pc += pairs {
 			kc := min(pairs, p.kp-pc)
-			if p.i8 {
+			if p.wp != nil {
 				at := (pn*p.kp + pc) * pb
 				panel = p.wp[at : at+kc*pb]
 			} else {
-				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
+				packPanelI8(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
 			}
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
@@ -610,7 +614,9 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	// 1. The activations, quantized row by row into the product's rows.
 	prod := newProduct(m, k, n, path)
 	defer prod.release()
-	prod.wp, prod.i8 = panels, panels != nil
+	if panels != nil {
+		prod.wp, prod.i8, prod.shared = panels, true, true
+	}
 	p := &prepareBody{dt: a.X.DType(), src: xb, kx: a.X.Dim(-1), k: k, g: a.Group, act: a.InputAct,
 		prod: prod, scales: make([]byte, 4*m)}
 	p.bad.reset()

@@ -58,7 +58,7 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.wp, p.i8 = l.panels, true
+		p.wp, p.i8, p.shared = l.panels, true, true
 	}
 	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
