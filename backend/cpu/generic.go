@@ -98,7 +98,7 @@ func roundBlock(dt dtype.DType, v []float32) {
 	switch dt {
 	case dtype.Float16:
 		for j, f := range v {
-			v[j] = dtype.Float16ToFloat32(dtype.Float16FromFloat32(f))
+			v[j] = dtype.Float16ToFloat32(float16Bits(f))
 		}
 	case dtype.BFloat16:
 		for j, f := range v {
@@ -118,7 +118,7 @@ func storeBlock(dt dtype.DType, dst []byte, off int, v []float32) {
 	case dtype.Float16:
 		b := dst[2*off : 2*(off+len(v))]
 		for j, f := range v {
-			binary.LittleEndian.PutUint16(b[2*j:], dtype.Float16FromFloat32(f))
+			binary.LittleEndian.PutUint16(b[2*j:], float16Bits(f))
 		}
 	case dtype.BFloat16:
 		b := dst[2*off : 2*(off+len(v))]
@@ -160,6 +160,22 @@ func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int
 			dst[j] = byte(roundClamped(y))
 		}
 	}
+}
+
+// float16Bits is dtype.Float16FromFloat32 with a short path for results
+// in float16's normal range and beyond it: round to nearest even on the
+// bits, rebias the exponent, and let a carry past the largest finite
+// value become infinity, as it does in the encoding. Zeros, subnormal
+// results, NaN and values from 65536 up take dtype's path (TestRoundBits
+// compares the two on every class of bit pattern).
+func float16Bits(f float32) uint16 {
+	b := math.Float32bits(f)
+	a := b & 0x7fffffff
+	if a-0x38800000 >= 0x47800000-0x38800000 { // outside [2^-14, 65536)
+		return dtype.Float16FromFloat32(f)
+	}
+	a += 0xfff + (a>>13)&1
+	return uint16(b>>16)&0x8000 | uint16((a-0x38000000)>>13)
 }
 
 // roundF16Normal rounds y to float16's 11 significant bits (nearest, ties
@@ -242,7 +258,7 @@ func dequantizeGeneric(out dtype.DType, q []byte, s float32, dst []byte) {
 	case dtype.Float16:
 		dst = dst[:2*len(q)]
 		for j, b := range q {
-			binary.LittleEndian.PutUint16(dst[2*j:], dtype.Float16FromFloat32(float32(int8(b))*s))
+			binary.LittleEndian.PutUint16(dst[2*j:], float16Bits(float32(int8(b))*s))
 		}
 	default:
 		dst = dst[:4*len(q)]

@@ -325,8 +325,8 @@ func testAbsMaxBits(t *testing.T) {
 	}
 }
 
-// TestRoundBits proves the Go kernels' roundings on the bits, roundBF16
-// and roundF16Normal, against dtype's conversions: the rounding of a
+// TestRoundBits proves the Go kernels' roundings on the bits, roundBF16,
+// roundF16Normal and float16Bits, against dtype's conversions: the rounding of a
 // float32 depends only on its bits above the kept ones and on whether the
 // dropped bits are below, at or above half, so every pattern of the kept
 // bits (sign, exponent and mantissa) with dropped bits at each side of
@@ -344,6 +344,11 @@ func TestRoundBits(t *testing.T) {
 		for hi := uint32(0); hi < 1<<(32-c.drop); hi++ {
 			for _, lo := range lows {
 				y := math.Float32frombits(hi<<c.drop | lo)
+				if c.dt == dtype.Float16 {
+					if got, want := float16Bits(y), dtype.Float16FromFloat32(y); got != want {
+						t.Fatalf("float16Bits(%#08x) = %#04x, want %#04x", math.Float32bits(y), got, want)
+					}
+				}
 				if math.IsNaN(float64(y)) {
 					continue
 				}

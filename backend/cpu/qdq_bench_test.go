@@ -16,7 +16,8 @@ import (
 )
 
 // BenchmarkQDQ times the Q/DQ bodies on [8352, 3840] (the seed table's
-// shape) writing into preallocated outputs, each kernel set this CPU runs,
+// shape; row-wise also with stochastic rounding) writing into
+// preallocated outputs, each kernel set this CPU runs,
 // and in the same loop a parallel copy of as many bytes as the operation
 // reads and writes (half read, half written). It reports the medians of
 // both (op-ms, copy-ms) and the median of their ratio per iteration,
@@ -53,6 +54,7 @@ func BenchmarkQDQ(b *testing.B) {
 		}
 		deqT := make([]byte, n*size)
 		rw := &rowwiseBody{dt: dt, src: x, dst: q, scales: make([]byte, 4*rows), k: k}
+		rwSR := &rowwiseBody{dt: dt, src: x, dst: q, scales: make([]byte, 4*rows), k: k, seed: 42}
 		flat := &flatBody{dt: dt, src: x, dst: q}
 		dq := &dequantBody{dt: dtype.Float32, src: q, dst: deqF32, scales: scales, sdt: dtype.Float32, k: k}
 		dqT := &dequantBody{dt: dt, src: q, dst: deqT, scales: scales, sdt: dtype.Float32, k: k}
@@ -64,6 +66,10 @@ func BenchmarkQDQ(b *testing.B) {
 			{"rowwise", n*size + n + 4*rows, func() error {
 				rw.bad.reset()
 				return parallelFor(ctx, rw, rows, max(1, grainBytes/(k*size)))
+			}},
+			{"rowwise_stochastic", n*size + n + 4*rows, func() error {
+				rwSR.bad.reset()
+				return parallelFor(ctx, rwSR, rows, max(1, grainBytes/(k*size)))
 			}},
 			{"tensorwise", 2*n*size + n, func() error {
 				flat.quantize = false
