@@ -25,6 +25,7 @@ func newBench() *cobra.Command {
 		cfg      bench.Config
 		asJSON   bool
 	)
+	var convertFile string // --convert: time a conversion instead
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Time the INT8 operations on each backend against this machine's copy speed",
@@ -42,6 +43,9 @@ on every thread; the highest of about --runs measurements made just before and j
 after each backend's rounds) and their share of it ("of peak").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if convertFile != "" {
+				return benchConvert(cmd, convertFile, asJSON)
+			}
 			var err error
 			cfg.Ops = ops
 			if cfg.Shape, err = parseShape(shape); err != nil {
@@ -73,6 +77,7 @@ after each backend's rounds) and their share of it ("of peak").`,
 	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` against reading it and writing+syncing its output's size (--runs rounds, default 3)")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/convbench"
 )
 
 // convertFlags are the flags quantize and dequantize share.
@@ -319,4 +320,22 @@ func (b *progressBar) finish() {
 	if b.drawn {
 		fmt.Fprint(b.w, "\r\x1b[K")
 	}
+}
+
+// benchConvert is `kitchen bench --convert FILE`: it converts FILE to a
+// temporary output and times it against reading FILE and writing and
+// syncing a file of the output's size, in the same rounds.
+func benchConvert(cmd *cobra.Command, file string, asJSON bool) error {
+	cfg := convbench.Config{Input: file}
+	if cmd.Flags().Changed("runs") {
+		cfg.Runs, _ = cmd.Flags().GetInt("runs")
+	}
+	res, err := convbench.Run(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	return res.WriteText(cmd.OutOrStdout())
 }

@@ -1,0 +1,236 @@
+// Package convbench measures `kitchen quantize` on a checkpoint against,
+// in the same run, the time this machine takes to read the input and to
+// write and sync a file of the output's size: a conversion can be no
+// faster than the longer of the two, so the ratio to it is the figure to
+// compare across machines (see `kitchen bench --convert`).
+package convbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/gokitchen/kitchen/convert"
+)
+
+// Config says what to measure.
+type Config struct {
+	// Input is the checkpoint (a .safetensors file).
+	Input string
+	// Dir holds the temporary outputs (default: the system's temporary
+	// directory); the write floor is measured there too.
+	Dir string
+	// Runs is the number of rounds (default 3); each converts once and
+	// measures both floors once.
+	Runs int
+	// Options are the conversion's options (Force and DryRun are set here).
+	Options convert.Options
+}
+
+// Round is one round's times, in seconds.
+type Round struct {
+	Convert float64 `json:"convert_s"`
+	Read    float64 `json:"read_s"`
+	// Write is writing the output's size through the page cache and
+	// syncing it (as dd conv=fsync does); WriteDirect is writing it with
+	// O_DIRECT, as the converter does on Linux, and syncing it (0 where
+	// that is not available).
+	Write       float64 `json:"write_sync_s"`
+	WriteDirect float64 `json:"write_direct_sync_s,omitempty"`
+	// Ratio is Convert over the longer of Read and the faster of the
+	// writes; RatioBuffered over the longer of Read and Write.
+	Ratio         float64 `json:"ratio"`
+	RatioBuffered float64 `json:"ratio_buffered"`
+}
+
+// Result is a measurement; its JSON form is what `kitchen bench --convert
+// --json` prints.
+type Result struct {
+	Input       string `json:"input"`
+	InputBytes  int64  `json:"input_bytes"`
+	OutputBytes int64  `json:"output_bytes"`
+	Dir         string `json:"dir"`
+	// Cold says whether the input was dropped from the page cache before
+	// each read and each conversion (posix_fadvise DONTNEED); ColdNote says
+	// why not, where not.
+	Cold     bool    `json:"cold"`
+	ColdNote string  `json:"cold_note,omitempty"`
+	Rounds   []Round `json:"rounds"`
+	// The medians over the rounds.
+	ConvertSeconds     float64 `json:"convert_s"`
+	ReadSeconds        float64 `json:"read_s"`
+	WriteSeconds       float64 `json:"write_sync_s"`
+	WriteDirectSeconds float64 `json:"write_direct_sync_s,omitempty"`
+	Ratio              float64 `json:"ratio"`
+	RatioBuffered      float64 `json:"ratio_buffered"`
+}
+
+// Run converts cfg.Input cfg.Runs times to a temporary output and, in each
+// round, times reading the input and writing and syncing a file of the
+// output's size. Every temporary file is removed.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Runs <= 0 {
+		cfg.Runs = 3
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = os.TempDir()
+	}
+	st, err := os.Stat(cfg.Input)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Input: cfg.Input, InputBytes: st.Size(), Dir: cfg.Dir}
+	res.Cold, res.ColdNote = true, ""
+	if err := dropCache(cfg.Input); err != nil {
+		res.Cold, res.ColdNote = false, "input read warm: "+err.Error()
+	}
+	out := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-convert-%d.safetensors", os.Getpid()))
+	defer os.Remove(out)
+	floor := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-write-%d", os.Getpid()))
+	defer os.Remove(floor)
+	opts := cfg.Options
+	opts.Force, opts.DryRun, opts.Progress = true, false, nil
+	for range cfg.Runs {
+		var r Round
+		if r.Read, err = timeRead(cfg.Input, res.Cold); err != nil {
+			return nil, err
+		}
+		if res.Cold {
+			if err := dropCache(cfg.Input); err != nil {
+				return nil, err
+			}
+		}
+		start := time.Now()
+		sum, err := convert.Quantize(ctx, cfg.Input, out, opts)
+		if err != nil {
+			return nil, err
+		}
+		r.Convert = time.Since(start).Seconds()
+		res.OutputBytes = sum.BytesOut
+		if err := os.Remove(out); err != nil {
+			return nil, err
+		}
+		if r.Write, err = timeWrite(ctx, floor, sum.BytesOut); err != nil {
+			return nil, err
+		}
+		if r.WriteDirect, err = timeWriteDirect(floor, sum.BytesOut); err != nil {
+			return nil, err
+		}
+		write := r.Write
+		if r.WriteDirect > 0 {
+			write = min(write, r.WriteDirect)
+		}
+		r.Ratio = r.Convert / max(r.Read, write)
+		r.RatioBuffered = r.Convert / max(r.Read, r.Write)
+		res.Rounds = append(res.Rounds, r)
+	}
+	med := func(f func(Round) float64) float64 {
+		v := make([]float64, len(res.Rounds))
+		for i, r := range res.Rounds {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	res.ConvertSeconds = med(func(r Round) float64 { return r.Convert })
+	res.ReadSeconds = med(func(r Round) float64 { return r.Read })
+	res.WriteSeconds = med(func(r Round) float64 { return r.Write })
+	res.WriteDirectSeconds = med(func(r Round) float64 { return r.WriteDirect })
+	res.Ratio = med(func(r Round) float64 { return r.Ratio })
+	res.RatioBuffered = med(func(r Round) float64 { return r.RatioBuffered })
+	return res, nil
+}
+
+// timeRead reads the file through, after dropping it from the page cache
+// if cold.
+func timeRead(path string, cold bool) (float64, error) {
+	if cold {
+		if err := dropCache(path); err != nil {
+			return 0, err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 8<<20)
+	start := time.Now()
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// timeWrite writes n bytes to a new file at path through the page cache
+// and syncs it (as dd conv=fsync does), then removes it.
+func timeWrite(ctx context.Context, path string, n int64) (float64, error) {
+	buf := make([]byte, 4<<20)
+	fill(buf)
+	f, done, err := floorFile(path)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	start := time.Now()
+	for left := n; left > 0; left -= min(left, int64(len(buf))) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// floorFile creates the file a write floor is measured on, and returns it
+// with the function that closes and removes it.
+func floorFile(path string) (*os.File, func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { f.Close(); os.Remove(path) }, nil
+}
+
+// fill fills b with random bytes, so that no file system can store them
+// cheaply.
+func fill(b []byte) { rand.NewChaCha8([32]byte{}).Read(b) }
+
+// WriteText prints the result for people.
+func (r *Result) WriteText(w io.Writer) error {
+	temp := "cold (dropped from the page cache first)"
+	if !r.Cold {
+		temp = r.ColdNote
+	}
+	fmt.Fprintf(w, "%s: %.1f MB in, %.1f MB out; input %s; outputs in %s\n", r.Input, float64(r.InputBytes)/1e6, float64(r.OutputBytes)/1e6, temp, r.Dir)
+	fmt.Fprintf(w, "%-6s %10s %10s %14s %14s %8s %10s\n", "round", "convert s", "read s", "write+sync s", "direct+sync s", "ratio", "ratio buf")
+	row := func(name string, x Round) {
+		fmt.Fprintf(w, "%-6s %10.2f %10.2f %14.2f %14.2f %8.2f %10.2f\n", name, x.Convert, x.Read, x.Write, x.WriteDirect, x.Ratio, x.RatioBuffered)
+	}
+	for i, x := range r.Rounds {
+		row(fmt.Sprint(i+1), x)
+	}
+	row("median", Round{r.ConvertSeconds, r.ReadSeconds, r.WriteSeconds, r.WriteDirectSeconds, r.Ratio, r.RatioBuffered})
+	_, err := fmt.Fprintln(w, "ratio: the conversion over the longer of reading the input and writing+syncing the output (the faster way),\n"+
+		"same round; ratio buf: the same with the write through the page cache (direct+sync 0: no O_DIRECT here)")
+	return err
+}
