@@ -308,13 +308,14 @@ func gemv(name string, w width) {
 
 // gemvRows emits mm_int8's kernel for a row of a times b read as it is,
 // [K, N] row-major, so that b is never packed: k outermost, it streams
-// rows 2p and 2p+1 of b whole and adds a[2p]·b[2p, :] + a[2p+1]·b[2p+1, :]
-// to the int32 sums c[:], 64 columns at a time: the 16 bytes of each row
-// for 16 columns are interleaved (VPUNPCKLBW, VPUNPCKHBW: the int8 pairs
-// of 8 columns), widened (VPMOVSXBW) and multiplied with the row's pair,
-// broadcast, and added to c in memory (which stays in the cache while b
-// streams past). Registers: 0 the row's pair, 1 to 4 the rows' bytes and
-// their products.
+// rows of b whole and adds a[k]·b[k, :] to the int32 sums c[:], 64
+// columns at a time, two pairs of k (four rows of b) per pass over c
+// while they last: the 16 bytes of rows 2p and 2p+1 for 16 columns are
+// interleaved (VPUNPCKLBW, VPUNPCKHBW: the int8 pairs of 8 columns),
+// widened (VPMOVSXBW) and multiplied with the row's pair p, broadcast;
+// both pairs' products are added to c in memory (which stays in the cache
+// while b streams past). Registers: 0 and 1 the row's pairs, 2 to 5 the
+// rows' bytes, 6 to 9 their products.
 func gemvRows(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kp int, c []byte)")
 	Pragma("noescape")
@@ -328,37 +329,63 @@ func gemvRows(name string, w width) {
 	cp := Load(Param("c").Base(), GP64())
 	n := Load(Param("c").Len(), GP64())
 	SHRQ(Imm(2), n) // columns
-	bc := w.phys(0)
-	Label(name + "_pair")
-	VPBROADCASTD(Mem{Base: xp}, bc)
-	j, b0, c0 := GP64(), GP64(), GP64()
-	MOVQ(n, j)
-	MOVQ(bp, b0)
-	MOVQ(cp, c0)
-	Label(name + "_cols")
-	for g := range 4 {
-		r0, r1, lo, hi := w.phys(1).AsX(), w.phys(2).AsX(), w.phys(3), w.phys(4)
-		VMOVDQU(Mem{Base: b0, Disp: 16 * g}, r0)
-		VMOVDQU(Mem{Base: b0, Index: ldb, Scale: 1, Disp: 16 * g}, r1)
-		VPUNPCKLBW(r1, r0, lo.AsX()) // columns 16g to 16g+7: k's byte, then k+1's
-		VPUNPCKHBW(r1, r0, hi.AsX()) // 16g+8 to 16g+15
-		VPMOVSXBW(lo.AsX(), lo)
-		VPMOVSXBW(hi.AsX(), hi)
-		VPMADDWD(bc, lo, lo)
-		VPMADDWD(bc, hi, hi)
-		VPADDD(Mem{Base: c0, Disp: 64 * g}, lo, lo)
-		VPADDD(Mem{Base: c0, Disp: 64*g + 32}, hi, hi)
-		w.mov(lo, Mem{Base: c0, Disp: 64 * g})
-		w.mov(hi, Mem{Base: c0, Disp: 64*g + 32})
+	ld2, ld3 := GP64(), GP64()
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 1}, ld2)
+	LEAQ(Mem{Base: ld2, Index: ldb, Scale: 1}, ld3)
+	// pass emits one pass over c with pairs pairs (1 or 2) of rows.
+	pass := func(label string, pairs int) {
+		for q := range pairs {
+			VPBROADCASTD(Mem{Base: xp, Disp: 4 * q}, w.phys(q))
+		}
+		j, b0, c0 := GP64(), GP64(), GP64()
+		MOVQ(n, j)
+		MOVQ(bp, b0)
+		MOVQ(cp, c0)
+		Label(label)
+		for g := range 4 {
+			var lo, hi [2]VecPhysical
+			for q := range pairs {
+				r0, r1 := w.phys(2+2*q).AsX(), w.phys(3+2*q).AsX()
+				lo[q], hi[q] = w.phys(6+2*q), w.phys(7+2*q)
+				// Rows 2p+2q and 2p+2q+1 of b.
+				VMOVDQU(Mem{Base: b0, Index: []Register{nil, ld2}[q], Scale: uint8(q), Disp: 16 * g}, r0)
+				VMOVDQU(Mem{Base: b0, Index: []Register{ldb, ld3}[q], Scale: 1, Disp: 16 * g}, r1)
+				VPUNPCKLBW(r1, r0, lo[q].AsX()) // columns 16g to 16g+7: k's byte, then k+1's
+				VPUNPCKHBW(r1, r0, hi[q].AsX()) // 16g+8 to 16g+15
+				VPMOVSXBW(lo[q].AsX(), lo[q])
+				VPMOVSXBW(hi[q].AsX(), hi[q])
+				VPMADDWD(w.phys(q), lo[q], lo[q])
+				VPMADDWD(w.phys(q), hi[q], hi[q])
+			}
+			if pairs == 2 {
+				VPADDD(lo[1], lo[0], lo[0])
+				VPADDD(hi[1], hi[0], hi[0])
+			}
+			VPADDD(Mem{Base: c0, Disp: 64 * g}, lo[0], lo[0])
+			VPADDD(Mem{Base: c0, Disp: 64*g + 32}, hi[0], hi[0])
+			w.mov(lo[0], Mem{Base: c0, Disp: 64 * g})
+			w.mov(hi[0], Mem{Base: c0, Disp: 64*g + 32})
+		}
+		ADDQ(Imm(64), b0)
+		ADDQ(U32(256), c0)
+		SUBQ(Imm(64), j)
+		JNZ(LabelRef(label))
+		ADDQ(U32(4*pairs), xp)
+		for range pairs {
+			LEAQ(Mem{Base: bp, Index: ldb, Scale: 2}, bp)
+		}
 	}
-	ADDQ(Imm(64), b0)
-	ADDQ(U32(256), c0)
-	SUBQ(Imm(64), j)
-	JNZ(LabelRef(name + "_cols"))
-	ADDQ(Imm(4), xp)
-	LEAQ(Mem{Base: bp, Index: ldb, Scale: 2}, bp)
-	DECQ(kp)
-	JNZ(LabelRef(name + "_pair"))
+	Label(name + "_two")
+	CMPQ(kp, Imm(2))
+	JB(LabelRef(name + "_one"))
+	pass(name+"_cols2", 2)
+	SUBQ(Imm(2), kp)
+	JMP(LabelRef(name + "_two"))
+	Label(name + "_one")
+	TESTQ(kp, kp)
+	JZ(LabelRef(name + "_done"))
+	pass(name+"_cols1", 1)
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
