@@ -276,7 +276,7 @@ func (b *fewBody) run(lo, hi int) {
 				at := (pn*p.kp + pc) * pb
 				panel = p.wp[at : at+kc*pb]
 			} else {
-				packPanelI8(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
+				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb], true)
 			}
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
@@ -416,25 +416,36 @@ func (p *product) runCols(ctx context.Context) error {
 
 // packPanel packs pairs [pc, pc+kc) of k of the panel of channels from n0
 // of a [n, k] weight into dst: per pair, each channel's two values as
-// int16 (the second zero past k). Channels past n are left as they are.
-// The kernel packs what it can of a whole panel, Go the rest.
-func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte) {
+// int16, or with i8 as int8 (the second zero past k). Channels past n are
+// left as they are. The kernel packs what it can of a whole panel, Go the
+// rest.
+func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 	nr := gemmCols()
-	stride := 4 * nr
 	cols := min(nr, n-n0)
 	done := 0
 	if full := min(kc, k/2-pc) &^ 7; cols == nr && full > 0 {
-		done = packRowsPanel(w[n0*k+2*pc:(n0+nr-1)*k+2*(pc+full)], k, full, dst)
+		src := w[n0*k+2*pc : (n0+nr-1)*k+2*(pc+full)]
+		if i8 {
+			done = packRowsPanelI8(src, k, full, dst)
+		} else {
+			done = packRowsPanel(src, k, full, dst)
+		}
 	}
 	for j := range cols {
 		row := w[(n0+j)*k : (n0+j+1)*k]
 		for q := done; q < kc; q++ {
-			e := 2 * (pc + q)
-			pair := uint32(uint16(int8(row[e])))
-			if e+1 < k {
-				pair |= uint32(uint16(int8(row[e+1]))) << 16
+			var v0, v1 byte // k's value, k+1's (zero past k)
+			if e := 2 * (pc + q); e < k {
+				v0 = row[e]
+				if e+1 < k {
+					v1 = row[e+1]
+				}
 			}
-			binary.LittleEndian.PutUint32(dst[q*stride+4*j:], pair)
+			if i8 {
+				dst[q*2*nr+2*j], dst[q*2*nr+2*j+1] = v0, v1
+			} else {
+				binary.LittleEndian.PutUint32(dst[q*4*nr+4*j:], uint32(uint16(int8(v0)))|uint32(uint16(int8(v1)))<<16)
+			}
 		}
 	}
 }
@@ -450,7 +461,7 @@ func (b *packBody) run(lo, hi int) {
 	nr := gemmCols()
 	size := p.kp * 4 * nr
 	for pn := lo; pn < hi; pn++ {
-		packPanel(b.src, p.k, p.n, pn*nr, 0, p.kp, p.wp[pn*size:(pn+1)*size])
+		packPanel(b.src, p.k, p.n, pn*nr, 0, p.kp, p.wp[pn*size:(pn+1)*size], false)
 	}
 }
 

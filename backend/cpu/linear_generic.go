@@ -31,6 +31,12 @@ func gemmTileGeneric(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, 
 			}
 		}
 	}
+	storeTile(&acc, nr, mr, c, ldc, add)
+}
+
+// storeTile stores (add: adds) mr rows of nr sums of acc into the int32
+// rows of c, ldc bytes apart.
+func storeTile(acc *[gemmRows][32]int32, nr, mr int, c []byte, ldc int, add bool) {
 	for i := range mr {
 		for j := range nr {
 			at := c[i*ldc+4*j:]
@@ -98,16 +104,7 @@ func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte
 			}
 		}
 	}
-	for i := range mr {
-		for j := range nr {
-			at := c[i*ldc+4*j:]
-			v := acc[i][j]
-			if add {
-				v += int32(binary.LittleEndian.Uint32(at))
-			}
-			binary.LittleEndian.PutUint32(at, uint32(v))
-		}
-	}
+	storeTile(&acc, nr, mr, c, ldc, add)
 }
 
 // gemvRowsGeneric adds to int32 j of c, j < len(c)/4, the dot product

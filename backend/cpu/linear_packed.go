@@ -68,32 +68,6 @@ type packI8Body struct {
 func (b *packI8Body) run(lo, hi int) {
 	size := b.kp * 2 * b.l.nr
 	for pn := lo; pn < hi; pn++ {
-		packPanelI8(b.w, b.l.k, b.l.n, pn*b.l.nr, 0, b.kp, b.l.panels[pn*size:(pn+1)*size])
-	}
-}
-
-// packPanelI8 packs pairs [pc, pc+kc) of k of the panel of channels from
-// n0 of an [n, k] weight into dst: per pair, each channel's two int8
-// values (the second zero past k). Channels past n are left as they are.
-// The kernel packs what it can of a whole panel, Go the rest.
-func packPanelI8(w []byte, k, n, n0, pc, kc int, dst []byte) {
-	nr := gemmCols()
-	cols := min(nr, n-n0)
-	done := 0
-	if full := min(kc, k/2-pc) &^ 7; cols == nr && full > 0 {
-		done = packRowsPanelI8(w[n0*k+2*pc:(n0+nr-1)*k+2*(pc+full)], k, full, dst)
-	}
-	for j := range cols {
-		row := w[(n0+j)*k : (n0+j+1)*k]
-		for q := done; q < kc; q++ {
-			at := q*2*nr + 2*j
-			dst[at], dst[at+1] = 0, 0
-			if e := 2 * (pc + q); e < k {
-				dst[at] = row[e]
-				if e+1 < k {
-					dst[at+1] = row[e+1]
-				}
-			}
-		}
+		packPanel(b.w, b.l.k, b.l.n, pn*b.l.nr, 0, b.kp, b.l.panels[pn*size:(pn+1)*size], true)
 	}
 }
