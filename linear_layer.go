@@ -45,6 +45,11 @@ func PrepareInt8Linear(ctx context.Context, weight, weightScale *Tensor, opts ..
 	if err != nil {
 		return nil, err
 	}
+	if s.into != nil {
+		// Outputs belong to calls: Prepare's own call is a row of zeros.
+		return nil, &backend.ArgError{Op: op.Int8Linear.Name(), Param: optInto.param(), Row: -1, Err: backend.ErrOption,
+			Detail: "Into is an option of Forward, not of PrepareInt8Linear"}
+	}
 	l := &Int8Layer{weight: weight, scale: weightScale, bias: s.bias, outDType: s.outDType, group: s.group, act: s.act,
 		registry: s.registry, backend: s.backend}
 	if l.outDType == 0 {
@@ -87,9 +92,10 @@ func (l *Int8Layer) args(x *Tensor) *op.LinearArgs {
 
 // Forward runs the layer on x [..., K] (float32, float16 or bfloat16;
 // [..., 2K] for swiglu), as Int8Linear does: [..., N] of the layer's
-// output dtype. It accepts the backend options only (UsingBackend,
-// WithRegistry, ReportBackend); without them the layer's defaults apply
-// (a context's WithBackend before them).
+// output dtype. It accepts Into (the output written into a tensor the
+// caller owns) and the backend options (UsingBackend, WithRegistry,
+// ReportBackend); without the latter the layer's defaults apply (a
+// context's WithBackend before them).
 func (l *Int8Layer) Forward(ctx context.Context, x *Tensor, opts ...Option) (*Tensor, error) {
 	s, err := settle(ctx, op.Int8Linear.Name(), opts)
 	if err != nil {

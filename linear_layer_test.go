@@ -141,8 +141,34 @@ func TestInt8LayerErrors(t *testing.T) {
 	if _, err := layer.Forward(ctx, x15); !errors.As(err, &ae) || ae.Param != "x" {
 		t.Errorf("x of the wrong K: %v, want an ArgError on x", err)
 	}
+	out, _ := kitchen.FromFloat32(kitchen.BFloat16, make([]float32, 3), 1, 3)
+	if _, err := kitchen.PrepareInt8Linear(ctx, w, ws, kitchen.Into(out)); !errors.Is(err, backend.ErrOption) {
+		t.Errorf("PrepareInt8Linear with Into: %v, want ErrOption", err)
+	}
+	x1, _ := kitchen.FromFloat32(kitchen.Float32, []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 1, 16)
+	w1, _ := kitchen.FromFloat32(kitchen.Int8, func() []float32 {
+		v := make([]float32, 3*16)
+		for i := range v {
+			v[i] = float32(i%7) - 3
+		}
+		return v
+	}(), 3, 16)
+	layer1, err := kitchen.PrepareInt8Linear(ctx, w1, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := layer1.Forward(ctx, x1, kitchen.Into(out))
+	if err != nil {
+		t.Fatalf("Forward with Into: %v", err)
+	}
+	want, _ := kitchen.Int8Linear(ctx, x1, w1, ws)
+	if gb, wb := must(got.Bytes()), must(want.Bytes()); got != out || !bytes.Equal(gb, wb) {
+		t.Errorf("Forward with Into: returned the given tensor: %v, bytes %x, want %x", got == out, gb, wb)
+	}
+	layer1.Release()
 	layer.Release()
 	if _, err := layer.Forward(ctx, x); !errors.As(err, &ae) || ae.Param != "weight" || !errors.Is(err, op.ErrReleased) {
 		t.Errorf("after Release: %v, want an ArgError on weight wrapping op.ErrReleased", err)
 	}
 }
+
