@@ -171,4 +171,3 @@ func TestInt8LayerErrors(t *testing.T) {
 		t.Errorf("after Release: %v, want an ArgError on weight wrapping op.ErrReleased", err)
 	}
 }
-
