@@ -182,3 +182,28 @@ func TestWithRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedTensors checks that a released tensor, of any size, is
+// refused as an input and as an output, naming it, rather than read or
+// written.
+func TestReleasedTensors(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{4, 1 << 20} { // small, and large enough to be recycled
+		x := must(kitchen.FromFloat32(kitchen.BFloat16, make([]float32, n), 2, n/2))
+		q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Release()
+		if _, err := q.Bytes(); !errors.Is(err, tensor.ErrReleased) {
+			t.Errorf("n=%d: Bytes of a released tensor: %v, want %v", n, err, tensor.ErrReleased)
+		}
+		var ae *backend.ArgError
+		if _, err := kitchen.DequantizeInt8(ctx, q, s); !errors.As(err, &ae) || ae.Param != "q" || !errors.Is(err, backend.ErrNil) {
+			t.Errorf("n=%d: a released input: %v, want an ArgError on q", n, err)
+		}
+		if _, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.Into(q, s)); !errors.As(err, &ae) || ae.Param != "out_q" || !errors.Is(err, backend.ErrNil) {
+			t.Errorf("n=%d: a released output: %v, want an ArgError on out_q", n, err)
+		}
+	}
+}

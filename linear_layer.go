@@ -74,13 +74,11 @@ func PrepareInt8Linear(ctx context.Context, weight, weightScale *Tensor, opts ..
 		return nil, err
 	}
 	out, err := run(ctx, s, op.Int8Linear, l.args(x))
+	x.Release() // ours, on the host or copied to the weight's device
 	if err != nil {
 		return nil, err
 	}
 	out.Out.Release()
-	if x.Device() != tensor.CPU() {
-		x.Release()
-	}
 	return l, nil
 }
 

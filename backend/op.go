@@ -219,23 +219,28 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 	if !ok {
 		return zero, "", fmt.Errorf("backend: %s: %s kernel of %s has type %T", cap.backend, o.name, cap.backend, cap.run)
 	}
-	res, err := k(ctx, args)
 	var mine []*tensor.Tensor // the caller's outputs
 	if g, ok := any(args).(given[R]); ok {
 		mine = g.Given().Outputs()
 	}
+	res, err := k(ctx, args)
 	if err == nil {
 		res, err = o.deliver(ctx, cap.backend, res, mine)
 	}
 	if err != nil {
 		for _, t := range res.Outputs() {
-			if t != nil && !slices.Contains(mine, t) {
+			if t != nil && !overlapsAny(t, mine) {
 				t.Release() // nothing is returned on error
 			}
 		}
 		return zero, cap.backend, fmt.Errorf("backend %s: %w", cap.backend, err)
 	}
 	return res, cap.backend, nil
+}
+
+// overlapsAny reports whether t shares memory with one of ts.
+func overlapsAny(t *tensor.Tensor, ts []*tensor.Tensor) bool {
+	return slices.ContainsFunc(ts, func(u *tensor.Tensor) bool { return tensor.Overlaps(t, u) })
 }
 
 // deliver makes sure res holds the caller's outputs where mine gives them:
@@ -251,10 +256,15 @@ func (o *Op[A, R]) deliver(ctx context.Context, name string, res R, mine []*tens
 		if moved == nil {
 			moved = slices.Clone(got)
 		}
-		if err := tensor.Copy(t, got[i]); err != nil {
-			return res, err
+		// A view of the caller's tensor was written in place: it is
+		// returned as the caller's own, and not released (on a device
+		// that would free the caller's memory).
+		if !tensor.Overlaps(got[i], t) {
+			if err := tensor.Copy(t, got[i]); err != nil {
+				return res, err
+			}
+			got[i].Release()
 		}
-		got[i].Release()
 		moved[i] = t
 	}
 	if moved == nil {

@@ -35,6 +35,8 @@ func checkTensor(op, param string, t *tensor.Tensor, float bool, dev tensor.Devi
 		return argError(op, param, backend.ErrNil, "missing")
 	case t.Device() == nil || !t.DType().Valid():
 		return argError(op, param, backend.ErrNil, "uninitialised tensor")
+	case t.Released():
+		return argError(op, param, backend.ErrNil, "released tensor")
 	case t.Numel() == 0:
 		return argError(op, param, backend.ErrEmpty, "shape %v has no elements", t.Shape())
 	case float && !t.DType().IsFloat():

@@ -91,6 +91,8 @@ func checkOuts(name string, dev tensor.Device, l outList, ins ...*tensor.Tensor)
 		switch {
 		case t.Device() == nil || !t.DType().Valid():
 			return argError(name, o.param, backend.ErrNil, "uninitialised tensor")
+		case t.Released():
+			return argError(name, o.param, backend.ErrNil, "released tensor")
 		case t.Device() != dev:
 			return argError(name, o.param, backend.ErrDevice, "on %v, but the call runs on %v", t.Device(), dev)
 		case t.DType() != o.dt:

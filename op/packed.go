@@ -59,12 +59,14 @@ func (p *PackedWeight) Weight() *tensor.Tensor { return p.weight }
 // depends on (a kernel set's panel width, say), so that a layout is only
 // read by code that made one like it. Concurrent calls with one key wait
 // for the first; an error from make is returned and nothing is stored, so
-// a later call tries again. It returns ErrReleased after Release.
-func (p *PackedWeight) Layout(key string, make func() (any, error)) (any, error) {
+// a later call tries again. After Release it returns int8_linear's
+// argument error on "weight" wrapping ErrReleased (a layer released while a
+// call was under way).
+func (p *PackedWeight) Layout(key string, build func() (any, error)) (any, error) {
 	p.mu.Lock()
 	if p.released {
 		p.mu.Unlock()
-		return nil, ErrReleased
+		return nil, argError(Int8Linear.Name(), "weight", ErrReleased, "the packed weight was released")
 	}
 	l := p.layouts[key]
 	if l == nil {
@@ -75,7 +77,7 @@ func (p *PackedWeight) Layout(key string, make func() (any, error)) (any, error)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.v == nil {
-		v, err := make()
+		v, err := build()
 		if err != nil {
 			return nil, err
 		}

@@ -113,32 +113,28 @@ func (a *TensorwiseArgs) Validate() error {
 	if err := checkTensor(name, "x", a.X, true, nil, ""); err != nil {
 		return err
 	}
-	if err := checkOuts(name, a.X.Device(), a.outs(), a.X, a.Scale); err != nil {
-		return err
-	}
 	if a.Scale != nil && a.ScaleValue != nil {
 		return argError(name, "scale", backend.ErrOption, "give a scale number or a scale tensor, not both")
 	}
 	if v := a.ScaleValue; v != nil && !positive(*v) {
 		return argError(name, "scale", backend.ErrScale, "%v: want a finite number > 0", *v)
 	}
-	if a.Scale == nil {
-		return nil
+	if a.Scale != nil {
+		if err := checkTensor(name, "scale", a.Scale, true, a.X.Device(), "x"); err != nil {
+			return err
+		}
+		if n := a.Scale.Numel(); n != 1 {
+			return argError(name, "scale", tensor.ErrShape, "shape %v has %d elements, want one", a.Scale.Shape(), n)
+		}
+		v, err := hostValue(a.Scale)
+		if err != nil {
+			return err
+		}
+		if !positive(v) {
+			return argError(name, "scale", backend.ErrScale, "%v: want a finite number > 0", v)
+		}
 	}
-	if err := checkTensor(name, "scale", a.Scale, true, a.X.Device(), "x"); err != nil {
-		return err
-	}
-	if n := a.Scale.Numel(); n != 1 {
-		return argError(name, "scale", tensor.ErrShape, "shape %v has %d elements, want one", a.Scale.Shape(), n)
-	}
-	v, err := hostValue(a.Scale)
-	if err != nil {
-		return err
-	}
-	if !positive(v) {
-		return argError(name, "scale", backend.ErrScale, "%v: want a finite number > 0", v)
-	}
-	return nil
+	return checkOuts(name, a.X.Device(), a.outs(), a.X, a.Scale)
 }
 
 func (a *TensorwiseArgs) outs() outList { return a.Out.outs(a.X, shapeOf{}) }

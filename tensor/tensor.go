@@ -35,6 +35,8 @@ type Tensor struct {
 	// recycle marks a host tensor whose buffer Release may hand to a later
 	// Alloc (see pool.go): one that the host's Alloc made, not a view.
 	recycle bool
+	// released is set by Release: the tensor must not be used again.
+	released bool
 }
 
 // New wraps device memory in a Tensor. It is for Device implementations;
@@ -142,12 +144,21 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 // a view of it (Reshape) afterwards is an error. On the host, a large
 // tensor that an operation allocated is recycled for a later output (its
 // bytes may change at any time after Release); other host tensors are left
-// to the garbage collector.
+// to the garbage collector. Either way the tensor is marked released:
+// Bytes fails and operations refuse it. Releasing twice does nothing;
+// Release must not race with itself or with other uses of t.
 func (t *Tensor) Release() {
-	if t != nil && t.dev != nil {
+	if t != nil && t.dev != nil && !t.released {
 		t.dev.Release(t)
+		t.released = true
 	}
 }
+
+// Released reports whether Release was called on t.
+func (t *Tensor) Released() bool { return t.released }
+
+// ErrReleased is returned for the bytes of a released tensor.
+var ErrReleased = errors.New("tensor was released")
 
 // To copies t to dev and returns the copy; if t is already on dev it returns
 // t itself. This is the only way tensors move between host and accelerators.
@@ -186,6 +197,9 @@ func (t *Tensor) To(dev Device) (*Tensor, error) {
 // Bytes returns the little-endian bytes of a host tensor without copying.
 // Callers must not modify them while the tensor is in use.
 func (t *Tensor) Bytes() ([]byte, error) {
+	if t.released {
+		return nil, fmt.Errorf("tensor: %v: %w", t, ErrReleased)
+	}
 	if t.dev == CPU() {
 		return t.host, nil
 	}

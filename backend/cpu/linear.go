@@ -580,15 +580,15 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 	p := newProduct(m, k, n, path)
 	defer p.release()
 	if err := parallelFor(ctx, &widenBody{p, ab}, m, max(1, grainBytes/max(1, k))); err != nil {
-		return op.MMInt8Result{}, err
+		return res, err
 	}
 	if err := p.setWeight(ctx, bb, true); err != nil {
-		return op.MMInt8Result{}, err
+		return res, err
 	}
 	dst, _ := out.Bytes()
 	p.fin = &mmFinish{dst: dst, n: n}
 	if err := p.run(ctx); err != nil {
-		return op.MMInt8Result{}, err
+		return res, err
 	}
 	return op.MMInt8Result{Out: out}, nil
 }
@@ -625,7 +625,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	// one-row tiles in 7 of 8 same-run pairs, 4096x4096, by up to 20%).
 	panels, err := preparedPanels(ctx, a, wb)
 	if err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
 	path := pathFor(m)
 	switch {
@@ -644,14 +644,14 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		prod: prod, scales: make([]byte, 4*m)}
 	p.bad.reset()
 	if err := parallelFor(ctx, p, m, max(1, grainBytes/(k*p.dt.Size()))); err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
 	if r := p.bad.get(); r >= 0 {
-		return op.Dequantized{}, backend.NonFinite(op.Int8Linear.Name(), r)
+		return res, backend.NonFinite(op.Int8Linear.Name(), r)
 	}
 	// 2. The weight, and the epilogue's per-channel scales and bias.
 	if err := prod.setWeight(ctx, wb, false); err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
 	f := &linearFinish{out: a.OutDType, n: n, xs: p.scales, ws: make([]float32, n)}
 	sdt := a.WeightScale.DType()
@@ -679,7 +679,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	prod.fin = f
 	// 3. The product, finished straight into the output.
 	if err := prod.run(ctx); err != nil {
-		return op.Dequantized{}, err
+		return res, err
 	}
 	return op.Dequantized{Out: out}, nil
 }

@@ -178,9 +178,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// timings of the fast ones. Within a phase the copy and the operations
 	// alternate, so drift in the machine's speed affects them alike, and
 	// each phase's ratios use its own copy speed.
+	var pending []func() // the reused outputs of the phase under way
+	defer func() {
+		for _, release := range pending {
+			release() // on an early return
+		}
+	}()
 	for _, name := range names {
 		var all []*series
-		var releases []func()
 		for _, o := range ops {
 			// Only what the backend accepts for these tensors, on this device.
 			if o.w.Check(ctx, backend.Default, name) != nil {
@@ -191,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s on %s: %w", o.name, name, err)
 			}
-			releases = append(releases, release)
+			pending = append(pending, release)
 			all = append(all, &series{op: o, reused: true, run: run})
 		}
 		if len(all) == 0 {
@@ -240,9 +245,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 		}
-		for _, release := range releases {
+		for _, release := range pending {
 			release()
 		}
+		pending = nil
 		if gemm {
 			measurePeak()
 		}
