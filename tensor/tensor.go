@@ -40,7 +40,9 @@ type Tensor struct {
 }
 
 // New wraps device memory in a Tensor. It is for Device implementations;
-// mem is whatever the device uses to find the data. Host tensors are made
+// mem is whatever the device uses to find the data: a pointer, since
+// Overlaps takes two tensors with equal handles for the same memory (and
+// cannot tell for handles that are not comparable). Host tensors are made
 // with FromBytes instead. It fails for a nil device, an invalid dtype or a
 // bad shape.
 func New(dev Device, dt dtype.DType, shape []int, mem any) (*Tensor, error) {
