@@ -294,6 +294,10 @@ func writeFile(ctx context.Context, c *conv, p *pending, meta map[string]string,
 // written there.
 var zeros = make([]byte, 64<<10)
 
+// writeHook, when set (by tests), runs after each piece is written: the
+// memory test's slow disk, where the producer keeps the flow full.
+var writeHook func(n int)
+
 func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string, units []unit) (n int64, laid []safetensors.TensorInfo, err error) {
 	out := newSink(p.f)
 	defer func() {
@@ -359,6 +363,9 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 		}
 		if err := w.WriteTensor(pc.name, pc.data); err != nil {
 			return 0, nil, err
+		}
+		if writeHook != nil {
+			writeHook(len(pc.data))
 		}
 		fl.release(pc.cost)
 		if pc.free != nil {

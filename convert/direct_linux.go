@@ -69,6 +69,11 @@ func (s *directSink) flushChunk() error {
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+			// A disk error (EIO, ENOSPC, EFBIG) is reported, not retried
+			// another way.
+			return fmt.Errorf("%s: %w", s.f.Name(), err)
+		}
 		if err != nil || m == 0 || m%4096 != 0 {
 			// Direct writes refused (or a short one that leaves the rest
 			// unaligned): the rest of the file goes through the page cache.

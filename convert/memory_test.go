@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	// process's peak memory alone.
 	if in := os.Getenv("KITCHEN_TEST_CONVERT_IN"); in != "" {
 		out := os.Getenv("KITCHEN_TEST_CONVERT_OUT")
+		if ns, _ := strconv.Atoi(os.Getenv("KITCHEN_TEST_SLOW_WRITER")); ns > 0 {
+			convert.SlowWriter(ns)
+		}
 		opts := convert.Options{}
 		opts.MinElements, _ = strconv.ParseInt(os.Getenv("KITCHEN_TEST_CONVERT_MIN"), 10, 64)
 		opts.MinFeatures = int(opts.MinElements) // 1: layers of every size
@@ -91,6 +94,7 @@ func TestMemoryBound(t *testing.T) {
 		min     int64  // --min-elements
 		dequant string // dequantize to this dtype instead
 		large   bool   // the file is several times the bound
+		slow    bool   // the writer takes 10 ns a byte (100 MB/s), so the producer keeps the flow full
 	}{
 		{name: "large tensors", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true},  // 4 MiB each, 384 MiB
 		{name: "small tensors", write: func(p string) { writeBig(t, p, 11000, []int{128, 128}, 0, nil) }, large: true}, // 32 KiB each, 344 MiB
@@ -108,6 +112,7 @@ func TestMemoryBound(t *testing.T) {
 		}},
 		{name: "160000 quantized layers", write: func(p string) { writeBig(t, p, 160_000, []int{16, 16}, 110, nil) }, min: 1},
 		{name: "int8 to float32", write: func(p string) { writeInt8Layer(t, p, 8192, 16384) }, dequant: "fp32"},
+		{name: "slow disk", write: func(p string) { writeBig(t, p, 400, []int{512, 1024}, 0, nil) }, min: 1, slow: true}, // 1 MiB each, 400 MiB
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -116,6 +121,9 @@ func TestMemoryBound(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "KITCHEN_TEST_CONVERT_IN="+in, "KITCHEN_TEST_CONVERT_OUT="+out,
 				"KITCHEN_TEST_CONVERT_MIN="+strconv.FormatInt(c.min, 10), "KITCHEN_TEST_DEQUANTIZE="+c.dequant)
+			if c.slow {
+				cmd.Env = append(cmd.Env, "KITCHEN_TEST_SLOW_WRITER=10")
+			}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			hwm, err := cmd.Output()

@@ -19,7 +19,9 @@ import (
 // flowBudget is how many bytes of output (or of mapped input, for copied
 // tensors) the producer may have handed on and the writer not yet written.
 // A piece larger than the budget waits until nothing is in flight.
-const flowBudget = 32 << 20
+// (16 MiB: the garbage collector may hold as much again of written pieces
+// that are not recycled before it runs.)
+const flowBudget = 16 << 20
 
 // pieceBytes is the size of the pieces a copied tensor is written in, so
 // that an interrupt does not wait for a large tensor and its mapped pages
@@ -71,6 +73,20 @@ func (f *flow) acquire(ctx context.Context, n int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// idle waits until nothing is in flight: before reading a whole tensor
+// into memory where the input is not memory-mapped, so that the tensor
+// and the pieces before it are not held at once.
+func (f *flow) idle(ctx context.Context) error {
+	for f.acquired != f.written.Load() {
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // release gives back n bytes, once written.
@@ -152,6 +168,11 @@ func (p *producer) readAhead(t safetensors.TensorInfo) { willNeed(p.c.f, t) }
 // drops each piece's pages once it is written.
 func (p *producer) produceCopy(ctx context.Context, u *unit) error {
 	t := p.c.f.Tensors[u.in]
+	if !p.c.f.Mapped() {
+		if err := p.fl.idle(ctx); err != nil {
+			return err
+		}
+	}
 	b, err := p.c.f.Data(t)
 	if err != nil {
 		return err

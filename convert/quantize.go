@@ -197,6 +197,11 @@ const quantizeChunk = 4 * errorRows
 func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 	c := p.c
 	t := c.f.Tensors[u.in]
+	if !c.f.Mapped() {
+		if err := p.fl.idle(ctx); err != nil {
+			return err
+		}
+	}
 	x, err := c.input(t)
 	if err != nil {
 		return err

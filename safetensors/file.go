@@ -98,6 +98,11 @@ func (f *File) Data(t TensorInfo) ([]byte, error) {
 	return b, nil
 }
 
+// Mapped reports whether Data returns views of a memory mapping (Unix),
+// which cost no memory until read, rather than buffers read for the call,
+// which hold the tensor's size in memory until dropped.
+func (f *File) Mapped() bool { return f.m.mapped() }
+
 // Release tells the file that t's bytes are no longer needed, so the pages
 // holding them leave this process's memory; reading them again is allowed
 // and reads the file again.

@@ -27,6 +27,8 @@ func (m *mapping) bytes(f *os.File, off, n int64) ([]byte, error) {
 
 func (m *mapping) release(int64, int64) {}
 
+func (m *mapping) mapped() bool { return false }
+
 func (m *mapping) close() error { return nil }
 
 // openNonBlocking opens path read-only. Outside Unix there is no

@@ -47,6 +47,8 @@ func (m *mapping) open(f *os.File, size int64) error {
 	return nil
 }
 
+func (m *mapping) mapped() bool { return true }
+
 func (m *mapping) bytes(_ *os.File, off, n int64) ([]byte, error) {
 	return m.data[off : off+n : off+n], nil
 }

@@ -1,0 +1,9 @@
+package convert
+
+import "time"
+
+// SlowWriter makes each written piece take ns nanoseconds a byte longer,
+// as a slow disk would.
+func SlowWriter(ns int) {
+	writeHook = func(n int) { time.Sleep(time.Duration(n) * time.Duration(ns)) }
+}
