@@ -22,8 +22,8 @@ import (
 type Config struct {
 	// Input is the checkpoint (a .safetensors file).
 	Input string
-	// Dir holds the temporary outputs (default: the system's temporary
-	// directory); the write floor is measured there too.
+	// Dir holds the temporary outputs (default: the input's directory);
+	// the write floor is measured there too.
 	Dir string
 	// Runs is the number of rounds (default 3); each converts once and
 	// measures both floors once.
@@ -78,7 +78,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Runs = 3
 	}
 	if cfg.Dir == "" {
-		cfg.Dir = os.TempDir()
+		// Beside the input, where a real conversion writes, rather than
+		// in a temporary directory that may be memory (tmpfs), which would
+		// time RAM and hold a whole output in it.
+		cfg.Dir = filepath.Dir(cfg.Input)
 	}
 	st, err := os.Stat(cfg.Input)
 	if err != nil {
