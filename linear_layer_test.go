@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -134,8 +135,8 @@ func TestInt8LayerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := kitchen.FromFloat32(kitchen.Float32, make([]float32, 16), 1, 16)
-	if _, err := layer.Forward(ctx, x, kitchen.WithBias(ws)); !errors.Is(err, backend.ErrOption) {
-		t.Errorf("Forward with WithBias: %v, want ErrOption", err)
+	if _, err := layer.Forward(ctx, x, kitchen.WithBias(ws)); !errors.Is(err, backend.ErrOption) || !strings.Contains(err.Error(), "not an option of Int8Layer.Forward") {
+		t.Errorf("Forward with WithBias: %v, want ErrOption saying it is not an option of Forward", err)
 	}
 	x15, _ := kitchen.FromFloat32(kitchen.Float32, make([]float32, 15), 1, 15)
 	if _, err := layer.Forward(ctx, x15); !errors.As(err, &ae) || ae.Param != "x" {
