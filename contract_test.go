@@ -29,6 +29,7 @@ func publicCalls() []call {
 	x := must(tensor.FromFloat32(kitchen.BFloat16, []float32{1, -2, 3, 0.5, 0, 7}, 2, 3))
 	q := must(tensor.FromInt8([]int8{1, 2, 3, 4, 5, 6}, 2, 3))
 	s := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5, 2}, 2, 1))
+	x16 := must(tensor.FromFloat32(kitchen.BFloat16, make([]float32, 32), 2, 16))
 	two := func(a, b *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a, b}, err }
 	one := func(a *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a}, err }
 	return []call{
@@ -43,6 +44,9 @@ func publicCalls() []call {
 		}},
 		{op.DequantizeDType.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return one(kitchen.DequantizeInt8To(ctx, q, s, kitchen.Float16, o...))
+		}},
+		{op.QuantizeAndRotateRowwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return two(kitchen.QuantizeInt8AndRotateRowwise(ctx, x16, append([]kitchen.Option{kitchen.WithConvRotGroup(16)}, o...)...))
 		}},
 	}
 }
@@ -64,8 +68,9 @@ func noOutputs(t *testing.T, what string, outs []*tensor.Tensor) {
 func TestOptionErrors(t *testing.T) {
 	s1 := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5}))
 	takes := map[string][]string{ // the operation-specific options each takes
-		op.QuantizeRowwise.Name():    {"stochastic_rounding"},
-		op.QuantizeTensorwise.Name(): {"stochastic_rounding", "scale"},
+		op.QuantizeRowwise.Name():          {"stochastic_rounding"},
+		op.QuantizeTensorwise.Name():       {"stochastic_rounding", "scale"},
+		op.QuantizeAndRotateRowwise.Name(): {"stochastic_rounding"},
 	}
 	options := []struct {
 		name  string

@@ -272,7 +272,7 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 // run dispatches one call through the settings' registry.
 func run[A backend.Args, R backend.Result](ctx context.Context, s *settings, o *backend.Op[A, R], args A) (R, error) {
 	if s.into != nil {
-		if err := setInto[A, R](o.Name(), args, s.into); err != nil {
+		if err := o.SetOutputs(args, s.into); err != nil {
 			var zero R
 			return zero, err
 		}
@@ -282,19 +282,6 @@ func run[A backend.Args, R backend.Result](ctx context.Context, s *settings, o *
 		*s.report = ran
 	}
 	return res, err
-}
-
-// setInto gives args the caller's outputs, which must be one per result.
-func setInto[A backend.Args, R backend.Result](name string, args A, outs []*Tensor) error {
-	var zero R
-	g, ok1 := any(args).(interface{ SetGiven(R) })
-	rb, ok2 := any(zero).(interface{ WithOutputs([]*Tensor) R })
-	if n := len(zero.Outputs()); !ok1 || !ok2 || len(outs) != n {
-		return &backend.ArgError{Op: name, Param: "out", Row: -1, Err: backend.ErrOption,
-			Detail: fmt.Sprintf("Into got %d tensors; %s returns %d", len(outs), name, n)}
-	}
-	g.SetGiven(rb.WithOutputs(outs))
-	return nil
 }
 
 // ListBackends describes every known backend of the default registry in

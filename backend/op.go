@@ -219,12 +219,14 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 	if !ok {
 		return zero, "", fmt.Errorf("backend: %s: %s kernel of %s has type %T", cap.backend, o.name, cap.backend, cap.run)
 	}
-	var mine []*tensor.Tensor // the caller's outputs
+	var mine []*tensor.Tensor // the caller's outputs, if any
 	if g, ok := any(args).(given[R]); ok {
-		mine = g.Given().Outputs()
+		if mine = g.Given().Outputs(); !slices.ContainsFunc(mine, func(t *tensor.Tensor) bool { return t != nil }) {
+			mine = nil
+		}
 	}
 	res, err := k(ctx, args)
-	if err == nil {
+	if err == nil && mine != nil {
 		res, err = o.deliver(ctx, cap.backend, res, mine)
 	}
 	if err != nil {
@@ -278,6 +280,21 @@ func (o *Op[A, R]) deliver(ctx context.Context, name string, res R, mine []*tens
 	return rb.WithOutputs(moved), nil
 }
 
+// SetOutputs gives args caller-owned outputs: one tensor per result, in
+// the order of R's Outputs, nil for one the call should allocate. It fails
+// for a list of another length. Validate checks the tensors themselves.
+func (o *Op[A, R]) SetOutputs(args A, outs []*tensor.Tensor) error {
+	var zero R
+	g, ok1 := any(args).(given[R])
+	rb, ok2 := any(zero).(rebuilder[R])
+	if n := len(zero.Outputs()); !ok1 || !ok2 || len(outs) != n {
+		return &ArgError{Op: o.name, Param: "out", Row: -1, Err: ErrOption,
+			Detail: fmt.Sprintf("%d output tensors given; %s returns %d", len(outs), o.name, n)}
+	}
+	g.SetGiven(rb.WithOutputs(outs))
+	return nil
+}
+
 // Workload implements Operation.
 func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Workload, error) {
 	if o.prepare == nil {
@@ -298,10 +315,8 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 		},
 		Run: func(ctx context.Context, r *Registry, name string) error {
 			if g, ok := any(args).(given[R]); ok {
-				// Fresh outputs, whatever Reuse set for its calls.
 				var zero R
-				defer g.SetGiven(g.Given())
-				g.SetGiven(zero)
+				g.SetGiven(zero) // fresh outputs, whatever Reuse set
 			}
 			res, _, err := o.Run(ctx, r, args, name)
 			if err != nil {
@@ -322,7 +337,7 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 				return nil, nil, err
 			}
 			run := func() error {
-				g.SetGiven(res) // Run clears it while it runs
+				g.SetGiven(res) // again: Run clears it
 				_, _, err := o.Run(ctx, r, args, name)
 				return err
 			}

@@ -22,7 +22,6 @@ func TestRecycle(t *testing.T) {
 	if a.host == nil || view.host == nil {
 		t.Fatal("releasing a view released its storage")
 	}
-	b := a.host
 	a.Release()
 	if a.host != nil || a.recycle {
 		t.Fatal("Release kept the buffer")
@@ -39,7 +38,6 @@ func TestRecycle(t *testing.T) {
 			t.Fatalf("buffer %p handed out %d times", p, n)
 		}
 	}
-	_ = b
 
 	mine := make([]byte, poolMin)
 	u, _ := FromBytes(dtype.Int8, mine)

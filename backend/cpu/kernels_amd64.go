@@ -78,6 +78,15 @@ var (
 		implAVX2:   {dequantizeBF16AVX2, dequantizeF16AVX2, dequantizeF32AVX2},
 		implAVX512: {dequantizeBF16AVX512, dequantizeF16AVX512, dequantizeF32AVX512},
 	}
+	// int8_linear's epilogue, without and with a bias, by output dtype.
+	linearOutKernels = [...][3]func(acc []byte, xs float32, ws []float32, dst []byte){
+		implAVX2:   {linearOutBF16AVX2, linearOutF16AVX2, linearOutF32AVX2},
+		implAVX512: {linearOutBF16AVX512, linearOutF16AVX512, linearOutF32AVX512},
+	}
+	linearOutBiasKernels = [...][3]func(acc []byte, xs float32, ws, bias []float32, dst []byte){
+		implAVX2:   {linearOutBiasBF16AVX2, linearOutBiasF16AVX2, linearOutBiasF32AVX2},
+		implAVX512: {linearOutBiasBF16AVX512, linearOutBiasF16AVX512, linearOutBiasF32AVX512},
+	}
 )
 
 // kernelIndex is dt's column in the kernel tables.
@@ -333,45 +342,10 @@ func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst 
 	}
 	if n > 0 {
 		a, w, d := acc[:4*n], ws[:n], dst[:n*size]
-		switch {
-		case bias == nil && impl == implAVX512:
-			switch out {
-			case dtype.BFloat16:
-				linearOutBF16AVX512(a, xs, w, d)
-			case dtype.Float16:
-				linearOutF16AVX512(a, xs, w, d)
-			default:
-				linearOutF32AVX512(a, xs, w, d)
-			}
-		case bias == nil:
-			switch out {
-			case dtype.BFloat16:
-				linearOutBF16AVX2(a, xs, w, d)
-			case dtype.Float16:
-				linearOutF16AVX2(a, xs, w, d)
-			default:
-				linearOutF32AVX2(a, xs, w, d)
-			}
-		case impl == implAVX512:
-			b := bias[:n]
-			switch out {
-			case dtype.BFloat16:
-				linearOutBiasBF16AVX512(a, xs, w, b, d)
-			case dtype.Float16:
-				linearOutBiasF16AVX512(a, xs, w, b, d)
-			default:
-				linearOutBiasF32AVX512(a, xs, w, b, d)
-			}
-		default:
-			b := bias[:n]
-			switch out {
-			case dtype.BFloat16:
-				linearOutBiasBF16AVX2(a, xs, w, b, d)
-			case dtype.Float16:
-				linearOutBiasF16AVX2(a, xs, w, b, d)
-			default:
-				linearOutBiasF32AVX2(a, xs, w, b, d)
-			}
+		if bias == nil {
+			linearOutKernels[impl][kernelIndex(out)](a, xs, w, d)
+		} else {
+			linearOutBiasKernels[impl][kernelIndex(out)](a, xs, w, bias[:n], d)
 		}
 	}
 	if bias != nil {

@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -57,15 +56,6 @@ type config struct {
 	acceptsAll bool
 	random     int
 	bound      Bound
-	declined   []string
-}
-
-// Declined declares operations that the backend implements but declines
-// on this device (eager on a device that lacks the primitives they need):
-// the suite checks that a call of each is refused, saying why, instead of
-// running their cases.
-func Declined(ops ...string) Option {
-	return func(c *config) { c.declined = append(c.declined, ops...) }
 }
 
 // A Bound accepts output i of a call of op that differs from the
@@ -108,10 +98,6 @@ func Run(t *testing.T, reg *backend.Registry, name string, dev tensor.Device, op
 			t.Errorf("%s implements %s, which the suite has no cases for: add them to internal/backendtest", name, o)
 			continue
 		}
-		if slices.Contains(cfg.declined, o) {
-			t.Run(o, func(t *testing.T) { e.refused(t, o, cs) })
-			continue
-		}
 		t.Run(o, func(t *testing.T) {
 			t.Run("golden", func(t *testing.T) { e.golden(t, o, cs) })
 			t.Run("agree", func(t *testing.T) { e.random(t, o, cs) })
@@ -132,20 +118,6 @@ func Run(t *testing.T, reg *backend.Registry, name string, dev tensor.Device, op
 				tl.check(t, "paths")
 			})
 		})
-	}
-}
-
-// refused checks that the backend declines op's random cases on its
-// device with a refusal that names it.
-func (e *env) refused(t *testing.T, op string, cs *cases) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range dtype.Floats() {
-		c := cs.random(randomGen(rng, dt, false))
-		o := e.exec(t, c, e.name, e.dev)
-		var nc *backend.NoCapableBackendError
-		if !o.declined || !errors.As(o.err, &nc) || len(nc.Declines) != 1 || nc.Declines[0].Backend != e.name || nc.Declines[0].Reason == "" {
-			t.Errorf("%s: %v, want a refusal by %s with its reason", c.Name, o.err, e.name)
-		}
 	}
 }
 
@@ -249,14 +221,9 @@ func newCall[A backend.Args, R backend.Result](o *backend.Op[A, R], name string,
 	return Call{Name: name, Op: o.Name(), In: in, run: func(ctx context.Context, r *backend.Registry, b string, in, out []*tensor.Tensor) (backend.Result, string, error) {
 		a := args(in)
 		if out != nil {
-			var zero R
-			rb, ok := any(zero).(interface {
-				WithOutputs([]*tensor.Tensor) R
-			})
-			if !ok {
-				return nil, "", fmt.Errorf("%s: result %T has no WithOutputs", o.Name(), zero)
+			if err := o.SetOutputs(a, out); err != nil {
+				return nil, "", err
 			}
-			any(a).(interface{ SetGiven(R) }).SetGiven(rb.WithOutputs(out))
 		}
 		return o.Run(ctx, r, a, b)
 	}}
