@@ -10,17 +10,15 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 )
 
-// The kernel sets, from slowest to fastest.
-const (
-	implGeneric = iota
-	implAVX2    // AVX2 and F16C
-	implAVX512  // AVX512F and AVX512BW
-)
-
 // impl is the kernel set in use: the best this CPU runs, chosen once.
 // Tests lower it to check every set against the Go kernels. FMA is
 // deliberately unused (see _asm/main.go), so it is not required.
 var impl = bestImpl()
+
+// vnni is whether the AVX-512 int8 products use AVX512-VNNI (VPDPWSSD:
+// the same bits as VPMADDWD and VPADDD in one instruction), chosen once
+// with impl. Tests clear it to check both forms.
+var vnni = impl == implAVX512 && cpu.X86.HasAVX512VNNI
 
 func bestImpl() int {
 	x := cpu.X86
@@ -305,11 +303,20 @@ var gemmTiles = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byt
 	implAVX512: {gemmTile1AVX512, gemmTile2AVX512, gemmTile3AVX512, gemmTile4AVX512, gemmTile5AVX512, gemmTile6AVX512},
 }
 
+// gemmTilesVNNI are the AVX-512 tile kernels in their VNNI form.
+var gemmTilesVNNI = [gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	gemmTile1VNNIAVX512, gemmTile2VNNIAVX512, gemmTile3VNNIAVX512, gemmTile4VNNIAVX512, gemmTile5VNNIAVX512, gemmTile6VNNIAVX512,
+}
+
 // gemmTile computes a tile of mr rows (1 to gemmRows) of an int8 product:
 // see gemmTileGeneric.
 func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	if impl == implGeneric {
 		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
+		return
+	}
+	if impl == implAVX512 && vnni {
+		gemmTilesVNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 		return
 	}
 	gemmTiles[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
@@ -360,7 +367,11 @@ func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst 
 func peakLoop(n int) int64 {
 	switch impl {
 	case implAVX512:
-		peakAVX512(n)
+		if vnni {
+			peakVNNIAVX512(n)
+		} else {
+			peakAVX512(n)
+		}
 		return int64(n) * 12 * 64
 	case implAVX2:
 		peakAVX2(n)

@@ -6,9 +6,9 @@ import "github.com/gokitchen/kitchen/dtype"
 
 // Without assembly every kernel is the portable one.
 
-const implGeneric = 0
-
 var impl = implGeneric
+
+var vnni = false // the AVX-512 products' VNNI form: amd64 assembly only
 
 func impls() []int { return []int{implGeneric} }
 

@@ -58,26 +58,29 @@ func TestKernelsMatchGeneric(t *testing.T) { forEachImpl(t, testKernelsMatchGene
 // are compared with eager by the conformance suite.)
 func forEachImpl(t *testing.T, f func(t *testing.T)) { forEachKernelSet(t, false, f) }
 
-// kernelSetNames names the kernel sets by their impl value.
-var kernelSetNames = []string{"generic", "avx2", "avx512"}
-
 // forEachKernelSet runs f as a subtest once with each kernel set this
 // build and CPU run (the generic one too when generic is set), lowering
 // impl, and logs which sets ran and why the others did not.
 func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 	t.Helper()
-	defer func(saved int) { impl = saved }(impl)
+	defer func(savedImpl int, savedVNNI bool) { impl, vnni = savedImpl, savedVNNI }(impl, vnni)
 	sets := impls()
 	if !generic {
 		sets = sets[1:]
 	}
+	x := xcpu.X86
+	hasVNNI := vnni || (impl == implAVX512 && x.HasAVX512VNNI) // vnni may be cleared by a caller
 	var ran []string
 	for _, i := range sets {
-		impl = i
-		ran = append(ran, kernelSetNames[i])
-		t.Run(kernelSetNames[i], f)
+		impl, vnni = i, false
+		ran = append(ran, KernelSet())
+		t.Run(KernelSet(), f)
+		if i == implAVX512 && hasVNNI {
+			vnni = true
+			ran = append(ran, KernelSet())
+			t.Run(KernelSet(), f)
+		}
 	}
-	x := xcpu.X86
 	hardware := []bool{true, x.HasAVX2 && x.HasF16C, x.HasAVX2 && x.HasF16C && x.HasAVX512F && x.HasAVX512BW}
 	for i := len(impls()); i < len(kernelSetNames); i++ {
 		why := "this CPU lacks it"
@@ -85,6 +88,9 @@ func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 			why = "not in this build (purego, or not amd64)"
 		}
 		t.Logf("kernel set %s skipped: %s", kernelSetNames[i], why)
+	}
+	if len(impls()) > implAVX512 && !hasVNNI {
+		t.Logf("kernel set avx512+vnni skipped: this CPU lacks AVX512-VNNI")
 	}
 	if len(ran) == 0 {
 		t.Skip("no assembly kernels in this build or on this CPU")

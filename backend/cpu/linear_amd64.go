@@ -13,11 +13,20 @@ var gemmTilesI8 = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []b
 	implAVX512: {gemmTile1I8AVX512, gemmTile2I8AVX512, gemmTile3I8AVX512, gemmTile4I8AVX512, gemmTile5I8AVX512, gemmTile6I8AVX512},
 }
 
+// gemmTilesI8VNNI are the AVX-512 int8-panel tiles in their VNNI form.
+var gemmTilesI8VNNI = [gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	gemmTile1I8VNNIAVX512, gemmTile2I8VNNIAVX512, gemmTile3I8VNNIAVX512, gemmTile4I8VNNIAVX512, gemmTile5I8VNNIAVX512, gemmTile6I8VNNIAVX512,
+}
+
 // gemmTileI8 computes a tile of mr rows (1 to gemmRows) of an int8
 // product from an int8 panel: see gemmTileI8Generic.
 func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	if impl == implGeneric {
 		gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
+		return
+	}
+	if impl == implAVX512 && vnni {
+		gemmTilesI8VNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 		return
 	}
 	gemmTilesI8[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)

@@ -1983,6 +1983,108 @@ gemmTile1I8AVX512_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile1VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile1VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   kp+56(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmTile1VNNIAVX512_loop:
+	VMOVDQU32    (CX), Z12
+	VMOVDQU32    64(CX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JNZ          gemmTile1VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JZ           gemmTile1VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+
+gemmTile1VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile1I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   kp+56(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmTile1I8VNNIAVX512_loop4:
+	CMPQ         DX, $0x04
+	JB           gemmTile1I8VNNIAVX512_tail
+	VPMOVSXBW    (CX), Z12
+	VPMOVSXBW    32(CX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPMOVSXBW    64(CX), Z12
+	VPMOVSXBW    96(CX), Z13
+	VPBROADCASTD 4(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPMOVSXBW    128(CX), Z12
+	VPMOVSXBW    160(CX), Z13
+	VPBROADCASTD 8(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPMOVSXBW    192(CX), Z12
+	VPMOVSXBW    224(CX), Z13
+	VPBROADCASTD 12(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	ADDQ         $0x10, AX
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x04, DX
+	JMP          gemmTile1I8VNNIAVX512_loop4
+
+gemmTile1I8VNNIAVX512_tail:
+	TESTQ DX, DX
+	JZ    gemmTile1I8VNNIAVX512_done
+
+gemmTile1I8VNNIAVX512_loop:
+	VPMOVSXBW    (CX), Z12
+	VPMOVSXBW    32(CX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, CX
+	DECQ         DX
+	JNZ          gemmTile1I8VNNIAVX512_loop
+
+gemmTile1I8VNNIAVX512_done:
+	MOVQ   c_base+64(FP), AX
+	MOVQ   ldc+88(FP), CX
+	MOVB   add+96(FP), CL
+	TESTB  CL, CL
+	JZ     gemmTile1I8VNNIAVX512_store
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+
+gemmTile1I8VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VZEROUPPER
+	RET
+
 // func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·gemmTile2AVX512(SB), NOSPLIT, $0-97
@@ -2139,6 +2241,138 @@ gemmTile2I8AVX512_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile2VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile2VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemmTile2VNNIAVX512_loop:
+	VMOVDQU32    (DX), Z12
+	VMOVDQU32    64(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JNZ          gemmTile2VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile2VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+
+gemmTile2VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile2I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemmTile2I8VNNIAVX512_loop4:
+	CMPQ         BX, $0x04
+	JB           gemmTile2I8VNNIAVX512_tail
+	VPMOVSXBW    (DX), Z12
+	VPMOVSXBW    32(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPMOVSXBW    64(DX), Z12
+	VPMOVSXBW    96(DX), Z13
+	VPBROADCASTD 4(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD 4(AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPMOVSXBW    128(DX), Z12
+	VPMOVSXBW    160(DX), Z13
+	VPBROADCASTD 8(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD 8(AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPMOVSXBW    192(DX), Z12
+	VPMOVSXBW    224(DX), Z13
+	VPBROADCASTD 12(AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD 12(AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	ADDQ         $0x10, AX
+	ADDQ         $0x00000100, DX
+	SUBQ         $0x04, BX
+	JMP          gemmTile2I8VNNIAVX512_loop4
+
+gemmTile2I8VNNIAVX512_tail:
+	TESTQ BX, BX
+	JZ    gemmTile2I8VNNIAVX512_done
+
+gemmTile2I8VNNIAVX512_loop:
+	VPMOVSXBW    (DX), Z12
+	VPMOVSXBW    32(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile2I8VNNIAVX512_loop
+
+gemmTile2I8VNNIAVX512_done:
+	MOVQ   c_base+64(FP), AX
+	MOVQ   ldc+88(FP), CX
+	MOVB   add+96(FP), DL
+	TESTB  DL, DL
+	JZ     gemmTile2I8VNNIAVX512_store
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+
+gemmTile2I8VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VZEROUPPER
+	RET
+
 // func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·gemmTile3AVX512(SB), NOSPLIT, $0-97
@@ -2246,6 +2480,110 @@ gemmTile3I8AVX512_loop:
 	VPADDD       64(AX)(CX*2), Z5, Z5
 
 gemmTile3I8AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile3VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmTile3VNNIAVX512_loop:
+	VMOVDQU32    (DX), Z12
+	VMOVDQU32    64(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JNZ          gemmTile3VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+
+gemmTile3VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile3I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   kp+56(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmTile3I8VNNIAVX512_loop:
+	VPMOVSXBW    (DX), Z12
+	VPMOVSXBW    32(DX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         BX
+	JNZ          gemmTile3I8VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JZ           gemmTile3I8VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+
+gemmTile3I8VNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -2392,6 +2730,138 @@ gemmTile4I8AVX512_loop:
 	VPADDD       64(DX), Z7, Z7
 
 gemmTile4I8AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile4VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmTile4VNNIAVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile4VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+
+gemmTile4VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile4I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmTile4I8VNNIAVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile4I8VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile4I8VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+
+gemmTile4I8VNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -2560,6 +3030,156 @@ gemmTile5I8AVX512_loop:
 	VPADDD       64(DX)(CX*1), Z9, Z9
 
 gemmTile5I8AVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile5VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile5VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+gemmTile5VNNIAVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z8
+	VPDPWSSD     Z13, Z14, Z9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile5VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+
+gemmTile5VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile5I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+gemmTile5I8VNNIAVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z8
+	VPDPWSSD     Z13, Z14, Z9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile5I8VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile5I8VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+
+gemmTile5I8VNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -2765,6 +3385,174 @@ gemmTile6I8AVX512_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile6VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·gemmTile6VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+gemmTile6VNNIAVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z8
+	VPDPWSSD     Z13, Z14, Z9
+	VPBROADCASTD (DX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z10
+	VPDPWSSD     Z13, Z14, Z11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          gemmTile6VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+	VPADDD       (DX)(CX*2), Z10, Z10
+	VPADDD       64(DX)(CX*2), Z11, Z11
+
+gemmTile6VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
+TEXT ·gemmTile6I8VNNIAVX512(SB), NOSPLIT, $0-97
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   kp+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+gemmTile6I8VNNIAVX512_loop:
+	VPMOVSXBW    (BX), Z12
+	VPMOVSXBW    32(BX), Z13
+	VPBROADCASTD (AX), Z14
+	VPDPWSSD     Z12, Z14, Z0
+	VPDPWSSD     Z13, Z14, Z1
+	VPBROADCASTD (AX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z2
+	VPDPWSSD     Z13, Z14, Z3
+	VPBROADCASTD (AX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z4
+	VPDPWSSD     Z13, Z14, Z5
+	VPBROADCASTD (DX), Z14
+	VPDPWSSD     Z12, Z14, Z6
+	VPDPWSSD     Z13, Z14, Z7
+	VPBROADCASTD (DX)(CX*1), Z14
+	VPDPWSSD     Z12, Z14, Z8
+	VPDPWSSD     Z13, Z14, Z9
+	VPBROADCASTD (DX)(CX*2), Z14
+	VPDPWSSD     Z12, Z14, Z10
+	VPDPWSSD     Z13, Z14, Z11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          gemmTile6I8VNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JZ           gemmTile6I8VNNIAVX512_store
+	VPADDD       (AX), Z0, Z0
+	VPADDD       64(AX), Z1, Z1
+	VPADDD       (AX)(CX*1), Z2, Z2
+	VPADDD       64(AX)(CX*1), Z3, Z3
+	VPADDD       (AX)(CX*2), Z4, Z4
+	VPADDD       64(AX)(CX*2), Z5, Z5
+	VPADDD       (DX), Z6, Z6
+	VPADDD       64(DX), Z7, Z7
+	VPADDD       (DX)(CX*1), Z8, Z8
+	VPADDD       64(DX)(CX*1), Z9, Z9
+	VPADDD       (DX)(CX*2), Z10, Z10
+	VPADDD       64(DX)(CX*2), Z11, Z11
+
+gemmTile6I8VNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
+	VZEROUPPER
+	RET
+
 // func peakAVX512(n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·peakAVX512(SB), NOSPLIT, $0-8
@@ -2811,6 +3599,43 @@ peakAVX512_loop:
 	VPADDD   Z15, Z11, Z11
 	DECQ     AX
 	JNZ      peakAVX512_loop
+	VZEROUPPER
+	RET
+
+// func peakVNNIAVX512(n int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·peakVNNIAVX512(SB), NOSPLIT, $0-8
+	MOVQ   n+0(FP), AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+
+peakVNNIAVX512_loop:
+	VPDPWSSD Z12, Z13, Z0
+	VPDPWSSD Z12, Z13, Z1
+	VPDPWSSD Z12, Z13, Z2
+	VPDPWSSD Z12, Z13, Z3
+	VPDPWSSD Z12, Z13, Z4
+	VPDPWSSD Z12, Z13, Z5
+	VPDPWSSD Z12, Z13, Z6
+	VPDPWSSD Z12, Z13, Z7
+	VPDPWSSD Z12, Z13, Z8
+	VPDPWSSD Z12, Z13, Z9
+	VPDPWSSD Z12, Z13, Z10
+	VPDPWSSD Z12, Z13, Z11
+	DECQ     AX
+	JNZ      peakVNNIAVX512_loop
 	VZEROUPPER
 	RET
 

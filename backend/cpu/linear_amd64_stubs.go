@@ -202,6 +202,22 @@ func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile1VNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile1I8VNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -217,6 +233,22 @@ func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2VNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2I8VNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -234,6 +266,22 @@ func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile3VNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile3I8VNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -249,6 +297,22 @@ func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4VNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4I8VNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
 // gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -266,6 +330,22 @@ func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile5VNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile5I8VNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -282,11 +362,33 @@ func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile6VNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile6I8VNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
 // peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.
 //
 //go:noescape
 func peakAVX512(n int)
+
+// peakVNNIAVX512 runs n iterations of 12 VPDPWSSD on registers, to time them.
+// n must be at least 1.
+//
+//go:noescape
+func peakVNNIAVX512(n int)
 
 // gemvAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
 // (8 rows, ldw bytes apart) over k steps. k must be a multiple of 32 and at least 32.

@@ -326,13 +326,15 @@ func TestInt8HelpersMatchGeneric(t *testing.T) {
 	})
 }
 
-// TestPeakGOPS runs the measurement loop briefly.
+// TestPeakGOPS runs the measurement loop of each kernel set briefly.
 func TestPeakGOPS(t *testing.T) {
-	g := PeakGOPS(20 * time.Millisecond)
-	if impl != implGeneric && g <= 0 {
-		t.Fatalf("PeakGOPS = %v with kernel set %s", g, kernelSetNames[impl])
-	}
-	t.Logf("peak of the product's arithmetic: %.1f GOPS (%s)", g, kernelSetNames[impl])
+	forEachKernelSet(t, true, func(t *testing.T) {
+		g := PeakGOPS(20 * time.Millisecond)
+		if impl != implGeneric && g <= 0 {
+			t.Fatalf("PeakGOPS = %v with kernel set %s", g, KernelSet())
+		}
+		t.Logf("peak of the product's arithmetic: %.1f GOPS (%s)", g, KernelSet())
+	})
 }
 
 // BenchmarkInt8Linear runs int8_linear and mm_int8 through the registry on

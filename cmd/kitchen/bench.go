@@ -94,7 +94,7 @@ func parseShape(s string) ([]int, error) {
 }
 
 func printBench(w io.Writer, r *bench.Result) error {
-	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads)
+	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads, cpu kernels %s\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads, r.CPUKernels)
 	if r.CopyGBPerS > 0 {
 		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend); into a fresh buffer: %.2f GB/s\n", r.CopyGBPerS, r.FreshCopyGBPerS)
 		fmt.Fprint(w, "outputs: fresh (allocated by each call, released after it) or reused (kitchen.Into); x floor: over the copy floor; x fresh: over the floor of a copy into new memory\n\n")

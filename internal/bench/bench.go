@@ -52,6 +52,8 @@ type Result struct {
 	Runs    int    `json:"runs"`
 	Warmup  int    `json:"warmup"`
 	Threads int    `json:"threads"`
+	// CPUKernels is the cpu backend's kernel set (cpu.KernelSet).
+	CPUKernels string `json:"cpu_kernels"`
 	// CopyGBPerS is the copy speed measured alongside the first backend,
 	// FreshCopyGBPerS the speed of a copy into a freshly allocated buffer.
 	CopyGBPerS      float64 `json:"copy_gb_per_s"`
@@ -171,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{
 		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
-		Threads: runtime.GOMAXPROCS(0),
+		Threads: runtime.GOMAXPROCS(0), CPUKernels: cpu.KernelSet(),
 	}
 	// One phase per backend, in priority order: a slow backend's garbage
 	// (eager allocates a gigabyte per call) would otherwise disturb the

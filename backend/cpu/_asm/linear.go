@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
@@ -41,6 +42,11 @@ import (
 // steps of k of one channel, multiplied with the same steps of the row, 8
 // channels at a time, and the lanes are added up at the end. Nothing is
 // packed or written, so the weight streams from memory once.
+//
+// Where the CPU has AVX512-VNNI, the AVX-512 tiles use VPDPWSSD instead:
+// one instruction for VPMADDWD and VPADDD, with the same wrapping int32
+// arithmetic (its saturating sibling, VPDPWSSDS, is not used), so the same
+// bits for half the arithmetic instructions.
 //
 // linearOut is int8_linear's epilogue on a row of int32 sums, and peak is
 // the arithmetic of gemmTile alone, from registers, to measure this
@@ -87,7 +93,9 @@ func third(p, s Register) GPVirtual {
 // 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
 // products. With int8 set the panel holds the pairs as int8 (a prepared
 // weight: half the bytes to stream), sign-extended as they are loaded.
-func gemmTile(name string, mr int, w width, int8 bool) {
+// With vnni set (512-bit only) each VPMADDWD and VPADDD pair is one
+// VPDPWSSD, and register 15 is unused.
+func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	nr := 2 * w.lanes()
 	pairBytes, what := 4*nr, "int16"
 	if int8 {
@@ -127,6 +135,11 @@ func gemmTile(name string, mr int, w width, int8 bool) {
 		}
 		for i, m := range rows(mr, ap, lda, ap3, 4*u) {
 			VPBROADCASTD(m, bc)
+			if vnni {
+				vpdpwssd(b0, bc, acc[2*i])
+				vpdpwssd(b1, bc, acc[2*i+1])
+				continue
+			}
 			VPMADDWD(b0, bc, t)
 			VPADDD(t, acc[2*i], acc[2*i])
 			VPMADDWD(b1, bc, t)
@@ -188,13 +201,30 @@ func gemmTile(name string, mr int, w width, int8 bool) {
 	RET()
 }
 
+// vpdpwssd emits VPDPWSSD (AVX512-VNNI): acc += the sums of adjacent
+// int16 products of a and b, in each int32 lane, wrapping. Avo v0.5.0's
+// instruction set lacks it; the Go assembler has it.
+func vpdpwssd(a, b, acc Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Operands: []Op{a, b, acc},
+		Inputs:   []Op{a, b, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
 // peak emits the measurement loop: gemmTile's arithmetic without its
-// loads, 12 VPMADDWD and 12 VPADDD into 12 independent accumulators per
-// iteration, from registers.
-func peak(name string, w width) {
+// loads, 12 VPMADDWD and 12 VPADDD (or, with vnni, 12 VPDPWSSD) into 12
+// independent accumulators per iteration, from registers.
+func peak(name string, w width, vnni bool) {
 	TEXT(name, NOSPLIT, "func(n int)")
 	Pragma("noescape")
-	Doc(name+" runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.",
+	what := "12 VPMADDWD and 12 VPADDD"
+	if vnni {
+		what = "12 VPDPWSSD"
+	}
+	Doc(name+" runs n iterations of "+what+" on registers, to time them.",
 		"n must be at least 1.")
 	n := Load(Param("n"), GP64())
 	for i := range 14 {
@@ -203,6 +233,10 @@ func peak(name string, w width) {
 	}
 	Label(name + "_loop")
 	for i := range 12 {
+		if vnni {
+			vpdpwssd(w.phys(12), w.phys(13), w.phys(i))
+			continue
+		}
 		t := w.phys(14 + i%2)
 		VPMADDWD(w.phys(12), w.phys(13), t)
 		VPADDD(t, w.phys(i), w.phys(i))
@@ -666,10 +700,17 @@ func packCols(name string, w width) {
 // linearKernels emits the int8 product kernels for w.
 func linearKernels(w width) {
 	for mr := 1; mr <= 6; mr++ {
-		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false)
-		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true)
+		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false, false)
+		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true, false)
+		if w.bytes == 64 {
+			gemmTile(fmt.Sprintf("gemmTile%dVNNI%s", mr, w.name), mr, w, false, true)
+			gemmTile(fmt.Sprintf("gemmTile%dI8VNNI%s", mr, w.name), mr, w, true, true)
+		}
 	}
-	peak("peak"+w.name, w)
+	peak("peak"+w.name, w, false)
+	if w.bytes == 64 {
+		peak("peakVNNI"+w.name, w, true)
+	}
 	gemv("gemv"+w.name, w)
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)

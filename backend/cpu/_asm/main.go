@@ -37,9 +37,9 @@
 //
 // Each kernel is written once and emitted for both vector widths: AVX2 with
 // 256-bit registers and AVX-512 with 512-bit ones (see width). The AVX-512
-// forms do the same arithmetic on twice the lanes. (AVX512-VNNI's VPDPWSSD,
-// which would fuse the products' VPMADDWD and VPADDD, is not in this avo
-// version's instruction set.)
+// forms do the same arithmetic on twice the lanes; the int8 products also
+// come in an AVX512-VNNI form (VPDPWSSD, emitted as a raw instruction since
+// this avo version's instruction set lacks it).
 //
 // No kernel uses FMA: the contract has no multiply-add, and fusing would
 // skip a rounding step. Callers pass whole blocks (the unit is in each
