@@ -109,12 +109,22 @@ func produceDequantized(ctx context.Context, p *producer, u *unit) error {
 			return err
 		}
 	}
+	// The output goes into a buffer of the conversion's own, which the
+	// writer gives back (see buffers).
+	into, buf, err := p.bufs.output(out, w.Shape...)
+	if err != nil {
+		return err
+	}
 	var ran string
 	var res *tensor.Tensor
+	opts := c.kitchenOptions(&ran)
+	if into != nil {
+		opts = append(opts, kitchen.Into(into))
+	}
 	if group > 0 {
-		res, err = kitchen.DequantizeInt8ConvRotWeightTo(ctx, q, scale, out, append(c.kitchenOptions(&ran), kitchen.WithConvRotGroup(group))...)
+		res, err = kitchen.DequantizeInt8ConvRotWeightTo(ctx, q, scale, out, append(opts, kitchen.WithConvRotGroup(group))...)
 	} else {
-		res, err = kitchen.DequantizeInt8To(ctx, q, scale, out, c.kitchenOptions(&ran)...)
+		res, err = kitchen.DequantizeInt8To(ctx, q, scale, out, opts...)
 	}
 	if errors.Is(err, backend.ErrScale) {
 		return fmt.Errorf("%s: scale tensor %q of %q: %w", c.f.Path, s.Name, w.Name, err)
@@ -137,7 +147,13 @@ func produceDequantized(ctx context.Context, p *producer, u *unit) error {
 				c.f.Path, w.Name, ErrOverflow, n, out, i/k, i%k)
 		}
 	}
-	return p.send(ctx, piece{name: w.Name, data: b, cost: size, last: true, u: u, free: res.Release})
+	free := func() {
+		res.Release()
+		if buf != nil {
+			p.bufs.put(buf)
+		}
+	}
+	return p.send(ctx, piece{name: w.Name, data: b, cost: size, last: true, u: u, free: free})
 }
 
 // countInf counts the infinities among the values of dt in b, and returns

@@ -83,7 +83,8 @@ func TestMain(m *testing.M) {
 // one of 9,000 names of 10,000 characters, 10^6 tensors, 10^6 metadata
 // entries, 160,000 layers whose quantized header nears the 100 MB limit,
 // and one int8 layer dequantized to float32 (the largest tensor is the
-// output's).
+// output's); and the large tensors and the slow disk again with
+// GOMAXPROCS = 16, since the bound holds whatever the number of cores.
 func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes files of a few hundred MiB")
@@ -95,6 +96,7 @@ func TestMemoryBound(t *testing.T) {
 		dequant string // dequantize to this dtype instead
 		large   bool   // the file is several times the bound
 		slow    bool   // the writer takes 10 ns a byte (100 MB/s), so the producer keeps the flow full
+		procs   int    // the child's GOMAXPROCS, if set: the bound does not depend on the number of cores
 	}{
 		{name: "large tensors", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true},  // 4 MiB each, 384 MiB
 		{name: "small tensors", write: func(p string) { writeBig(t, p, 11000, []int{128, 128}, 0, nil) }, large: true}, // 32 KiB each, 344 MiB
@@ -113,6 +115,11 @@ func TestMemoryBound(t *testing.T) {
 		{name: "160000 quantized layers", write: func(p string) { writeBig(t, p, 160_000, []int{16, 16}, 110, nil) }, min: 1},
 		{name: "int8 to float32", write: func(p string) { writeInt8Layer(t, p, 8192, 16384) }, dequant: "fp32"},
 		{name: "slow disk", write: func(p string) { writeBig(t, p, 400, []int{512, 1024}, 0, nil) }, min: 1, slow: true}, // 1 MiB each, 400 MiB
+		// The same on 16 Ps, whatever the machine's cores: memory that
+		// grows with GOMAXPROCS (per-P caches holding buffers the producer
+		// then allocates again) shows here on a 2-core CI runner too.
+		{name: "large tensors on 16 Ps", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true, procs: 16},
+		{name: "slow disk on 16 Ps", write: func(p string) { writeBig(t, p, 400, []int{512, 1024}, 0, nil) }, min: 1, slow: true, procs: 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -123,6 +130,9 @@ func TestMemoryBound(t *testing.T) {
 				"KITCHEN_TEST_CONVERT_MIN="+strconv.FormatInt(c.min, 10), "KITCHEN_TEST_DEQUANTIZE="+c.dequant)
 			if c.slow {
 				cmd.Env = append(cmd.Env, "KITCHEN_TEST_SLOW_WRITER=10")
+			}
+			if c.procs > 0 {
+				cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(c.procs)) // the last value of a key counts
 			}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 // The conversion runs as two stages: a producer goroutine reads the input
@@ -19,9 +21,114 @@ import (
 // flowBudget is how many bytes of output (or of mapped input, for copied
 // tensors) the producer may have handed on and the writer not yet written.
 // A piece larger than the budget waits until nothing is in flight.
-// (16 MiB: the garbage collector may hold as much again of written pieces
-// that are not recycled before it runs.)
+// (16 MiB: the list of output buffers may hold as much again of written
+// pieces, see buffers.)
 const flowBudget = 16 << 20
+
+// The outputs the producer computes (a quantized chunk's int8 values and
+// scales, a dequantized layer) are written into buffers of the
+// conversion's own (kitchen.Into), which the writer gives back once a
+// piece is written, and the producer reuses. Left to kitchen, they would
+// be recycled through the host's sync.Pools, which are per processor (P):
+// a buffer given back on one P lands in that P's private slot, where a
+// Get on any other P cannot find it, and the producer and writer
+// goroutines move between Ps whenever they block. With GOMAXPROCS = 16
+// most Gets missed and allocated afresh (123 MB of new output buffers
+// over TestMemoryBound's 384 MiB of large tensors, against 26 MB with
+// GOMAXPROCS = 2), and the heap, with the stranded buffers live and the
+// garbage collector's goal twice the live heap, grew with the number of
+// Ps: a peak RSS of 75 to 90 MiB against 37 MiB, over the README's bound,
+// whose allowance does not depend on the core count. The conversion's
+// own list holds no more than was in flight, whatever GOMAXPROCS is, and
+// allocates almost nothing once the first pieces are written.
+
+// bufMin is the smallest output worth a buffer from the list: below it,
+// a fresh allocation costs less than the bookkeeping, and the garbage
+// of such pieces is small whatever is in flight.
+const bufMin = 64 << 10
+
+// buffers is the list of output buffers given back by the writer, for
+// the producer to reuse. It keeps at most flowBudget bytes, or one buffer
+// if that one alone is larger (a whole dequantized layer, likely to be
+// followed by others of its size: the bound allows twice the largest
+// tensor), so that what it holds follows what was in flight at once, and
+// memory does not pile up as tensors change shape.
+type buffers struct {
+	mu   sync.Mutex
+	free [][]byte
+	held int64 // the capacity of free, in bytes
+}
+
+// get returns a buffer of n bytes: the smallest given back that is large
+// enough, or a new one. A new one comes from tensor.Empty, as a kitchen
+// output would (a large one backed by huge pages), but goes back to this
+// list, never to the host's pools.
+func (b *buffers) get(n int) ([]byte, error) {
+	b.mu.Lock()
+	best := -1
+	for i, f := range b.free {
+		if cap(f) >= n && (best < 0 || cap(f) < cap(b.free[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		f := b.free[best]
+		last := len(b.free) - 1
+		b.free[best], b.free[last] = b.free[last], nil
+		b.free = b.free[:last]
+		b.held -= int64(cap(f))
+		b.mu.Unlock()
+		return f[:n], nil
+	}
+	b.mu.Unlock()
+	t, err := tensor.Empty(dtype.Int8, n)
+	if err != nil {
+		return nil, err
+	}
+	return t.Bytes()
+}
+
+// put gives back a buffer that get returned, once nothing uses it. The
+// smallest buffers are dropped (to the garbage collector) while the list
+// holds over flowBudget bytes and more than one buffer.
+func (b *buffers) put(f []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free = append(b.free, f)
+	b.held += int64(cap(f))
+	for b.held > flowBudget && len(b.free) > 1 {
+		small := 0
+		for i, g := range b.free {
+			if cap(g) < cap(b.free[small]) {
+				small = i
+			}
+		}
+		b.held -= int64(cap(b.free[small]))
+		last := len(b.free) - 1
+		b.free[small], b.free[last] = b.free[last], nil
+		b.free = b.free[:last]
+	}
+}
+
+// output returns a tensor of dt and shape over a buffer from the list, for
+// kitchen.Into, and the buffer, or (nil, nil) for an output under bufMin
+// bytes, which the kitchen call then allocates (a nil entry of Into).
+func (b *buffers) output(dt dtype.DType, shape ...int) (*tensor.Tensor, []byte, error) {
+	n := tensor.Numel(shape) * dt.Size()
+	if n < bufMin {
+		return nil, nil, nil
+	}
+	buf, err := b.get(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := tensor.FromBytes(dt, buf, shape...)
+	if err != nil {
+		b.put(buf)
+		return nil, nil, err
+	}
+	return t, buf, nil
+}
 
 // pieceBytes is the size of the pieces a copied tensor is written in, so
 // that an interrupt does not wait for a large tensor and its mapped pages
@@ -40,9 +147,9 @@ type piece struct {
 	// once data is written (copied tensors: data is the mapped input).
 	release *safetensors.TensorInfo
 	cost    int64 // what the producer acquired from the flow for it
-	// free, if set, gives the buffers back once written (kitchen outputs,
-	// which the host then hands to the next call instead of zeroing new
-	// memory).
+	// free, if set, gives the buffers back once written (to the list of
+	// output buffers, which the producer then reuses instead of zeroing
+	// new memory).
 	free func()
 	last bool // the unit's last piece
 	u    *unit
@@ -115,10 +222,14 @@ func (r *releaser) release(begin, end int64) {
 
 // producer computes the units' pieces in the order given and sends them.
 type producer struct {
-	c   *conv
-	out chan<- piece
-	fl  *flow
-	rel *releaser
+	c    *conv
+	out  chan<- piece
+	fl   *flow
+	rel  *releaser
+	bufs *buffers
+	// errBuf holds the float32 rows that the weight error dequantizes,
+	// reused from step to step and layer to layer (see buffers).
+	errBuf []byte
 }
 
 // send hands a piece, whose bytes were acquired, to the writer.

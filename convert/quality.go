@@ -42,7 +42,8 @@ type errorSums struct{ diff, norm float64 }
 // add dequantizes q and scale (rows of a layer, rotating back with group,
 // if > 0) a step at a time and compares them with x, the same rows of
 // the original.
-func (e *errorSums) add(ctx context.Context, c *conv, x, q, scale *tensor.Tensor, group int) error {
+func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Tensor, group int) error {
+	c := p.c
 	n, k := x.Dim(0), x.Dim(1)
 	xb, err := x.Bytes()
 	if err != nil {
@@ -70,12 +71,22 @@ func (e *errorSums) add(ctx context.Context, c *conv, x, q, scale *tensor.Tensor
 				return err
 			}
 		}
+		// The float32 rows go into the producer's buffer, the same for every
+		// step (see buffers).
+		if need := (r1 - r0) * k * 4; cap(p.errBuf) < need {
+			p.errBuf = make([]byte, need)
+		}
+		into, err := tensor.FromBytes(kitchen.Float32, p.errBuf[:(r1-r0)*k*4], r1-r0, k)
+		if err != nil {
+			return err
+		}
 		var ran string
 		var d *tensor.Tensor
+		opts := append(c.kitchenOptions(&ran), kitchen.Into(into))
 		if group > 0 {
-			d, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(c.kitchenOptions(&ran), kitchen.WithConvRotGroup(group))...)
+			d, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(opts, kitchen.WithConvRotGroup(group))...)
 		} else {
-			d, err = kitchen.DequantizeInt8(ctx, qc, sc, c.kitchenOptions(&ran)...)
+			d, err = kitchen.DequantizeInt8(ctx, qc, sc, opts...)
 		}
 		if err != nil {
 			return err
@@ -86,7 +97,6 @@ func (e *errorSums) add(ctx context.Context, c *conv, x, q, scale *tensor.Tensor
 			return err
 		}
 		dd, nn := sumSquares(x.DType(), xb[r0*k*es:r1*k*es], db)
-		d.Release() // the next step's output reuses it
 		e.diff, e.norm = e.diff+dd, e.norm+nn
 	}
 	return nil

@@ -235,7 +235,21 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 		if err := p.fl.acquire(ctx, span+st.Size()); err != nil {
 			return err
 		}
-		q, scale, err := quantizeRows(ctx, c, xc, u)
+		// The outputs go into buffers of the conversion's own, which the
+		// writer gives back (see buffers).
+		sshape := []int{}
+		if u.perRow {
+			sshape = []int{r1 - r0, 1}
+		}
+		qt, qbuf, err := p.bufs.output(kitchen.Int8, r1-r0, k)
+		if err != nil {
+			return err
+		}
+		sc, sbuf, err := p.bufs.output(kitchen.Float32, sshape...)
+		if err != nil {
+			return err
+		}
+		q, scale, err := quantizeRows(ctx, c, xc, u, qt, sc)
 		if err != nil {
 			return fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, shiftRow(err, r0))
 		}
@@ -254,13 +268,21 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 		if want := min(st.Size(), int64(r1-r0)*4); int64(len(sb)) != want {
 			return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), want)
 		}
-		if err := sums.add(ctx, c, xc, q, scale, int(u.group)); err != nil {
+		if err := sums.add(ctx, p, xc, q, scale, int(u.group)); err != nil {
 			return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
 		}
 		// Only this chunk's pages: the weight error has read them.
 		p.rel.release(t.Begin+int64(r0)*int64(k)*es, t.Begin+int64(r1)*int64(k)*es)
 		pc := piece{name: t.Name, data: qb, scale: sb, scaleAt: c.dataStart + at, cost: span + st.Size(), last: r1 >= n, u: u,
-			free: func() { q.Release(); scale.Release() }}
+			free: func() {
+				q.Release()
+				scale.Release()
+				for _, b := range [][]byte{qbuf, sbuf} {
+					if b != nil {
+						p.bufs.put(b)
+					}
+				}
+			}}
 		if err := p.send(ctx, pc); err != nil {
 			return err
 		}
@@ -273,10 +295,15 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 	return nil
 }
 
-// quantizeRows quantizes x (a layer, or some of its rows) as u says.
-func quantizeRows(ctx context.Context, c *conv, x *tensor.Tensor, u *unit) (q, scale *tensor.Tensor, err error) {
+// quantizeRows quantizes x (a layer, or some of its rows) as u says, into
+// intoQ and intoScale where they are not nil (kitchen.Into).
+func quantizeRows(ctx context.Context, c *conv, x *tensor.Tensor, u *unit, intoQ, intoScale *tensor.Tensor) (q, scale *tensor.Tensor, err error) {
 	var ran string
-	switch opts := c.kitchenOptions(&ran); {
+	opts := c.kitchenOptions(&ran)
+	if intoQ != nil || intoScale != nil {
+		opts = append(opts, kitchen.Into(intoQ, intoScale))
+	}
+	switch {
 	case u.group > 0:
 		q, scale, err = kitchen.QuantizeInt8ConvRotWeight(ctx, x, append(opts, kitchen.WithConvRotGroup(int(u.group)))...)
 	case u.perRow:
