@@ -23,7 +23,8 @@ import (
 //     parallel, each in passes of blockPairs pairs of k, gemmTile
 //     computing tiles of up to gemmRows rows by one panel (the panel's
 //     part, 16 KiB, stays in the first-level cache while the block's rows
-//     go by);
+//     go by), or by two panels where the kernel set has wide tiles
+//     (AVX-512 with VNNI, whose 32 registers hold the accumulators);
 //   - few rows (M > gemvMax): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches;
@@ -202,19 +203,27 @@ func (p *product) run(ctx context.Context) error {
 }
 
 // tiles runs gemmTile over rows [0, rows) of A from row r0, pairs [pc,
-// pc+kc) of k, against one panel, into c (ldc bytes a row). The tiles are
-// as even as possible: 16 rows as 5, 5 and 6 measured about 20% faster
-// than as 6, 6 and 4.
-func (p *product) tiles(r0, rows, pc, kc int, panel, c []byte, ldc int) {
+// pc+kc) of k, against one panel, or with pstride > 0 against two
+// adjacent panels pstride bytes apart (gemmTileWide, where wideTiles),
+// into c (ldc bytes a row). The tiles are as even as possible: 16 rows as
+// 5, 5 and 6 measured about 20% faster than as 6, 6 and 4.
+func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byte, ldc int) {
 	tiles := (rows + gemmRows - 1) / gemmRows
+	cols := gemmCols()
+	if pstride > 0 {
+		cols *= 2
+	}
 	for t, i := 0, 0; i < rows; t, i = t+1, i+(rows-i)/(tiles-t) {
 		// As even as possible: 16 rows are 5, 5 and 6.
 		mr := (rows - i) / (tiles - t)
 		at := (r0+i)*p.lda + 4*pc
-		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*gemmCols()]
-		if p.i8 {
+		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*cols]
+		switch {
+		case pstride > 0:
+			gemmTileWide(p.i8, mr, a, p.lda, panel, pstride, kc, cs, ldc, pc > 0)
+		case p.i8:
 			gemmTileI8(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
-		} else {
+		default:
 			gemmTile(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
 		}
 	}
@@ -241,6 +250,7 @@ func (b *manyBody) run(lo, hi int) {
 	ldc := 4*blockCols + 64
 	c := make([]byte, blockRows*ldc)
 	pb := p.pairBytes()
+	wide := wideTiles()
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
 		rows, cols := min(blockRows, p.m-r0), min(blockCols, p.n-c0)
@@ -248,7 +258,15 @@ func (b *manyBody) run(lo, hi int) {
 			kc := min(blockPairs, p.kp-pc)
 			for j := 0; j < cols; j += nr {
 				at := ((c0+j)/nr*p.kp + pc) * pb
-				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*pb], c[4*j:], ldc)
+				if wide && j+nr < cols {
+					// Two panels at once: the next one starts p.kp
+					// pairs after this one.
+					stride := p.kp * pb
+					p.tiles(r0, rows, pc, kc, p.wp[at:at+stride+kc*pb], stride, c[4*j:], ldc)
+					j += nr
+					continue
+				}
+				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*pb], 0, c[4*j:], ldc)
 			}
 		}
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
@@ -287,7 +305,7 @@ func (b *fewBody) run(lo, hi int) {
 			}
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
-				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], c, ldc)
+				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc)
 			}
 		}
 		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)

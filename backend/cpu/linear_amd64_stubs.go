@@ -218,6 +218,20 @@ func gemmTile1VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //go:noescape
 func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide1VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide1VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide1I8VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide1I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -249,6 +263,20 @@ func gemmTile2VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //
 //go:noescape
 func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide2VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide2VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide2I8VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide2I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -282,6 +310,20 @@ func gemmTile3VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //go:noescape
 func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide3VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide3VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide3I8VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide3I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -313,6 +355,20 @@ func gemmTile4VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //
 //go:noescape
 func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide4VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide4VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide4I8VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide4I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -346,6 +402,20 @@ func gemmTile5VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //go:noescape
 func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide5VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide5VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide5I8VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide5I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -377,6 +447,20 @@ func gemmTile6VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int,
 //
 //go:noescape
 func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide6VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide6VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide6I8VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
+// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
+// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+//
+//go:noescape
+func gemmTileWide6I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.

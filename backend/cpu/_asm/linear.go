@@ -56,7 +56,8 @@ import (
 // place their 12 accumulators and 4 working registers themselves.
 func (w width) phys(i int) VecPhysical {
 	if w.bytes == 64 {
-		return []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15}[i]
+		return []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+			Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}[i]
 	}
 	return []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
 }
@@ -195,6 +196,92 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	for i := range mr {
 		for h := range 2 {
 			w.mov(acc[2*i+h], crow[i].Offset(h*w.bytes))
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// gemmTileWide emits the VNNI tile of mr rows (1 to 6) by two adjacent
+// panels, pstride bytes apart: four registers of columns, in up to 24
+// accumulators (row i in 4i to 4i+3), the four weight registers in 24 to
+// 27 and the broadcast row in 28, which only AVX-512's 32 registers hold.
+// VPDPWSSD halves the arithmetic instructions of a step, so the loads of
+// gemmTile's tile (one broadcast per two products) would come close to
+// limiting it; here a broadcast serves four. 512-bit only.
+func gemmTileWide(name string, mr int, w width, int8 bool) {
+	nr := 2 * w.lanes()
+	pairBytes, what := 4*nr, "int16"
+	if int8 {
+		pairBytes, what = 2*nr, "int8"
+	}
+	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k,", name, mr, 2*nr),
+		"as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,",
+		fmt.Sprintf("each per pair of k %d columns of %s pairs (%d bytes). c gets %d int32 a row.", nr, what, pairBytes, 2*nr))
+	acc := make([]VecPhysical, 4*mr)
+	for i := range acc {
+		acc[i] = w.phys(i)
+	}
+	wr := []VecPhysical{w.phys(24), w.phys(25), w.phys(26), w.phys(27)}
+	bc := w.phys(28)
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	var ap3 Register = ap
+	if mr > 3 {
+		ap3 = third(ap, lda)
+	}
+	bp := Load(Param("b").Base(), GP64())
+	bp2 := Load(Param("pstride"), GP64())
+	ADDQ(bp, bp2)
+	kp := Load(Param("kp"), GP64())
+	for _, a := range acc {
+		w.xor(a, a, a)
+	}
+	Label(name + "_loop")
+	for h, r := range wr {
+		base := []Register{bp, bp2}[h/2]
+		if int8 {
+			VPMOVSXBW(Mem{Base: base, Disp: (h % 2) * w.bytes / 2}, r)
+		} else {
+			w.mov(Mem{Base: base, Disp: (h % 2) * w.bytes}, r)
+		}
+	}
+	for i, m := range rows(mr, ap, lda, ap3, 0) {
+		VPBROADCASTD(m, bc)
+		for h, r := range wr {
+			vpdpwssd(r, bc, acc[4*i+h])
+		}
+	}
+	ADDQ(Imm(4), ap)
+	if mr > 3 {
+		ADDQ(Imm(4), ap3)
+	}
+	ADDQ(U32(pairBytes), bp)
+	ADDQ(U32(pairBytes), bp2)
+	DECQ(kp)
+	JNZ(LabelRef(name + "_loop"))
+
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	var cp3 Register = cp
+	if mr > 3 {
+		cp3 = third(cp, ldc)
+	}
+	add := Load(Param("add"), GP8())
+	crow := rows(mr, cp, ldc, cp3, 0)
+	TESTB(add, add)
+	JZ(LabelRef(name + "_store"))
+	for i := range mr {
+		for h := range 4 {
+			VPADDD(crow[i].Offset(h*w.bytes), acc[4*i+h], acc[4*i+h])
+		}
+	}
+	Label(name + "_store")
+	for i := range mr {
+		for h := range 4 {
+			w.mov(acc[4*i+h], crow[i].Offset(h*w.bytes))
 		}
 	}
 	VZEROUPPER()
@@ -705,6 +792,8 @@ func linearKernels(w width) {
 		if w.bytes == 64 {
 			gemmTile(fmt.Sprintf("gemmTile%dVNNI%s", mr, w.name), mr, w, false, true)
 			gemmTile(fmt.Sprintf("gemmTile%dI8VNNI%s", mr, w.name), mr, w, true, true)
+			gemmTileWide(fmt.Sprintf("gemmTileWide%dVNNI%s", mr, w.name), mr, w, false)
+			gemmTileWide(fmt.Sprintf("gemmTileWide%dI8VNNI%s", mr, w.name), mr, w, true)
 		}
 	}
 	peak("peak"+w.name, w, false)
