@@ -84,3 +84,41 @@ func benchOps(b *testing.B, dt dtype.DType) {
 func BenchmarkBFloat16(b *testing.B) { benchOps(b, dtype.BFloat16) }
 func BenchmarkFloat16(b *testing.B)  { benchOps(b, dtype.Float16) }
 func BenchmarkFloat32(b *testing.B)  { benchOps(b, dtype.Float32) }
+
+// BenchmarkOutputs times row-wise quantization of bfloat16 [8352, 3840]
+// with the three ways a caller can treat its outputs: dropping them for the
+// garbage collector ("dropped"), releasing them after each call
+// ("released", so the next call's come from the host pools) and writing
+// into the same caller-owned ones ("into").
+func BenchmarkOutputs(b *testing.B) {
+	ctx := context.Background()
+	v := make([]float32, 8352*3840)
+	for i := range v {
+		v[i] = float32(i%2047) - 1023
+	}
+	x, err := kitchen.FromFloat32(kitchen.BFloat16, v, 8352, 3840)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, after func(q, s *kitchen.Tensor), opts ...kitchen.Option) {
+		b.SetBytes(int64(8352 * 3840 * 3)) // read 2 bytes, write 1, per value
+		for b.Loop() {
+			q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			after(q, s)
+		}
+	}
+	b.Run("dropped", func(b *testing.B) { run(b, func(q, s *kitchen.Tensor) {}) })
+	b.Run("released", func(b *testing.B) {
+		run(b, func(q, s *kitchen.Tensor) { q.Release(); s.Release() })
+	})
+	b.Run("into", func(b *testing.B) {
+		q, s, err := kitchen.QuantizeInt8Rowwise(ctx, x)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, func(*kitchen.Tensor, *kitchen.Tensor) {}, kitchen.Into(q, s))
+	})
+}

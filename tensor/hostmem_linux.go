@@ -7,10 +7,17 @@ import "golang.org/x/sys/unix"
 // a time, which costs more than the kernels that fill it.
 const hugeThreshold = 8 << 20
 
-// makeHost allocates n zeroed bytes, advising the kernel to back large
-// buffers with huge pages (a hint: it changes no contents and may be ignored).
-func makeHost(n int) []byte {
-	b := make([]byte, n)
+// makeHost allocates n bytes, zeroed or of unspecified contents
+// (makeUninit), advising the kernel to back large buffers with huge pages
+// (a hint: it changes no contents and may be ignored; it reaches the pages
+// not yet touched, which uncleared memory new from the system all is).
+func makeHost(n int, zeroed bool) []byte {
+	var b []byte
+	if zeroed {
+		b = make([]byte, n)
+	} else {
+		b = makeUninit(n)
+	}
 	if n >= hugeThreshold {
 		const huge = 2 << 20
 		// madvise needs a page-aligned start; advise the aligned interior.

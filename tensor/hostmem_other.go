@@ -2,4 +2,10 @@
 
 package tensor
 
-func makeHost(n int) []byte { return make([]byte, n) }
+// makeHost allocates n bytes, zeroed or of unspecified contents.
+func makeHost(n int, zeroed bool) []byte {
+	if zeroed {
+		return make([]byte, n)
+	}
+	return makeUninit(n)
+}

@@ -12,7 +12,8 @@ import (
 // (about 4 ms for 32 MB on the machines BENCHMARKS.md describes, as long as
 // a row-wise quantization of it on two cores), and the kernels overwrite
 // every byte anyway. So the host's Alloc hands out buffers that Release
-// gave back, unzeroed, and Release gives back the buffers Alloc made. Only
+// gave back, unzeroed, and Release gives back the buffers Alloc made; and
+// where it must allocate, it asks the runtime not to clear (makeUninit). Only
 // those: a tensor over caller memory (FromBytes), a zeroed one (Zeros) and a
 // view (Reshape) are never recycled. The pools are sync.Pools, so the
 // garbage collector bounds what they keep.
@@ -51,7 +52,7 @@ func Empty(dt dtype.DType, shape ...int) (*Tensor, error) {
 	if p, ok := poolFor(n).Get().(*[]byte); ok {
 		b = *p
 	} else {
-		b = makeHost(n)
+		b = makeHost(n, false)
 	}
 	t := newHost(dt, shape, b)
 	t.recycle = true

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -52,5 +53,35 @@ func TestRecycle(t *testing.T) {
 	z, _ := Zeros(dtype.Int8, poolMin)
 	if z.recycle {
 		t.Fatal("a Zeros tensor is recycled")
+	}
+}
+
+// TestZerosAfterGarbage checks that Zeros clears what Empty does not: it
+// fills large Empty buffers, drops them for the collector to free, and
+// then asks for zeros of the same size, which may be that memory.
+func TestZerosAfterGarbage(t *testing.T) {
+	const n = 4 << 20
+	for round := range 8 {
+		for range 4 {
+			e, err := Empty(dtype.Int8, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := e.Bytes()
+			for i := range b {
+				b[i] = 0xA5
+			}
+		}
+		runtime.GC()
+		z, err := Zeros(dtype.Int8, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := z.Bytes()
+		for i, v := range b {
+			if v != 0 {
+				t.Fatalf("round %d: Zeros byte %d is %#x", round, i, v)
+			}
+		}
 	}
 }

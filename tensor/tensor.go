@@ -268,7 +268,7 @@ func Zeros(dt dtype.DType, shape ...int) (*Tensor, error) {
 	if err := checkShape(shape, dt.Size()); err != nil {
 		return nil, err
 	}
-	return newHost(dt, shape, makeHost(Numel(shape)*dt.Size())), nil
+	return newHost(dt, shape, makeHost(Numel(shape)*dt.Size(), true)), nil
 }
 
 // FromFloat32 makes a host tensor of dtype dt holding v, each value rounded
