@@ -157,6 +157,9 @@ func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized
 	sb, _ := res.Scale.Bytes()
 	binary.LittleEndian.PutUint32(sb, math.Float32bits(s))
 	w.quantize, w.t = true, divisor(w.dt, s)
+	// The abs-max bounds every quotient; a supplied scale may be far
+	// below it.
+	w.bounded = widenBits(w.dt, w.max.v.Load())/w.t < 1<<15
 	w.dst, _ = res.Q.Bytes()
 	if err := parallelFor(ctx, w, n, minElems); err != nil {
 		return res, err
@@ -171,6 +174,7 @@ type flatBody struct {
 	src, dst []byte
 	quantize bool
 	t        float32
+	bounded  bool // every |x / t| is below 2^15 (hints.bounded)
 	seed     int64
 	max      maxBits    // abs-max bits over x
 	bad      firstIndex // first element that is NaN or an infinity
@@ -182,7 +186,7 @@ func (w *flatBody) run(lo, hi int) {
 	size := w.dt.Size()
 	src := w.src[lo*size : hi*size]
 	if w.quantize {
-		h := hints{ahead: flatAhead, nt: streaming(len(w.dst))}
+		h := hints{ahead: flatAhead, nt: streaming(len(w.dst)), bounded: w.bounded}
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
 		return
 	}
@@ -301,7 +305,7 @@ func (w *dequantBody) run(lo, hi int) {
 // the row can be quantized) reads cache, not memory.
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
-	h := hints{ahead: k * size, nt: streaming(len(dst))}
+	h := hints{ahead: k * size, nt: streaming(len(dst)), bounded: true} // a computed scale
 	for r := lo; r < hi; r++ {
 		row := src[r*k*size : (r+1)*k*size]
 		bits := absMaxBits(dt, row)

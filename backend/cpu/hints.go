@@ -15,9 +15,18 @@ import (
 // kernels end with SFENCE after them, so the WaitGroup by which
 // parallelFor hands a finished part back publishes them as it does
 // ordinary stores.
+//
+// bounded says every quotient of the quantization is below 2^15 in
+// magnitude, as it is with a scale computed from the abs-max of what it
+// divides (at most about 255, past the subnormal divisors' rounding) or
+// one checked against it: the kernels may then leave the clamp to 127 to
+// the saturating packs. (Past 65504 a quotient rounded to float16 is an
+// infinity, and past 2^31 any quotient, which VCVTPS2DQ turns into -2^31,
+// as it does infinities.) It never changes a result.
 type hints struct {
-	ahead int
-	nt    bool
+	ahead   int
+	nt      bool
+	bounded bool
 }
 
 // streaming reports whether an output of this many bytes should be

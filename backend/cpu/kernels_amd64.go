@@ -68,6 +68,12 @@ var (
 		implAVX2:   {quantizeBF16AVX2, quantizeF16AVX2, quantizeF32AVX2},
 		implAVX512: {quantizeBF16AVX512, quantizeF16AVX512, quantizeF32AVX512},
 	}
+	// quantizeBoundedKernels are quantizeKernels without the clamp, for
+	// quotients known to be below 2^31 in magnitude (hints.bounded).
+	quantizeBoundedKernels = [...][3]func(src, dst []byte, t float32, ahead int, nt bool){
+		implAVX2:   {quantizeBoundedBF16AVX2, quantizeBoundedF16AVX2, quantizeBoundedF32AVX2},
+		implAVX512: {quantizeBoundedBF16AVX512, quantizeBoundedF16AVX512, quantizeBoundedF32AVX512},
+	}
 	quantizeSRKernels = [...][3]func(src, dst []byte, t float32, k0 uint64, ahead int, nt bool){
 		implAVX2:   {quantizeSRBF16AVX2, quantizeSRF16AVX2, quantizeSRF32AVX2},
 		implAVX512: {quantizeSRBF16AVX512, quantizeSRF16AVX512, quantizeSRF32AVX512},
@@ -145,6 +151,9 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 	}
 	block := vectorBytes() // four registers of lanes: one of int8
 	kernel := quantizeKernels[impl][kernelIndex(dt)]
+	if h.bounded {
+		kernel = quantizeBoundedKernels[impl][kernelIndex(dt)]
+	}
 	sr := quantizeSRKernels[impl][kernelIndex(dt)]
 	for len(dst) > 0 {
 		n := len(dst)

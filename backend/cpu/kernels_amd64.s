@@ -315,6 +315,136 @@ quantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeBoundedBF16AVX2(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x00000001, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x00007fff, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0xffff0000, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	TESTB        SI, SI
+	JNZ          quantizeBoundedBF16AVX2_nt
+
+quantizeBoundedBF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedBF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VDIVPS     Y0, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      Y2, Y6, Y6
+	VPADDD     Y3, Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      Y4, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPMOVZXWD  16(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y2, Y7, Y7
+	VPADDD     Y3, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y4, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VPMOVZXWD  32(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y2, Y7, Y7
+	VPADDD     Y3, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y4, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  48(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y2, Y8, Y8
+	VPADDD     Y3, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y4, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVDQU    Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedBF16AVX2_loop
+
+quantizeBoundedBF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedBF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VPMOVZXWD  (AX), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VDIVPS     Y0, Y5, Y5
+	VPSRLD     $0x10, Y5, Y6
+	VPAND      Y2, Y6, Y6
+	VPADDD     Y3, Y5, Y5
+	VPADDD     Y6, Y5, Y5
+	VPAND      Y4, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPMOVZXWD  16(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y2, Y7, Y7
+	VPADDD     Y3, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y4, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VPMOVZXWD  32(AX), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VDIVPS     Y0, Y6, Y6
+	VPSRLD     $0x10, Y6, Y7
+	VPAND      Y2, Y7, Y7
+	VPADDD     Y3, Y6, Y6
+	VPADDD     Y7, Y6, Y6
+	VPAND      Y4, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPMOVZXWD  48(AX), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VDIVPS     Y0, Y7, Y7
+	VPSRLD     $0x10, Y7, Y8
+	VPAND      Y2, Y8, Y8
+	VPADDD     Y3, Y7, Y7
+	VPADDD     Y8, Y7, Y7
+	VPAND      Y4, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVNTDQ   Y5, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedBF16AVX2_nt
+
+quantizeBoundedBF16AVX2_ntdone:
+	SFENCE
+
+quantizeBoundedBF16AVX2_done:
+	VZEROUPPER
+	RET
+
 // func quantizeSRBF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 // Requires: AVX, AVX2, MMX+, SSE
 TEXT ·quantizeSRBF16AVX2(SB), NOSPLIT, $0-73
@@ -841,6 +971,95 @@ quantizeF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·quantizeBoundedF16AVX2(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	TESTB        SI, SI
+	JNZ          quantizeBoundedF16AVX2_nt
+
+quantizeBoundedF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF16AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y2
+	VDIVPS     Y0, Y2, Y2
+	VCVTPS2PH  $0x00, Y2, X2
+	VCVTPH2PS  X2, Y2
+	VCVTPS2DQ  Y2, Y2
+	VCVTPH2PS  16(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VPACKSSDW  Y3, Y2, Y2
+	VCVTPH2PS  32(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VCVTPH2PS  48(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VPACKSSWB  Y3, Y2, Y2
+	VPERMD     Y2, Y1, Y2
+	VMOVDQU    Y2, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedF16AVX2_loop
+
+quantizeBoundedF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF16AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	VCVTPH2PS  (AX), Y2
+	VDIVPS     Y0, Y2, Y2
+	VCVTPS2PH  $0x00, Y2, X2
+	VCVTPH2PS  X2, Y2
+	VCVTPS2DQ  Y2, Y2
+	VCVTPH2PS  16(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VPACKSSDW  Y3, Y2, Y2
+	VCVTPH2PS  32(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2PH  $0x00, Y3, X3
+	VCVTPH2PS  X3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VCVTPH2PS  48(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2PH  $0x00, Y4, X4
+	VCVTPH2PS  X4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VPACKSSWB  Y3, Y2, Y2
+	VPERMD     Y2, Y1, Y2
+	VMOVNTDQ   Y2, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedF16AVX2_nt
+
+quantizeBoundedF16AVX2_ntdone:
+	SFENCE
+
+quantizeBoundedF16AVX2_done:
+	VZEROUPPER
+	RET
+
 // func quantizeSRF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·quantizeSRF16AVX2(SB), NOSPLIT, $0-73
@@ -1244,6 +1463,81 @@ quantizeF32AVX2_ntdone:
 	SFENCE
 
 quantizeF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func quantizeBoundedF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeBoundedF32AVX2(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	TESTB        SI, SI
+	JNZ          quantizeBoundedF32AVX2_nt
+
+quantizeBoundedF32AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF32AVX2_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y2
+	VDIVPS     Y0, Y2, Y2
+	VCVTPS2DQ  Y2, Y2
+	VMOVUPS    32(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VPACKSSDW  Y3, Y2, Y2
+	VMOVUPS    64(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VMOVUPS    96(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VPACKSSWB  Y3, Y2, Y2
+	VPERMD     Y2, Y1, Y2
+	VMOVDQU    Y2, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedF32AVX2_loop
+
+quantizeBoundedF32AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF32AVX2_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VMOVUPS    (AX), Y2
+	VDIVPS     Y0, Y2, Y2
+	VCVTPS2DQ  Y2, Y2
+	VMOVUPS    32(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VPACKSSDW  Y3, Y2, Y2
+	VMOVUPS    64(AX), Y3
+	VDIVPS     Y0, Y3, Y3
+	VCVTPS2DQ  Y3, Y3
+	VMOVUPS    96(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VCVTPS2DQ  Y4, Y4
+	VPACKSSDW  Y4, Y3, Y3
+	VPACKSSWB  Y3, Y2, Y2
+	VPERMD     Y2, Y1, Y2
+	VMOVNTDQ   Y2, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeBoundedF32AVX2_nt
+
+quantizeBoundedF32AVX2_ntdone:
+	SFENCE
+
+quantizeBoundedF32AVX2_done:
 	VZEROUPPER
 	RET
 
@@ -2542,6 +2836,135 @@ quantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBoundedBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeBoundedBF16AVX512(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z2
+	MOVL         $0x00007fff, DI
+	VPBROADCASTD DI, Z3
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z4
+	TESTB        SI, SI
+	JNZ          quantizeBoundedBF16AVX512_nt
+
+quantizeBoundedBF16AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedBF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VPMOVZXWD  (AX), Z5
+	VPSLLD     $0x10, Z5, Z5
+	VDIVPS     Z0, Z5, Z5
+	VPSRLD     $0x10, Z5, Z6
+	VPANDD     Z2, Z6, Z6
+	VPADDD     Z3, Z5, Z5
+	VPADDD     Z6, Z5, Z5
+	VPANDD     Z4, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPMOVZXWD  32(AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z2, Z7, Z7
+	VPADDD     Z3, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z4, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPACKSSDW  Z6, Z5, Z5
+	VPMOVZXWD  64(AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z2, Z7, Z7
+	VPADDD     Z3, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z4, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPMOVZXWD  96(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z2, Z8, Z8
+	VPADDD     Z3, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z4, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPACKSSDW  Z7, Z6, Z6
+	VPACKSSWB  Z6, Z5, Z5
+	VPERMD     Z5, Z1, Z5
+	VMOVDQU32  Z5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedBF16AVX512_loop
+
+quantizeBoundedBF16AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedBF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VPMOVZXWD  (AX), Z5
+	VPSLLD     $0x10, Z5, Z5
+	VDIVPS     Z0, Z5, Z5
+	VPSRLD     $0x10, Z5, Z6
+	VPANDD     Z2, Z6, Z6
+	VPADDD     Z3, Z5, Z5
+	VPADDD     Z6, Z5, Z5
+	VPANDD     Z4, Z5, Z5
+	VCVTPS2DQ  Z5, Z5
+	VPMOVZXWD  32(AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z2, Z7, Z7
+	VPADDD     Z3, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z4, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPACKSSDW  Z6, Z5, Z5
+	VPMOVZXWD  64(AX), Z6
+	VPSLLD     $0x10, Z6, Z6
+	VDIVPS     Z0, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPANDD     Z2, Z7, Z7
+	VPADDD     Z3, Z6, Z6
+	VPADDD     Z7, Z6, Z6
+	VPANDD     Z4, Z6, Z6
+	VCVTPS2DQ  Z6, Z6
+	VPMOVZXWD  96(AX), Z7
+	VPSLLD     $0x10, Z7, Z7
+	VDIVPS     Z0, Z7, Z7
+	VPSRLD     $0x10, Z7, Z8
+	VPANDD     Z2, Z8, Z8
+	VPADDD     Z3, Z7, Z7
+	VPADDD     Z8, Z7, Z7
+	VPANDD     Z4, Z7, Z7
+	VCVTPS2DQ  Z7, Z7
+	VPACKSSDW  Z7, Z6, Z6
+	VPACKSSWB  Z6, Z5, Z5
+	VPERMD     Z5, Z1, Z5
+	VMOVNTDQ   Z5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedBF16AVX512_nt
+
+quantizeBoundedBF16AVX512_ntdone:
+	SFENCE
+
+quantizeBoundedBF16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func quantizeSRBF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeSRBF16AVX512(SB), NOSPLIT, $0-73
@@ -3067,6 +3490,97 @@ quantizeF16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBoundedF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeBoundedF16AVX512(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	TESTB        SI, SI
+	JNZ          quantizeBoundedF16AVX512_nt
+
+quantizeBoundedF16AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VCVTPH2PS  (AX), Z2
+	VDIVPS     Z0, Z2, Z2
+	VCVTPS2PH  $0x00, Z2, Y2
+	VCVTPH2PS  Y2, Z2
+	VCVTPS2DQ  Z2, Z2
+	VCVTPH2PS  32(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VPACKSSDW  Z3, Z2, Z2
+	VCVTPH2PS  64(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VCVTPH2PS  96(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VPACKSSWB  Z3, Z2, Z2
+	VPERMD     Z2, Z1, Z2
+	VMOVDQU32  Z2, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedF16AVX512_loop
+
+quantizeBoundedF16AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	VCVTPH2PS  (AX), Z2
+	VDIVPS     Z0, Z2, Z2
+	VCVTPS2PH  $0x00, Z2, Y2
+	VCVTPH2PS  Y2, Z2
+	VCVTPS2DQ  Z2, Z2
+	VCVTPH2PS  32(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VPACKSSDW  Z3, Z2, Z2
+	VCVTPH2PS  64(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2PH  $0x00, Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VCVTPH2PS  96(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2PH  $0x00, Z4, Y4
+	VCVTPH2PS  Y4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VPACKSSWB  Z3, Z2, Z2
+	VPERMD     Z2, Z1, Z2
+	VMOVNTDQ   Z2, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedF16AVX512_nt
+
+quantizeBoundedF16AVX512_ntdone:
+	SFENCE
+
+quantizeBoundedF16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func quantizeSRF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeSRF16AVX512(SB), NOSPLIT, $0-73
@@ -3472,6 +3986,85 @@ quantizeF32AVX512_ntdone:
 	SFENCE
 
 quantizeF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeBoundedF32AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+TEXT ·quantizeBoundedF32AVX512(SB), NOSPLIT, $0-65
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+56(FP), BX
+	MOVB         nt+64(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
+	TESTB        SI, SI
+	JNZ          quantizeBoundedF32AVX512_nt
+
+quantizeBoundedF32AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF32AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	VMOVUPS    (AX), Z2
+	VDIVPS     Z0, Z2, Z2
+	VCVTPS2DQ  Z2, Z2
+	VMOVUPS    64(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VPACKSSDW  Z3, Z2, Z2
+	VMOVUPS    128(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VMOVUPS    192(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VPACKSSWB  Z3, Z2, Z2
+	VPERMD     Z2, Z1, Z2
+	VMOVDQU32  Z2, (CX)
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedF32AVX512_loop
+
+quantizeBoundedF32AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeBoundedF32AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	VMOVUPS    (AX), Z2
+	VDIVPS     Z0, Z2, Z2
+	VCVTPS2DQ  Z2, Z2
+	VMOVUPS    64(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VPACKSSDW  Z3, Z2, Z2
+	VMOVUPS    128(AX), Z3
+	VDIVPS     Z0, Z3, Z3
+	VCVTPS2DQ  Z3, Z3
+	VMOVUPS    192(AX), Z4
+	VDIVPS     Z0, Z4, Z4
+	VCVTPS2DQ  Z4, Z4
+	VPACKSSDW  Z4, Z3, Z3
+	VPACKSSWB  Z3, Z2, Z2
+	VPERMD     Z2, Z1, Z2
+	VMOVNTDQ   Z2, (CX)
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000040, CX
+	SUBQ       $0x00000040, DX
+	JMP        quantizeBoundedF32AVX512_nt
+
+quantizeBoundedF32AVX512_ntdone:
+	SFENCE
+
+quantizeBoundedF32AVX512_done:
 	VZEROUPPER
 	RET
 

@@ -24,6 +24,15 @@ func absMaxBits32AVX2(src []byte) uint32
 //go:noescape
 func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeBoundedBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
 // quantizeSRBF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
@@ -49,6 +58,15 @@ func dequantizeBF16AVX2(q []byte, s float32, dst []byte, nt bool)
 //go:noescape
 func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeBoundedF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
 // quantizeSRF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
@@ -73,6 +91,15 @@ func dequantizeF16AVX2(q []byte, s float32, dst []byte, nt bool)
 //
 //go:noescape
 func quantizeF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeBoundedF32AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float32 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
 // quantizeSRF32AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float32 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
@@ -195,6 +222,15 @@ func absMaxBits32AVX512(src []byte) uint32
 //go:noescape
 func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeBoundedBF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+
 // quantizeSRBF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
@@ -220,6 +256,15 @@ func dequantizeBF16AVX512(q []byte, s float32, dst []byte, nt bool)
 //go:noescape
 func quantizeF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeBoundedF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+
 // quantizeSRF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
@@ -244,6 +289,15 @@ func dequantizeF16AVX512(q []byte, s float32, dst []byte, nt bool)
 //
 //go:noescape
 func quantizeF32AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeBoundedF32AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float32 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// prefetching ahead bytes past each block of src, storing non-temporally if nt
+// (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeBoundedF32AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
 
 // quantizeSRF32AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float32 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt

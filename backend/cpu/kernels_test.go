@@ -178,19 +178,33 @@ var quantizeModes = []struct {
 // from quantizeRef.
 func checkQuantize(t *testing.T, dt dtype.DType, src []byte, td float32) {
 	t.Helper()
-	n := len(src) / dt.Size()
-	want := make([]int8, n)
-	for _, m := range quantizeModes {
-		for i := range n {
-			want[i] = quantizeRef(dt, loadScale(dt, src, i), td, m.seed, m.base+uint64(i))
+	// The bounded kernels too, on the inputs that meet their precondition
+	// (every quotient below 2^15 in magnitude).
+	var within []byte
+	size := dt.Size()
+	for i := range len(src) / size {
+		if math.Abs(float64(loadScale(dt, src, i))/float64(td)) < 1<<15 {
+			within = append(within, src[i*size:(i+1)*size]...)
 		}
-		buf := make([]byte, n+64)
-		got := buf[m.off : m.off+n]
-		quantizeHinted(dt, src, got, td, m.seed, m.base, hints{ahead: 4096, nt: m.nt})
-		for i := range n {
-			if int8(got[i]) != want[i] {
-				t.Fatalf("%v t=%v seed=%d nt=%v: element %d (%v) quantizes to %d, want %d",
-					dt, td, m.seed, m.nt, i, loadScale(dt, src, i), int8(got[i]), want[i])
+	}
+	for _, c := range []struct {
+		src     []byte
+		bounded bool
+	}{{src, false}, {within, true}} {
+		n := len(c.src) / size
+		want := make([]int8, n)
+		for _, m := range quantizeModes {
+			for i := range n {
+				want[i] = quantizeRef(dt, loadScale(dt, c.src, i), td, m.seed, m.base+uint64(i))
+			}
+			buf := make([]byte, n+64)
+			got := buf[m.off : m.off+n]
+			quantizeHinted(dt, c.src, got, td, m.seed, m.base, hints{ahead: 4096, nt: m.nt, bounded: c.bounded})
+			for i := range n {
+				if int8(got[i]) != want[i] {
+					t.Fatalf("%v t=%v seed=%d nt=%v bounded=%v: element %d (%v) quantizes to %d, want %d",
+						dt, td, m.seed, m.nt, c.bounded, i, loadScale(dt, c.src, i), int8(got[i]), want[i])
+				}
 			}
 		}
 	}

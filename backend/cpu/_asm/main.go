@@ -348,13 +348,18 @@ func ntLoops(name string, n, nt Register, body func(nt bool)) {
 // below -2^31 (or -Inf) into -2^31, which the saturating packs take to
 // -128 as they do every value below -128, but a value above 2^31 would
 // become -2^31 too, so the clamp to 127 stays. Clamping commutes with
-// rounding to an integer.
+// rounding to an integer. With bounded set the kernel has no clamp at all,
+// for callers that know every quotient is below 2^15 in magnitude (a scale
+// computed from the abs-max, or one checked against it), so that neither
+// float16's rounding (infinite past 65504) nor VCVTPS2DQ overflows: then
+// the packs' saturation clamps alone, and a vector instruction per
+// register is saved.
 //
 // Each iteration prefetches the input ahead bytes further on (a row-wise
 // caller passes the row length, so the next row's abs-max reads cache
 // while this row is quantized). With nt the int8 results are stored
 // non-temporally (dst must then be aligned to a register).
-func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
+func quantize(name string, dt string, stochastic, bounded bool, w width, tab Mem) {
 	size := elemSize(dt)
 	lanes := w.lanes()
 	block := 4 * lanes
@@ -368,10 +373,14 @@ func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
 	Pragma("noescape")
 	doc := []string{
 		name + " sets dst[i] = int8(clamp(" + rule + ")) for " + dt + " x in src,",
+	}
+	if bounded {
+		doc = append(doc, "each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),")
+	}
+	doc = append(doc,
 		"prefetching ahead bytes past each block of src, storing non-temporally if nt",
 		fmt.Sprintf("(dst aligned to %d bytes then). len(dst) must be a multiple of %d", w.bytes, block),
-		"and src must hold len(dst) elements.",
-	}
+		"and src must hold len(dst) elements.")
 	if stochastic {
 		doc = append(doc, "u is quant.Noise's for element i with k = k0 + i; the low 32 bits of k0 + i",
 			"must not wrap within the call.")
@@ -400,7 +409,9 @@ func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
 		kHi = w.broadcastGP(k0.As32())
 		kStep = w.broadcast(uint32(lanes))
 	} else {
-		qmax = w.broadcast(0x42fe0000) // 127.0
+		if !bounded {
+			qmax = w.broadcast(0x42fe0000) // 127.0
+		}
 		if dt == "bfloat16" {
 			one, bias, himask = w.broadcast(1), w.broadcast(0x7fff), w.broadcast(0xffff0000)
 		}
@@ -439,7 +450,9 @@ func quantize(name string, dt string, stochastic bool, w width, tab Mem) {
 					VROUNDPS(Imm(9), y, y)
 				}
 			}
-			VMINPS(qmax, y, y)
+			if !bounded {
+				VMINPS(qmax, y, y)
+			}
 			VCVTPS2DQ(y, y) // round to nearest even (an integer already if stochastic)
 			// Pack with saturation as soon as a pair is done, so that
 			// fewer registers are live.
@@ -1063,8 +1076,9 @@ func qdqKernels(w width) {
 	tab := qdqTable(w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-		quantize("quantize"+short+w.name, dt, false, w, tab)
-		quantize("quantizeSR"+short+w.name, dt, true, w, tab)
+		quantize("quantize"+short+w.name, dt, false, false, w, tab)
+		quantize("quantizeBounded"+short+w.name, dt, false, true, w, tab)
+		quantize("quantizeSR"+short+w.name, dt, true, false, w, tab)
 		dequantize("dequantize"+short+w.name, dt, w, tab)
 	}
 	rotateSmall("rotate4"+w.name, false, true, w)
