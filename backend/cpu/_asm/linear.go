@@ -176,7 +176,14 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 
-	// Store the sums, first adding what c holds if asked to.
+	storeTile(name, mr, acc, w)
+}
+
+// storeTile emits a tile kernel's end: the accumulators, len(acc)/mr
+// registers a row, stored to the rows of the parameter c, ldc bytes
+// apart, first adding what c holds if the parameter add is set.
+func storeTile(name string, mr int, acc []VecPhysical, w width) {
+	per := len(acc) / mr
 	cp := Load(Param("c").Base(), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	var cp3 Register = cp
@@ -188,14 +195,14 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	TESTB(add, add)
 	JZ(LabelRef(name + "_store"))
 	for i := range mr {
-		for h := range 2 {
-			VPADDD(crow[i].Offset(h*w.bytes), acc[2*i+h], acc[2*i+h])
+		for h := range per {
+			VPADDD(crow[i].Offset(h*w.bytes), acc[per*i+h], acc[per*i+h])
 		}
 	}
 	Label(name + "_store")
 	for i := range mr {
-		for h := range 2 {
-			w.mov(acc[2*i+h], crow[i].Offset(h*w.bytes))
+		for h := range per {
+			w.mov(acc[per*i+h], crow[i].Offset(h*w.bytes))
 		}
 	}
 	VZEROUPPER()
@@ -263,29 +270,7 @@ func gemmTileWide(name string, mr int, w width, int8 bool) {
 	DECQ(kp)
 	JNZ(LabelRef(name + "_loop"))
 
-	cp := Load(Param("c").Base(), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	var cp3 Register = cp
-	if mr > 3 {
-		cp3 = third(cp, ldc)
-	}
-	add := Load(Param("add"), GP8())
-	crow := rows(mr, cp, ldc, cp3, 0)
-	TESTB(add, add)
-	JZ(LabelRef(name + "_store"))
-	for i := range mr {
-		for h := range 4 {
-			VPADDD(crow[i].Offset(h*w.bytes), acc[4*i+h], acc[4*i+h])
-		}
-	}
-	Label(name + "_store")
-	for i := range mr {
-		for h := range 4 {
-			w.mov(acc[4*i+h], crow[i].Offset(h*w.bytes))
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeTile(name, mr, acc, w)
 }
 
 // vpdpwssd emits VPDPWSSD (AVX512-VNNI): acc += the sums of adjacent
