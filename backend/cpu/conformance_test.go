@@ -113,11 +113,11 @@ func TestSuiteSplits(t *testing.T) {
 			if err := k.run(ctx); err != nil {
 				t.Fatal(err)
 			}
-			// A pass of P parts on W goroutines checks the context P+W
+			// A pass of P parts on W goroutines checks the context P+W+1
 			// times, and W <= P; unsplit, it checks once. So there were
-			// at least n/2 parts in all.
+			// at least (n-passes)/2 parts in all.
 			n := int(ctx.n.Load())
-			least := (n + 1) / 2
+			least := (n - k.passes) / 2
 			if least < 2*k.passes {
 				t.Errorf("%s of %v%v: %d context checks: not split into parts", k.name, dt, shape, n)
 			} else {

@@ -324,7 +324,7 @@ func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, ad
 		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
 		return
 	}
-	if impl == implAVX512 && vnni {
+	if impl == implAVX512 && vnni && mr >= vnniMinRows {
 		gemmTilesVNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 		return
 	}

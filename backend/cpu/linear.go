@@ -23,8 +23,9 @@ import (
 //     parallel, each in passes of blockPairs pairs of k, gemmTile
 //     computing tiles of up to gemmRows rows by one panel (the panel's
 //     part, 16 KiB, stays in the first-level cache while the block's rows
-//     go by), or by two panels where the kernel set has wide tiles
-//     (AVX-512 with VNNI, whose 32 registers hold the accumulators);
+//     go by; 32 KiB with AVX-512), or, for products of wideMinRows rows
+//     or more, by two panels where the kernel set has wide tiles (AVX-512
+//     with VNNI, whose 32 registers hold the accumulators);
 //   - few rows (M > gemvMax): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches;
@@ -54,6 +55,19 @@ const (
 	// grainMACs is the least work worth handing to another thread.
 	grainMACs = 1 << 21
 )
+
+// vnniMinRows is the fewest rows for which a tile uses VNNI: VPDPWSSD
+// adds into its accumulator, so each accumulator is a chain of about 5
+// cycles, and a tile of fewer rows has too few chains to keep the
+// multipliers busy (VPMADDWD, then VPADDD, chains only the 1-cycle add).
+// Fewer rows take the VPMADDWD tiles.
+const vnniMinRows = 3
+
+// wideMinRows is the fewest rows of a product for which the many-row path
+// uses tiles over two panels where the kernel set has them. Measured on
+// two cores of an Emerald Rapids host (BENCHMARKS.md): 10-20% faster at
+// 4096 rows, 7-24% slower at 512; between them is unmeasured.
+const wideMinRows = 2048
 
 // fewMax is the largest M that takes the few-row path: up to a block of
 // rows, packing as it goes costs less than packing the whole weight
@@ -111,6 +125,7 @@ type product struct {
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
 	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's)
+	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row: the weight, [N, K]; colsRows: b, [K, N]
 	fin     finisher
@@ -127,7 +142,8 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // newProduct lays out A for an [m, k] by [n, k] product on the path
 // given.
 func newProduct(m, k, n, path int) *product {
-	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
+	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows,
+		wide: path == manyRows && m >= wideMinRows && hasWideTiles()}
 	// An odd number of 64-byte lines apart, so that the rows a tile reads
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
@@ -204,9 +220,9 @@ func (p *product) run(ctx context.Context) error {
 
 // tiles runs gemmTile over rows [0, rows) of A from row r0, pairs [pc,
 // pc+kc) of k, against one panel, or with pstride > 0 against two
-// adjacent panels pstride bytes apart (gemmTileWide, where wideTiles),
-// into c (ldc bytes a row). The tiles are as even as possible: 16 rows as
-// 5, 5 and 6 measured about 20% faster than as 6, 6 and 4.
+// adjacent panels pstride bytes apart (tileWide), into c (ldc bytes a
+// row). The tiles are as even as possible: 16 rows as 5, 5 and 6
+// measured about 20% faster than as 6, 6 and 4.
 func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byte, ldc int) {
 	tiles := (rows + gemmRows - 1) / gemmRows
 	cols := gemmCols()
@@ -218,15 +234,35 @@ func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byt
 		mr := (rows - i) / (tiles - t)
 		at := (r0+i)*p.lda + 4*pc
 		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*cols]
-		switch {
-		case pstride > 0:
-			gemmTileWide(p.i8, mr, a, p.lda, panel, pstride, kc, cs, ldc, pc > 0)
-		case p.i8:
-			gemmTileI8(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
-		default:
-			gemmTile(mr, a, p.lda, panel, kc, cs, ldc, pc > 0)
+		if pstride > 0 {
+			p.tileWide(mr, a, panel, pstride, kc, cs, ldc, pc > 0)
+		} else {
+			p.tile(mr, a, panel, kc, cs, ldc, pc > 0)
 		}
 	}
+}
+
+// tile runs the tile kernel for the product's panels (int8 or int16).
+func (p *product) tile(mr int, a, panel []byte, kc int, c []byte, ldc int, add bool) {
+	if p.i8 {
+		gemmTileI8(mr, a, p.lda, panel, kc, c, ldc, add)
+	} else {
+		gemmTile(mr, a, p.lda, panel, kc, c, ldc, add)
+	}
+}
+
+// tileWide computes a tile over two adjacent panels, the second pstride
+// bytes after the first: with the kernel set's wide tile, or where it
+// has none, or the tile is too short for VNNI, as two one-panel tiles
+// (which tests force on every kernel set, to reach this path).
+func (p *product) tileWide(mr int, a, panels []byte, pstride, kc int, c []byte, ldc int, add bool) {
+	if hasWideTiles() && mr >= vnniMinRows {
+		gemmTileWide(p.i8, mr, a, p.lda, panels, pstride, kc, c, ldc, add)
+		return
+	}
+	pb := p.pairBytes()
+	p.tile(mr, a, panels[:kc*pb], kc, c, ldc, add)
+	p.tile(mr, a, panels[pstride:pstride+kc*pb], kc, c[4*gemmCols():], ldc, add)
 }
 
 // pairBytes is the bytes of a panel per pair of k.
@@ -250,7 +286,6 @@ func (b *manyBody) run(lo, hi int) {
 	ldc := 4*blockCols + 64
 	c := make([]byte, blockRows*ldc)
 	pb := p.pairBytes()
-	wide := wideTiles()
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
 		rows, cols := min(blockRows, p.m-r0), min(blockCols, p.n-c0)
@@ -258,7 +293,7 @@ func (b *manyBody) run(lo, hi int) {
 			kc := min(blockPairs, p.kp-pc)
 			for j := 0; j < cols; j += nr {
 				at := ((c0+j)/nr*p.kp + pc) * pb
-				if wide && j+nr < cols {
+				if p.wide && j+nr < cols {
 					// Two panels at once: the next one starts p.kp
 					// pairs after this one.
 					stride := p.kp * pb

@@ -25,7 +25,7 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 		gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
 		return
 	}
-	if impl == implAVX512 && vnni {
+	if impl == implAVX512 && vnni && mr >= vnniMinRows {
 		gemmTilesI8VNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 		return
 	}
@@ -33,19 +33,20 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 }
 
 // gemmTilesWide are the AVX-512 VNNI tiles over two panels, by row count
-// - 1: int16 panels, then int8 ones.
+// less one: int16 panels, then int8 ones.
 var gemmTilesWide = [2][gemmRows]func(a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool){
 	{gemmTileWide1VNNIAVX512, gemmTileWide2VNNIAVX512, gemmTileWide3VNNIAVX512, gemmTileWide4VNNIAVX512, gemmTileWide5VNNIAVX512, gemmTileWide6VNNIAVX512},
 	{gemmTileWide1I8VNNIAVX512, gemmTileWide2I8VNNIAVX512, gemmTileWide3I8VNNIAVX512, gemmTileWide4I8VNNIAVX512, gemmTileWide5I8VNNIAVX512, gemmTileWide6I8VNNIAVX512},
 }
 
-// wideTiles reports whether the kernel set has tiles over two panels at
-// once (gemmTileWide): AVX-512 with VNNI.
-func wideTiles() bool { return impl == implAVX512 && vnni }
+// hasWideTiles reports whether the kernel set has tiles over two panels
+// at once (gemmTileWide): AVX-512 with VNNI.
+func hasWideTiles() bool { return impl == implAVX512 && vnni }
 
 // gemmTileWide computes a tile of mr rows (1 to gemmRows) by two adjacent
 // panels, the second pstride bytes after the first in b (int8 pairs if
-// i8), into 2·gemmCols int32 a row of c; only where wideTiles.
+// i8), into 2·gemmCols int32 a row of c, over kp >= 1 pairs of k; only
+// where hasWideTiles.
 func gemmTileWide(i8 bool, mr int, a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool) {
 	k := 0
 	if i8 {

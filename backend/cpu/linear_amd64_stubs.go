@@ -221,6 +221,7 @@ func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide1VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide1VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -228,6 +229,7 @@ func gemmTileWide1VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide1I8VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide1I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -267,6 +269,7 @@ func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide2VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide2VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -274,6 +277,7 @@ func gemmTileWide2VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide2I8VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide2I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -313,6 +317,7 @@ func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide3VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide3VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -320,6 +325,7 @@ func gemmTileWide3VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide3I8VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide3I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -359,6 +365,7 @@ func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide4VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide4VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -366,6 +373,7 @@ func gemmTileWide4VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide4I8VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide4I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -405,6 +413,7 @@ func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide5VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide5VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -412,6 +421,7 @@ func gemmTileWide5VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide5I8VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide5I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -451,6 +461,7 @@ func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc in
 // gemmTileWide6VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide6VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
@@ -458,6 +469,7 @@ func gemmTileWide6VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c
 // gemmTileWide6I8VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
 // as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
 // each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
+// kp must be at least 1.
 //
 //go:noescape
 func gemmTileWide6I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)

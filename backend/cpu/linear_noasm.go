@@ -9,7 +9,7 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 	gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
 }
 
-func wideTiles() bool { return false }
+func hasWideTiles() bool { return false }
 
 func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 	panic("cpu: no wide tiles without assembly")

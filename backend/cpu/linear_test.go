@@ -28,20 +28,25 @@ func dotInt8(a, b []byte) int32 {
 }
 
 // variant is a way through the product's driver: a path, with the weight
-// as [N, K] rows, as mm_int8's [K, N] (cols), or prepared in int8 panels.
+// as [N, K] rows, as mm_int8's [K, N] (cols), or prepared in int8 panels,
+// and for the many-row path with tiles over one panel or two (wide: the
+// kernel set's wide tiles where it has them, else two one-panel tiles).
 type variant struct {
 	name     string
 	path     int
 	cols     bool
 	prepared bool
+	wide     bool
 }
 
 // variants are every way through the driver. Every path takes any
 // number of rows.
 var variants = []variant{
-	{"many", manyRows, false, false}, {"many,cols", manyRows, true, false}, {"few", fewRows, false, false},
-	{"one", oneRow, false, false}, {"cols", colsRows, true, false},
-	{"many,prepared", manyRows, false, true}, {"few,prepared", fewRows, false, true},
+	{"many", manyRows, false, false, false}, {"many,cols", manyRows, true, false, false}, {"few", fewRows, false, false, false},
+	{"one", oneRow, false, false, false}, {"cols", colsRows, true, false, false},
+	{"many,prepared", manyRows, false, true, false}, {"few,prepared", fewRows, false, true, false},
+	{"many,wide", manyRows, false, false, true}, {"many,cols,wide", manyRows, true, false, true},
+	{"many,prepared,wide", manyRows, false, true, true},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
@@ -49,6 +54,7 @@ var variants = []variant{
 func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	t.Helper()
 	p := newProduct(m, k, n, v.path)
+	p.wide = v.wide
 	for r := range m {
 		p.setRow(r, a[r*k:(r+1)*k])
 	}
@@ -359,4 +365,64 @@ func BenchmarkInt8Linear(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestWideTiles compares each wide tile kernel (where the kernel set has
+// them: AVX512-VNNI) with two one-panel tiles, on random int8 values of
+// every tile height, int16 and int8 panels, several lengths of k, with
+// and without adding to c, and checks that it writes nothing past the
+// tile.
+func TestWideTiles(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		if !hasWideTiles() {
+			t.Skipf("kernel set %s has no wide tiles", KernelSet())
+		}
+		rng := rand.New(rand.NewPCG(21, 22))
+		nr := gemmCols()
+		const guard = 256
+		for _, i8 := range []bool{false, true} {
+			pb := 4 * nr
+			if i8 {
+				pb = 2 * nr
+			}
+			for mr := 1; mr <= gemmRows; mr++ {
+				for _, kp := range []int{1, 2, 7, 64, 257} {
+					lda, ldc := 4*kp+64, 4*2*nr+64
+					pstride := kp*pb + 128
+					a := make([]byte, (mr-1)*lda+4*kp)
+					for i := 0; i < len(a); i += 2 {
+						binary.LittleEndian.PutUint16(a[i:], uint16(int16(int8(rng.Uint32())))) // int8 values as int16
+					}
+					b := make([]byte, pstride+kp*pb+guard)
+					for i := range b[:pstride+kp*pb] {
+						b[i] = byte(rng.Uint32())
+					}
+					if !i8 {
+						for i := 0; i < pstride+kp*pb; i += 2 {
+							binary.LittleEndian.PutUint16(b[i:], uint16(int16(int8(b[i]))))
+						}
+					}
+					for _, add := range []bool{false, true} {
+						c := make([]byte, (mr-1)*ldc+4*2*nr+guard)
+						for i := range c {
+							c[i] = byte(rng.Uint32())
+						}
+						want := append([]byte(nil), c...)
+						n := (mr-1)*ldc + 4*2*nr
+						gemmTileWide(i8, mr, a, lda, b[:pstride+kp*pb], pstride, kp, c[:n], ldc, add)
+						tile := gemmTile
+						if i8 {
+							tile = gemmTileI8
+						}
+						tile(mr, a, lda, b[:kp*pb], kp, want[:n], ldc, add)
+						tile(mr, a, lda, b[pstride:pstride+kp*pb], kp, want[4*nr:n], ldc, add)
+						// Between and past the rows, both left c as it was.
+						if i := diff(c, want); i >= 0 {
+							t.Fatalf("i8=%v mr=%d kp=%d add=%v: row %d byte %d: %#x, want %#x", i8, mr, kp, add, i/ldc, i%ldc, c[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	})
 }

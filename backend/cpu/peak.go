@@ -6,34 +6,11 @@ import (
 	"time"
 )
 
-// The kernel sets, from slowest to fastest; builds without assembly have
-// only the first.
-const (
-	implGeneric = iota
-	implAVX2    // AVX2 and F16C
-	implAVX512  // AVX512F and AVX512BW
-)
-
-// kernelSetNames names the kernel sets by their impl value.
-var kernelSetNames = []string{"generic", "avx2", "avx512"}
-
-// KernelSet names the kernel set this process's cpu kernels run:
-// "avx512+vnni" (the int8 products with AVX512-VNNI), "avx512", "avx2" or
-// "generic" (pure Go: purego builds, other architectures, older CPUs).
-// GODEBUG=cpu.avx512vnni=off or cpu.avx512f=off selects a lesser set on
-// the same machine, for comparing them. Benchmarks report it beside their
-// figures.
-func KernelSet() string {
-	if vnni {
-		return kernelSetNames[impl] + "+vnni"
-	}
-	return kernelSetNames[impl]
-}
-
 // PeakGOPS measures this machine's peak speed, for about d, at the
 // arithmetic of the int8 product's inner loop: the loop of gemmTile without
 // its loads (VPMADDWD, then VPADDD into 12 independent accumulators, on
-// registers; VPDPWSSD into them with AVX512-VNNI) on GOMAXPROCS goroutines at once, in billions of operations
+// registers; VPDPWSSD into them with AVX512-VNNI) on GOMAXPROCS
+// goroutines at once, in billions of operations
 // per second, a multiply-add counting as two (as 2·M·N·K does). It returns
 // 0 where the products do not run assembly (purego, other architectures,
 // a CPU without AVX2). It is a measurement helper, for `kitchen bench` to

@@ -226,7 +226,8 @@ func gemmTileWide(name string, mr int, w width, int8 bool) {
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k,", name, mr, 2*nr),
 		"as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,",
-		fmt.Sprintf("each per pair of k %d columns of %s pairs (%d bytes). c gets %d int32 a row.", nr, what, pairBytes, 2*nr))
+		fmt.Sprintf("each per pair of k %d columns of %s pairs (%d bytes). c gets %d int32 a row.", nr, what, pairBytes, 2*nr),
+		"kp must be at least 1.")
 	acc := make([]VecPhysical, 4*mr)
 	for i := range acc {
 		acc[i] = w.phys(i)
