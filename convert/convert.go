@@ -367,10 +367,15 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 		if writeHook != nil {
 			writeHook(len(pc.data))
 		}
-		fl.release(pc.cost)
+		// The buffers go back before the flow wakes the producer, so that
+		// the piece it may make next finds them in the list instead of
+		// allocating. Nothing holds pc's bytes any more: the sink copied
+		// them (into its buffer or staging chunk) or wrote them before
+		// WriteTensor and WriteAt returned.
 		if pc.free != nil {
 			pc.free()
 		}
+		fl.release(pc.cost)
 		if pc.release != nil {
 			rel.release(pc.release.Begin, pc.release.End)
 		}

@@ -7,3 +7,7 @@ import "time"
 func SlowWriter(ns int) {
 	writeHook = func(n int) { time.Sleep(time.Duration(n) * time.Duration(ns)) }
 }
+
+// NewBuffers is how many output buffers conversions have allocated so
+// far, rather than reused from their lists.
+func NewBuffers() int64 { return newBuffers.Load() }

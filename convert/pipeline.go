@@ -51,36 +51,75 @@ const bufMin = 64 << 10
 // the producer to reuse. It keeps at most flowBudget bytes, or one buffer
 // if that one alone is larger (a whole dequantized layer, likely to be
 // followed by others of its size: the bound allows twice the largest
-// tensor), so that what it holds follows what was in flight at once, and
-// memory does not pile up as tensors change shape.
+// tensor), and what it keeps follows what was in flight last:
+//
+//   - put drops the oldest buffers first (those given back the longest
+//     ago and not taken since), so a buffer larger than the budget stays
+//     only until another one comes back, and buffers of a size no longer
+//     asked for go before those the producer keeps reusing;
+//   - get hands out the smallest buffer that fits, but not one more than
+//     twice the size asked for, unless the request is over half the
+//     budget: two such requests are never in flight together, so one
+//     buffer serves them in turn. A buffer far larger than a small piece
+//     would be stranded: one piece would hold it while the others in
+//     flight allocated afresh, and it would come back with them. One over
+//     the budget that a small request passes over is dropped at once
+//     (this request's buffer, coming back, would have it dropped anyway).
+//
+// Before, put dropped the smallest buffers and get handed out any that
+// fit, so a dequantized layer of 128 MiB stayed for the rest of the file
+// and served one small piece at a time while the others missed: in a
+// simulation of 100 pieces of 4 MiB after it, 4 in flight, 75 misses
+// (now 4: those of the first pieces in flight).
 type buffers struct {
 	mu   sync.Mutex
-	free [][]byte
-	held int64 // the capacity of free, in bytes
+	free [][]byte // the oldest first
+	held int64    // the capacity of free, in bytes
 }
 
-// get returns a buffer of n bytes: the smallest given back that is large
-// enough, or a new one. A new one comes from tensor.Empty, as a kitchen
+// newBuffers counts the buffers get allocates, for tests (see
+// export_test.go): a conversion whose pieces are all of one size should
+// allocate no more than it has in flight at once.
+var newBuffers atomic.Int64
+
+// fits reports whether get hands a buffer of capacity c to a request of n
+// bytes.
+func fits(c, n int) bool {
+	return c >= n && (c <= 2*n || n > flowBudget/2)
+}
+
+// get returns a buffer of n bytes: the smallest given back that fits (see
+// buffers), or a new one. A new one comes from tensor.Empty, as a kitchen
 // output would (a large one backed by huge pages), but goes back to this
 // list, never to the host's pools.
 func (b *buffers) get(n int) ([]byte, error) {
 	b.mu.Lock()
-	best := -1
+	best, passed := -1, -1 // the best fit, and the smallest buffer passed over
 	for i, f := range b.free {
-		if cap(f) >= n && (best < 0 || cap(f) < cap(b.free[best])) {
-			best = i
+		switch c := cap(f); {
+		case fits(c, n):
+			if best < 0 || c < cap(b.free[best]) {
+				best = i
+			}
+		case c >= n:
+			if passed < 0 || c < cap(b.free[passed]) {
+				passed = i
+			}
 		}
 	}
+	var f []byte
 	if best >= 0 {
-		f := b.free[best]
-		last := len(b.free) - 1
-		b.free[best], b.free[last] = b.free[last], nil
-		b.free = b.free[:last]
-		b.held -= int64(cap(f))
-		b.mu.Unlock()
-		return f[:n], nil
+		f = b.free[best]
+		b.remove(best)
+	} else if passed >= 0 && cap(b.free[passed]) > flowBudget {
+		// The list holds nothing else (held <= flowBudget otherwise).
+		b.remove(passed)
 	}
 	b.mu.Unlock()
+	if f != nil {
+		return f[:n], nil
+	}
+	newBuffers.Add(1)
 	t, err := tensor.Empty(dtype.Int8, n)
 	if err != nil {
 		return nil, err
@@ -88,8 +127,17 @@ func (b *buffers) get(n int) ([]byte, error) {
 	return t.Bytes()
 }
 
+// remove takes free[i] off the list, keeping the others' order.
+func (b *buffers) remove(i int) {
+	b.held -= int64(cap(b.free[i]))
+	last := len(b.free) - 1
+	copy(b.free[i:], b.free[i+1:])
+	b.free[last] = nil
+	b.free = b.free[:last]
+}
+
 // put gives back a buffer that get returned, once nothing uses it. The
-// smallest buffers are dropped (to the garbage collector) while the list
+// oldest buffers are dropped (to the garbage collector) while the list
 // holds over flowBudget bytes and more than one buffer.
 func (b *buffers) put(f []byte) {
 	b.mu.Lock()
@@ -97,16 +145,7 @@ func (b *buffers) put(f []byte) {
 	b.free = append(b.free, f)
 	b.held += int64(cap(f))
 	for b.held > flowBudget && len(b.free) > 1 {
-		small := 0
-		for i, g := range b.free {
-			if cap(g) < cap(b.free[small]) {
-				small = i
-			}
-		}
-		b.held -= int64(cap(b.free[small]))
-		last := len(b.free) - 1
-		b.free[small], b.free[last] = b.free[last], nil
-		b.free = b.free[:last]
+		b.remove(0)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -80,12 +81,23 @@ func TestChunkedNaNRow(t *testing.T) {
 // TestReusedBuffers: layers whose outputs go into buffers that earlier
 // layers' pieces were written from (two layers of one shape, then a
 // smaller one, which gets a larger buffer's first bytes) hold exactly what
-// eager calls compute, quantized in every mode and dequantized again,
-// where a dequantized layer (float32: 20 MiB) is over the flow's budget.
+// the eager backend computes, quantized in every mode, and what direct
+// calls compute, dequantized again, where a dequantized layer (float32:
+// 20 MiB) is over the flow's budget. Under -short or the race detector
+// (which made this take 44 s instead of 4), one layer and a smaller one,
+// both over half the budget as float32 (9 and 8.25 MiB), so that the
+// flow has them in flight one at a time and the second is made in the
+// first's buffer, checked against direct calls to the default backend.
+// Dequantizing to float32 allocates one buffer for all the layers, in
+// either run.
 func TestReusedBuffers(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.safetensors")
 	shapes := map[string][]int{"blocks.0.a.weight": {5000, 1024}, "blocks.1.a.weight": {5000, 1024}, "blocks.2.a.weight": {3000, 1024}}
+	full := !testing.Short() && !raceOn
+	if !full {
+		shapes = map[string][]int{"blocks.0.a.weight": {2304, 1024}, "blocks.1.a.weight": {2112, 1024}}
+	}
 	tensors := map[string][]float32{}
 	for name, s := range shapes {
 		w := make([]float32, s[0]*s[1])
@@ -95,21 +107,62 @@ func TestReusedBuffers(t *testing.T) {
 		tensors[name] = w
 	}
 	writeFile(t, in, tensors, shapes)
+	ctx := context.Background()
 	for _, m := range []mode{{}, {convrot: 256}, {perTensor: true}} {
 		q := filepath.Join(dir, "q.safetensors")
 		opts := m.options()
 		opts.Force = true
-		if _, err := convert.Quantize(context.Background(), in, q, opts); err != nil {
+		if _, err := convert.Quantize(ctx, in, q, opts); err != nil {
 			t.Fatal(err)
 		}
-		if got := checkQuantized(t, in, q, m); got != len(shapes) {
-			t.Fatalf("%+v: %d layers quantized, want %d", m, got, len(shapes))
-		}
 		fq := open(t, q)
+		if full {
+			if got := checkQuantized(t, in, q, m); got != len(shapes) {
+				t.Fatalf("%+v: %d layers quantized, want %d", m, got, len(shapes))
+			}
+		} else {
+			fi := open(t, in)
+			for name, s := range shapes {
+				_, xb := data(t, fi, name)
+				x, err := tensor.FromBytes(dtype.Float32, xb, s...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wq, ws *tensor.Tensor
+				switch {
+				case m.convrot > 0:
+					wq, ws, err = kitchen.QuantizeInt8ConvRotWeight(ctx, x, kitchen.WithConvRotGroup(m.group(s[1])))
+				case m.perTensor:
+					wq, ws, err = kitchen.QuantizeInt8Tensorwise(ctx, x)
+				default:
+					wq, ws, err = kitchen.QuantizeInt8Rowwise(ctx, x)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				base := strings.TrimSuffix(name, ".weight")
+				for _, c := range []struct {
+					name string
+					want *tensor.Tensor
+				}{{name, wq}, {base + ".weight_scale", ws}} {
+					wb, _ := c.want.Bytes()
+					if _, got := data(t, fq, c.name); !bytes.Equal(got, wb) {
+						t.Errorf("%+v: %s: %d bytes differ from a direct call", m, c.name, countDiff(got, wb))
+					}
+				}
+			}
+		}
 		for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16} {
 			d := filepath.Join(dir, "d.safetensors")
-			if _, err := convert.Dequantize(context.Background(), q, d, convert.Options{OutDType: dt, Force: true}); err != nil {
+			before := convert.NewBuffers()
+			if _, err := convert.Dequantize(ctx, q, d, convert.Options{OutDType: dt, Force: true}); err != nil {
 				t.Fatal(err)
+			}
+			// Float32 layers over half the budget are in flight one at a
+			// time, and the writer gives each one's buffer back before
+			// the flow lets the producer make the next.
+			if n := convert.NewBuffers() - before; dt == dtype.Float32 && n != 1 {
+				t.Errorf("%+v, %v: %d buffers allocated, want 1 for all the layers", m, dt, n)
 			}
 			fd := open(t, d)
 			for name, s := range shapes {
@@ -126,18 +179,78 @@ func TestReusedBuffers(t *testing.T) {
 				}
 				var want *tensor.Tensor
 				if m.convrot > 0 {
-					want, err = kitchen.DequantizeInt8ConvRotWeightTo(context.Background(), qt, st, dt, kitchen.WithConvRotGroup(m.group(s[1])))
+					want, err = kitchen.DequantizeInt8ConvRotWeightTo(ctx, qt, st, dt, kitchen.WithConvRotGroup(m.group(s[1])))
 				} else {
-					want, err = kitchen.DequantizeInt8To(context.Background(), qt, st, dt)
+					want, err = kitchen.DequantizeInt8To(ctx, qt, st, dt)
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				wb, _ := want.Bytes()
 				if _, got := data(t, fd, name); !bytes.Equal(got, wb) {
-					t.Errorf("%+v, %v: %s: %d bytes differ from the eager dequantization", m, dt, name, countDiff(got, wb))
+					t.Errorf("%+v, %v: %s: %d bytes differ from a direct dequantization", m, dt, name, countDiff(got, wb))
 				}
 			}
+		}
+	}
+}
+
+// TestBufferReuse: dequantizing a layer over the flow's budget, then many
+// smaller layers of one size, allocates one buffer for the large layer and
+// no more for the others than the flow has in flight at once; the rest
+// reuse buffers that earlier layers were written from, and hold exactly
+// what direct calls compute. (The list that kept its largest buffer
+// handed the large layer's buffer to one small layer at a time, while the
+// others in flight missed.)
+func TestBufferReuse(t *testing.T) {
+	const (
+		k        = 2048
+		small    = 512  // rows: 4 MiB as float32, so 4 in flight
+		large    = 2112 // rows: 16.5 MiB as float32, over the budget
+		count    = 12
+		inFlight = 16 / 4 // the flow's budget over a small layer's output, in MiB
+	)
+	ctx := context.Background()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	marker := `{"format": "int8_tensorwise"}`
+	names, rows := []string{"large"}, []int{large}
+	tensors := int8Layer("large", large, k, scaleOf("F32", []int{}, 0.01), marker)
+	for i := range count {
+		name := fmt.Sprintf("blocks.%d.a", i)
+		names, rows = append(names, name), append(rows, small)
+		tensors = append(tensors, int8Layer(name, small, k, scaleOf("F32", []int{}, float32(i+1)*0.001), marker)...)
+	}
+	writeRaw(t, in, nil, tensors...)
+	out := filepath.Join(dir, "out.safetensors")
+	before := convert.NewBuffers()
+	if _, err := convert.Dequantize(ctx, in, out, convert.Options{OutDType: dtype.Float32}); err != nil {
+		t.Fatal(err)
+	}
+	if n := convert.NewBuffers() - before; n > 1+inFlight {
+		t.Errorf("%d buffers allocated for %d layers after a large one, want at most %d (the large one's and %d in flight)", n, count, 1+inFlight, inFlight)
+	} else {
+		t.Logf("%d buffers allocated for %d layers", n, count+1)
+	}
+	fi, fo := open(t, in), open(t, out)
+	for i, name := range names {
+		_, qb := data(t, fi, name+".weight")
+		_, sb := data(t, fi, name+".weight_scale")
+		qt, err := tensor.FromBytes(dtype.Int8, qb, rows[i], k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tensor.FromBytes(dtype.Float32, sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := kitchen.DequantizeInt8To(ctx, qt, st, dtype.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wb, _ := want.Bytes()
+		if _, got := data(t, fo, name+".weight"); !bytes.Equal(got, wb) {
+			t.Errorf("%s: %d bytes differ from a direct dequantization", name, countDiff(got, wb))
 		}
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package convert_test
+
+const raceOn = false
