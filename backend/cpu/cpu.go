@@ -159,7 +159,7 @@ func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized
 	w.quantize, w.t = true, divisor(w.dt, s)
 	// The abs-max bounds every quotient; a supplied scale may be far
 	// below it.
-	w.bounded = widenBits(w.dt, w.max.v.Load())/w.t < 1<<15
+	w.bounded = w.t > 0 && widenBits(w.dt, w.max.v.Load())/w.t < 1<<15
 	w.dst, _ = res.Q.Bytes()
 	if err := parallelFor(ctx, w, n, minElems); err != nil {
 		return res, err

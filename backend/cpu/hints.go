@@ -18,7 +18,7 @@ import (
 //
 // bounded says every quotient of the quantization is below 2^15 in
 // magnitude, as it is with a scale computed from the abs-max of what it
-// divides (at most about 255, past the subnormal divisors' rounding) or
+// divides (at most 190, for float16's subnormal divisors) or
 // one checked against it: the kernels may then leave the clamp to 127 to
 // the saturating packs. (Past 65504 a quotient rounded to float16 is an
 // infinity, and past 2^31 any quotient, which VCVTPS2DQ turns into -2^31,

@@ -69,7 +69,7 @@ var (
 		implAVX512: {quantizeBF16AVX512, quantizeF16AVX512, quantizeF32AVX512},
 	}
 	// quantizeBoundedKernels are quantizeKernels without the clamp, for
-	// quotients known to be below 2^31 in magnitude (hints.bounded).
+	// quotients known to be below 2^15 in magnitude (hints.bounded).
 	quantizeBoundedKernels = [...][3]func(src, dst []byte, t float32, ahead int, nt bool){
 		implAVX2:   {quantizeBoundedBF16AVX2, quantizeBoundedF16AVX2, quantizeBoundedF32AVX2},
 		implAVX512: {quantizeBoundedBF16AVX512, quantizeBoundedF16AVX512, quantizeBoundedF32AVX512},
