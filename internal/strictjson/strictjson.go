@@ -43,9 +43,6 @@ type Scanner struct {
 // NewScanner returns a Scanner at the start of data.
 func NewScanner(data []byte) *Scanner { return &Scanner{data: data} }
 
-// Offset is the position of the next byte to be read.
-func (s *Scanner) Offset() int { return s.pos }
-
 func (s *Scanner) fail(format string, a ...any) error {
 	return &SyntaxError{Offset: s.pos, Msg: fmt.Sprintf(format, a...)}
 }
