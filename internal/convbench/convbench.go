@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gokitchen/kitchen/convert"
@@ -20,7 +21,9 @@ import (
 
 // Config says what to measure.
 type Config struct {
-	// Input is the checkpoint (a .safetensors file).
+	// Input is the checkpoint: a .safetensors file, or a sharded
+	// checkpoint's index (*.safetensors.index.json), whose shards are
+	// read for the floor and converted to a sharded output.
 	Input string
 	// Dir holds the temporary outputs (default: the input's directory);
 	// the write floor is measured there too.
@@ -83,28 +86,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// time RAM and hold a whole output in it.
 		cfg.Dir = filepath.Dir(cfg.Input)
 	}
-	st, err := os.Stat(cfg.Input)
+	files, err := inputFiles(ctx, cfg.Input)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Input: cfg.Input, InputBytes: st.Size(), Dir: cfg.Dir}
+	res := &Result{Input: cfg.Input, Dir: cfg.Dir}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		res.InputBytes += st.Size()
+	}
 	res.Cold, res.ColdNote = true, ""
-	if err := dropCache(cfg.Input); err != nil {
+	if err := dropCaches(files); err != nil {
 		res.Cold, res.ColdNote = false, "input read warm: "+err.Error()
 	}
-	out := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-convert-%d.safetensors", os.Getpid()))
-	defer os.Remove(out)
+	// A sharded input converts to a sharded output: the index and its
+	// shards, all named from this prefix.
+	prefix := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-convert-%d", os.Getpid()))
+	out := prefix + ".safetensors"
+	if strings.HasSuffix(cfg.Input, convert.IndexSuffix) {
+		out = prefix + convert.IndexSuffix
+	}
+	defer removeOutputs(prefix)
 	floor := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-write-%d", os.Getpid()))
 	defer os.Remove(floor)
 	opts := cfg.Options
 	opts.Force, opts.DryRun, opts.Progress = true, false, nil
 	for range cfg.Runs {
 		var r Round
-		if r.Read, err = timeRead(cfg.Input, res.Cold); err != nil {
+		if r.Read, err = timeRead(files, res.Cold); err != nil {
 			return nil, err
 		}
 		if res.Cold {
-			if err := dropCache(cfg.Input); err != nil {
+			if err := dropCaches(files); err != nil {
 				return nil, err
 			}
 		}
@@ -115,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.Convert = time.Since(start).Seconds()
 		res.OutputBytes = sum.BytesOut
-		if err := os.Remove(out); err != nil {
+		if err := removeOutputs(prefix); err != nil {
 			return nil, err
 		}
 		if r.Write, err = timeWrite(ctx, floor, sum.BytesOut); err != nil {
@@ -152,31 +168,83 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// timeRead reads the file through, after dropping it from the page cache
-// if cold.
-func timeRead(path string, cold bool) (float64, error) {
+// inputFiles returns the files a conversion of input reads: the file, or
+// an index's shards.
+func inputFiles(ctx context.Context, input string) ([]string, error) {
+	if !strings.HasSuffix(input, convert.IndexSuffix) {
+		return []string{input}, nil
+	}
+	c, err := convert.OpenCheckpoint(ctx, input)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	files := make([]string, len(c.Files))
+	for i, f := range c.Files {
+		files[i] = f.Path
+	}
+	return files, nil
+}
+
+// dropCaches drops each file from the page cache.
+func dropCaches(files []string) error {
+	for _, f := range files {
+		if err := dropCache(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeOutputs removes the files a conversion to prefix wrote: the
+// output, or an index and its shards.
+func removeOutputs(prefix string) error {
+	var names []string
+	for _, pattern := range []string{prefix + ".*", prefix + "-*"} { // the output or index; shards
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return err
+		}
+		names = append(names, m...)
+	}
+	for _, n := range names {
+		if err := os.Remove(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeRead reads the files through, after dropping them from the page
+// cache if cold.
+func timeRead(files []string, cold bool) (float64, error) {
 	if cold {
-		if err := dropCache(path); err != nil {
+		if err := dropCaches(files); err != nil {
 			return 0, err
 		}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
 	buf := make([]byte, 8<<20)
-	start := time.Now()
-	for {
-		_, err := f.Read(buf)
-		if err == io.EOF {
-			break
-		}
+	var total time.Duration
+	for _, path := range files {
+		f, err := os.Open(path)
 		if err != nil {
 			return 0, err
 		}
+		start := time.Now()
+		for {
+			_, err := f.Read(buf)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return 0, err
+			}
+		}
+		total += time.Since(start)
+		f.Close()
 	}
-	return time.Since(start).Seconds(), nil
+	return total.Seconds(), nil
 }
 
 // timeWrite writes n bytes to a new file at path through the page cache

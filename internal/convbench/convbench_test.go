@@ -3,9 +3,14 @@ package convbench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/safetensors"
 )
 
 // TestRun measures a conversion of the shipped checkpoint: every time is
@@ -31,5 +36,45 @@ func TestRun(t *testing.T) {
 	var b bytes.Buffer
 	if err := res.WriteText(&b); err != nil || !strings.Contains(b.String(), "median") {
 		t.Errorf("%v: %s", err, b.String())
+	}
+}
+
+// TestRunSharded measures a sharded checkpoint (an index and its one
+// shard, the shipped checkpoint): the input's size is the shard's, the
+// output is sharded too, and nothing is left behind.
+func TestRunSharded(t *testing.T) {
+	src, err := os.ReadFile("../../testdata/tiny-dit.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := t.TempDir()
+	shard := "m-00001-of-00001.safetensors"
+	if err := os.WriteFile(filepath.Join(in, shard), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(filepath.Join(in, shard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := map[string]string{}
+	for _, ti := range f.Tensors {
+		weights[ti.Name] = shard
+	}
+	f.Close()
+	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": weights})
+	index := filepath.Join(in, "m"+convert.IndexSuffix)
+	if err := os.WriteFile(index, idx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Config{Input: index, Dir: dir, Runs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InputBytes != int64(len(src)) || res.OutputBytes <= 0 || res.Rounds[0].Read <= 0 {
+		t.Fatalf("%+v", res)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
