@@ -2,7 +2,10 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"unsafe"
+	"weak"
 
 	"github.com/gokitchen/kitchen/dtype"
 )
@@ -15,22 +18,58 @@ import (
 // gave back, unzeroed, and Release gives back the buffers Alloc made; and
 // where it must allocate, it asks the runtime not to clear (makeUninit). Only
 // those: a tensor over caller memory (FromBytes), a zeroed one (Zeros) and a
-// view (Reshape) are never recycled. The pools are sync.Pools, so the
-// garbage collector bounds what they keep.
+// view (Reshape) are never recycled.
 
 // poolMin is the smallest buffer worth recycling: below it, zeroing costs
 // less than the bookkeeping.
 const poolMin = 1 << 20
 
-// pools maps a buffer size to the *sync.Pool of *[]byte of that size.
-var pools sync.Map
+// free holds the released buffers, by size, for Empty to reuse. It is one
+// list for the process: a sync.Pool keeps the last buffer each processor
+// puts where only that processor's Gets find it, so a buffer released on
+// one goroutine and wanted on another (a converter's writer and producer,
+// an inference loop's workers) was missed, and with many processors the
+// heap grew with them (TestRecycleAcrossGoroutines; convert's
+// TestMemoryBound at GOMAXPROCS=16). Its entries are weak pointers, so the
+// garbage collector still bounds what it keeps: a buffer that no one takes
+// before a collection is freed.
+var free = struct {
+	sync.Mutex
+	bySize map[int][]weak.Pointer[byte]
+}{bySize: map[int][]weak.Pointer[byte]{}}
 
-func poolFor(n int) *sync.Pool {
-	if p, ok := pools.Load(n); ok {
-		return p.(*sync.Pool)
+// maxFree is the most buffers of one size the list remembers.
+const maxFree = 64
+
+// takeFree returns a released buffer of n bytes, or nil.
+func takeFree(n int) []byte {
+	free.Lock()
+	defer free.Unlock()
+	l := free.bySize[n]
+	for len(l) > 0 {
+		w := l[len(l)-1]
+		l[len(l)-1] = weak.Pointer[byte]{}
+		l = l[:len(l)-1]
+		if p := w.Value(); p != nil {
+			free.bySize[n] = l
+			return unsafe.Slice(p, n)
+		}
 	}
-	p, _ := pools.LoadOrStore(n, new(sync.Pool))
-	return p.(*sync.Pool)
+	delete(free.bySize, n)
+	return nil
+}
+
+// putFree remembers a released buffer, forgetting those the collector
+// has freed and, past maxFree, the oldest.
+func putFree(b []byte) {
+	w := weak.Make(&b[0])
+	free.Lock()
+	defer free.Unlock()
+	l := slices.DeleteFunc(free.bySize[len(b)], func(w weak.Pointer[byte]) bool { return w.Value() == nil })
+	if len(l) == maxFree {
+		l = slices.Delete(l, 0, 1)
+	}
+	free.bySize[len(b)] = append(l, w)
 }
 
 // Empty makes a host tensor of unspecified contents, as the host's Alloc
@@ -48,10 +87,8 @@ func Empty(dt dtype.DType, shape ...int) (*Tensor, error) {
 	if n < poolMin {
 		return newHost(dt, shape, make([]byte, n)), nil
 	}
-	var b []byte
-	if p, ok := poolFor(n).Get().(*[]byte); ok {
-		b = *p
-	} else {
+	b := takeFree(n)
+	if b == nil {
 		b = makeHost(n, false)
 	}
 	t := newHost(dt, shape, b)
@@ -66,5 +103,5 @@ func releaseHost(t *Tensor) {
 	}
 	b := t.host
 	t.host, t.recycle = nil, false
-	poolFor(len(b)).Put(&b)
+	putFree(b)
 }

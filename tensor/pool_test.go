@@ -2,6 +2,9 @@ package tensor
 
 import (
 	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -83,5 +86,65 @@ func TestZerosAfterGarbage(t *testing.T) {
 				t.Fatalf("round %d: Zeros byte %d is %#x", round, i, v)
 			}
 		}
+	}
+}
+
+// TestRecycleAcrossGoroutines checks that buffers released on goroutines
+// running at once (so on different processors) all serve later
+// allocations of their size on another goroutine. (A sync.Pool keeps the
+// last buffer each processor puts where only that processor finds it.)
+func TestRecycleAcrossGoroutines(t *testing.T) {
+	const k = 4
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: goroutines cannot run at once")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection in between
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(k + 1))
+	const n = 2 * poolMin
+	released := map[*byte]bool{}
+	bufs := make([]*Tensor, k)
+	for i := range bufs {
+		bufs[i], _ = Empty(dtype.Int8, n)
+		released[&bufs[i].host[0]] = true
+	}
+	var started atomic.Int32
+	var wg sync.WaitGroup
+	for _, b := range bufs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Spin until all have started: they then run at once, each on
+			// a processor of its own.
+			for started.Add(1); started.Load() < k; {
+			}
+			b.Release()
+		}()
+	}
+	wg.Wait()
+	hits := 0
+	for range k {
+		c, _ := Empty(dtype.Int8, n)
+		if released[&c.host[0]] {
+			hits++
+		}
+	}
+	if hits != k {
+		t.Errorf("%d of %d allocations found a buffer released on another goroutine", hits, k)
+	}
+}
+
+// TestFreeListForgets checks that the list of released buffers does not
+// keep them from the garbage collector.
+func TestFreeListForgets(t *testing.T) {
+	const n = 3 * poolMin
+	a, err := Empty(dtype.Int8, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	runtime.GC()
+	runtime.GC()
+	if b := takeFree(n); b != nil {
+		t.Fatal("a released buffer outlived two collections")
 	}
 }
