@@ -82,8 +82,10 @@ func TestMain(m *testing.M) {
 // and the hostile shapes of issue 12: a header of a 95 MB metadata value,
 // one of 9,000 names of 10,000 characters, 10^6 tensors, 10^6 metadata
 // entries, 160,000 layers whose quantized header nears the 100 MB limit,
-// and one int8 layer dequantized to float32 (the largest tensor is the
-// output's); and the large tensors and the slow disk again with
+// one int8 layer dequantized to float32 (the largest tensor is the
+// output's), and int8 layers of two sizes alternating, dequantized to
+// float32 (small pieces in flight while a large layer's buffer waits for
+// the next); and the large tensors and the slow disk again with
 // GOMAXPROCS = 16, since the bound holds whatever the number of cores.
 func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
@@ -114,6 +116,17 @@ func TestMemoryBound(t *testing.T) {
 		}},
 		{name: "160000 quantized layers", write: func(p string) { writeBig(t, p, 160_000, []int{16, 16}, 110, nil) }, min: 1},
 		{name: "int8 to float32", write: func(p string) { writeInt8Layer(t, p, 8192, 16384) }, dequant: "fp32"},
+		// Layers of 4 and 20 MiB as float32 alternating: the list of
+		// output buffers holds up to the flow's budget of small ones while
+		// its slot keeps a large one.
+		{name: "int8 to float32, small and large alternating", write: func(p string) {
+			var names []string
+			var rows []int
+			for i := range 20 {
+				names, rows = append(names, fmt.Sprintf("blocks.%02d.a", i)), append(rows, []int{512, 2560}[i%2])
+			}
+			writeInt8Layers(t, p, 2048, names, rows)
+		}, dequant: "fp32"},
 		{name: "slow disk", write: func(p string) { writeBig(t, p, 400, []int{512, 1024}, 0, nil) }, min: 1, slow: true}, // 1 MiB each, 400 MiB
 		// The same on 16 Ps, whatever the machine's cores: memory that
 		// grows with GOMAXPROCS (per-P caches holding buffers the producer
@@ -221,6 +234,13 @@ func writeBig(t *testing.T, path string, count int, shape []int, nameLen int, me
 // writeInt8Layer writes one int8_tensorwise layer of rows x k.
 func writeInt8Layer(t *testing.T, path string, rows, k int) {
 	t.Helper()
+	writeInt8Layers(t, path, k, []string{"l"}, []int{rows})
+}
+
+// writeInt8Layers writes int8_tensorwise layers of k columns, in order,
+// with the given names and rows.
+func writeInt8Layers(t *testing.T, path string, k int, names []string, rows []int) {
+	t.Helper()
 	blob := []byte(`{"format":"int8_tensorwise"}`)
 	f, err := os.Create(path)
 	if err != nil {
@@ -228,11 +248,14 @@ func writeInt8Layer(t *testing.T, path string, rows, k int) {
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w, err := safetensors.NewWriter(bw, nil, []safetensors.TensorInfo{
-		{Name: "l.weight_scale", DType: "F32", Shape: []int{}},
-		{Name: "l.weight", DType: "I8", Shape: []int{rows, k}},
-		{Name: "l.comfy_quant", DType: "U8", Shape: []int{len(blob)}},
-	})
+	var infos []safetensors.TensorInfo
+	for i, l := range names {
+		infos = append(infos,
+			safetensors.TensorInfo{Name: l + ".weight_scale", DType: "F32", Shape: []int{}},
+			safetensors.TensorInfo{Name: l + ".weight", DType: "I8", Shape: []int{rows[i], k}},
+			safetensors.TensorInfo{Name: l + ".comfy_quant", DType: "U8", Shape: []int{len(blob)}})
+	}
+	w, err := safetensors.NewWriter(bw, nil, infos)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,14 +263,18 @@ func writeInt8Layer(t *testing.T, path string, rows, k int) {
 	for i := range row {
 		row[i] = byte(i * 7)
 	}
-	err = w.WriteTensor("l.weight_scale", binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.01)))
-	for range rows {
+	for i, l := range names {
 		if err == nil {
-			err = w.WriteTensor("l.weight", row)
+			err = w.WriteTensor(l+".weight_scale", binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.01)))
 		}
-	}
-	if err == nil {
-		err = w.WriteTensor("l.comfy_quant", blob)
+		for range rows[i] {
+			if err == nil {
+				err = w.WriteTensor(l+".weight", row)
+			}
+		}
+		if err == nil {
+			err = w.WriteTensor(l+".comfy_quant", blob)
+		}
 	}
 	if err == nil {
 		err = w.Finish()

@@ -22,7 +22,7 @@ import (
 // tensors) the producer may have handed on and the writer not yet written.
 // A piece larger than the budget waits until nothing is in flight.
 // (16 MiB: the list of output buffers may hold as much again of written
-// pieces, see buffers.)
+// pieces, and one larger than that, see buffers.)
 const flowBudget = 16 << 20
 
 // The outputs the producer computes (a quantized chunk's int8 values and
@@ -48,33 +48,50 @@ const flowBudget = 16 << 20
 const bufMin = 64 << 10
 
 // buffers is the list of output buffers given back by the writer, for
-// the producer to reuse. It keeps at most flowBudget bytes, or one buffer
-// if that one alone is larger (a whole dequantized layer, likely to be
-// followed by others of its size: the bound allows twice the largest
-// tensor), and what it keeps follows what was in flight last:
+// the producer to reuse. What it keeps follows what was in flight, in two
+// parts:
 //
-//   - put drops the oldest buffers first (those given back the longest
-//     ago and not taken since), so a buffer larger than the budget stays
-//     only until another one comes back, and buffers of a size no longer
-//     asked for go before those the producer keeps reusing;
-//   - get hands out the smallest buffer that fits, but not one more than
-//     twice the size asked for, unless the request is over half the
-//     budget: two such requests are never in flight together, so one
-//     buffer serves them in turn. A buffer far larger than a small piece
-//     would be stranded: one piece would hold it while the others in
-//     flight allocated afresh, and it would come back with them. One over
-//     the budget that a small request passes over is dropped at once
-//     (this request's buffer, coming back, would have it dropped anyway).
+//   - a list of buffers of up to flowBudget bytes each, holding at most
+//     flowBudget bytes in all: put drops the oldest first (those given
+//     back the longest ago and not taken since), so buffers of a size no
+//     longer asked for go before those the producer keeps reusing;
+//   - a slot for one buffer over flowBudget (a whole dequantized layer).
+//     Small buffers coming back do not evict it, and small requests that
+//     pass it over do not drop it: it waits for the next large layer. It
+//     goes when a request over half the budget is larger than it (the
+//     buffer allocated for that request would replace it), or when
+//     another buffer over the budget comes back: the larger of the two
+//     stays, since it serves every request the smaller would. (The
+//     converter never has two out at once: only a request over half the
+//     budget takes or allocates one, and it acquires its bytes from the
+//     flow first, so any earlier such piece is written, and its buffer
+//     back, by then.)
 //
-// Before, put dropped the smallest buffers and get handed out any that
-// fit, so a dequantized layer of 128 MiB stayed for the rest of the file
-// and served one small piece at a time while the others missed: in a
-// simulation of 100 pieces of 4 MiB after it, 4 in flight, 75 misses
-// (now 4: those of the first pieces in flight).
+// get hands out the smallest buffer that fits, from either part, but not
+// one more than twice the size asked for, unless the request is over half
+// the budget: two such requests are never in flight together, so one
+// buffer serves them in turn. A buffer far larger than a small piece
+// would be stranded: one piece would hold it while the others in flight
+// allocated afresh, and it would come back with them.
+//
+// So the list holds at most flowBudget bytes, and the slot one buffer no
+// larger than the largest tensor: with what is in flight, at most twice
+// the budget and the largest tensor (or, while a layer larger than the
+// slot's is made, the budget, the slot's dropped buffer and the new one),
+// within the README's bound of 64 MiB and twice the largest tensor.
+// Before the slot, one list held both within flowBudget, or one buffer
+// alone if larger, so a layer's buffer went as soon as a small piece came
+// back or passed it over: in a file alternating dequantized layers of 4
+// and 20 MiB, every large layer allocated afresh (20 buffers for 20
+// layers, 2 now). Before that, the list dropped its smallest buffers and
+// handed out any that fit, so a layer of 128 MiB served one small piece
+// at a time while the others missed (75 misses in 100 pieces of 4 MiB
+// after it, 4 in flight; now 4, those of the first pieces in flight).
 type buffers struct {
-	mu   sync.Mutex
-	free [][]byte // the oldest first
-	held int64    // the capacity of free, in bytes
+	mu    sync.Mutex
+	free  [][]byte // at most flowBudget bytes each, the oldest first
+	held  int64    // the capacity of free, in bytes (at most flowBudget)
+	large []byte   // the slot: nil, or one buffer over flowBudget bytes
 }
 
 // newBuffers counts the buffers get allocates, for tests (see
@@ -88,32 +105,29 @@ func fits(c, n int) bool {
 	return c >= n && (c <= 2*n || n > flowBudget/2)
 }
 
-// get returns a buffer of n bytes: the smallest given back that fits (see
-// buffers), or a new one. A new one comes from tensor.Empty, as a kitchen
-// output would (a large one backed by huge pages), but goes back to this
-// list, never to the host's pools.
+// get returns a buffer of n bytes: the smallest given back that fits (the
+// list's or the slot's, see buffers), or a new one. A request over half
+// the budget that the slot's buffer is too small for drops it, since the
+// buffer allocated for it would replace it. A new buffer comes from
+// tensor.Empty, as a kitchen output would (a large one backed by huge
+// pages), but goes back to this list, never to the host's pools.
 func (b *buffers) get(n int) ([]byte, error) {
 	b.mu.Lock()
-	best, passed := -1, -1 // the best fit, and the smallest buffer passed over
+	best := -1
 	for i, f := range b.free {
-		switch c := cap(f); {
-		case fits(c, n):
-			if best < 0 || c < cap(b.free[best]) {
-				best = i
-			}
-		case c >= n:
-			if passed < 0 || c < cap(b.free[passed]) {
-				passed = i
-			}
+		if c := cap(f); fits(c, n) && (best < 0 || c < cap(b.free[best])) {
+			best = i
 		}
 	}
 	var f []byte
-	if best >= 0 {
+	switch {
+	case best >= 0: // smaller than the slot's
 		f = b.free[best]
 		b.remove(best)
-	} else if passed >= 0 && cap(b.free[passed]) > flowBudget {
-		// The list holds nothing else (held <= flowBudget otherwise).
-		b.remove(passed)
+	case b.large != nil && fits(cap(b.large), n):
+		f, b.large = b.large, nil
+	case b.large != nil && n > flowBudget/2: // larger than the slot's
+		b.large = nil
 	}
 	b.mu.Unlock()
 	if f != nil {
@@ -136,15 +150,22 @@ func (b *buffers) remove(i int) {
 	b.free = b.free[:last]
 }
 
-// put gives back a buffer that get returned, once nothing uses it. The
-// oldest buffers are dropped (to the garbage collector) while the list
-// holds over flowBudget bytes and more than one buffer.
+// put gives back a buffer that get returned, once nothing uses it. One
+// over flowBudget goes to the slot, where the larger of it and the one
+// there stays; another goes to the list, whose oldest buffers are dropped
+// (to the garbage collector) while it holds over flowBudget bytes.
 func (b *buffers) put(f []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if cap(f) > flowBudget {
+		if b.large == nil || cap(f) > cap(b.large) {
+			b.large = f
+		}
+		return
+	}
 	b.free = append(b.free, f)
 	b.held += int64(cap(f))
-	for b.held > flowBudget && len(b.free) > 1 {
+	for b.held > flowBudget {
 		b.remove(0)
 	}
 }

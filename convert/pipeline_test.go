@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,62 +196,88 @@ func TestReusedBuffers(t *testing.T) {
 	}
 }
 
-// TestBufferReuse: dequantizing a layer over the flow's budget, then many
-// smaller layers of one size, allocates one buffer for the large layer and
-// no more for the others than the flow has in flight at once; the rest
-// reuse buffers that earlier layers were written from, and hold exactly
-// what direct calls compute. (The list that kept its largest buffer
-// handed the large layer's buffer to one small layer at a time, while the
-// others in flight missed.)
+// TestBufferReuse: dequantizing layers over the flow's budget among
+// smaller ones allocates no more buffers than the flow has in flight at
+// once (and one for the large layers); the rest reuse buffers that earlier
+// layers were written from, and hold exactly what direct calls compute.
+//
+//   - One large layer, then many small ones of one size: the list that
+//     kept its largest buffer handed the large layer's to one small layer
+//     at a time, while the others in flight missed.
+//   - Small and large layers alternating (4 and 20 MiB as float32): the
+//     list that held both kinds within the budget dropped the large
+//     layer's buffer as soon as a small layer passed it over, so every
+//     layer allocated afresh (2 buffers for each pair). Each layer
+//     acquires its bytes from the flow before it takes a buffer, and a
+//     small layer and a large one together are over the budget, so each
+//     waits until the one before it is written and its buffer back: one
+//     buffer of each size serves them all.
 func TestBufferReuse(t *testing.T) {
 	const (
 		k        = 2048
-		small    = 512  // rows: 4 MiB as float32, so 4 in flight
-		large    = 2112 // rows: 16.5 MiB as float32, over the budget
-		count    = 12
+		small    = 512    // rows: 4 MiB as float32, so 4 in flight
 		inFlight = 16 / 4 // the flow's budget over a small layer's output, in MiB
 	)
-	ctx := context.Background()
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in.safetensors")
-	marker := `{"format": "int8_tensorwise"}`
-	names, rows := []string{"large"}, []int{large}
-	tensors := int8Layer("large", large, k, scaleOf("F32", []int{}, 0.01), marker)
-	for i := range count {
-		name := fmt.Sprintf("blocks.%d.a", i)
-		names, rows = append(names, name), append(rows, small)
-		tensors = append(tensors, int8Layer(name, small, k, scaleOf("F32", []int{}, float32(i+1)*0.001), marker)...)
+	pairs := 8
+	if testing.Short() || raceOn {
+		pairs = 4
 	}
-	writeRaw(t, in, nil, tensors...)
-	out := filepath.Join(dir, "out.safetensors")
-	before := convert.NewBuffers()
-	if _, err := convert.Dequantize(ctx, in, out, convert.Options{OutDType: dtype.Float32}); err != nil {
-		t.Fatal(err)
+	var alternating []int
+	for range pairs {
+		alternating = append(alternating, small, 2560) // 20 MiB as float32
 	}
-	if n := convert.NewBuffers() - before; n > 1+inFlight {
-		t.Errorf("%d buffers allocated for %d layers after a large one, want at most %d (the large one's and %d in flight)", n, count, 1+inFlight, inFlight)
-	} else {
-		t.Logf("%d buffers allocated for %d layers", n, count+1)
-	}
-	fi, fo := open(t, in), open(t, out)
-	for i, name := range names {
-		_, qb := data(t, fi, name+".weight")
-		_, sb := data(t, fi, name+".weight_scale")
-		qt, err := tensor.FromBytes(dtype.Int8, qb, rows[i], k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := tensor.FromBytes(dtype.Float32, sb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := kitchen.DequantizeInt8To(ctx, qt, st, dtype.Float32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wb, _ := want.Bytes()
-		if _, got := data(t, fo, name+".weight"); !bytes.Equal(got, wb) {
-			t.Errorf("%s: %d bytes differ from a direct dequantization", name, countDiff(got, wb))
-		}
+	for _, c := range []struct {
+		name string
+		rows []int // the layers', in the file's order
+		max  int64 // buffers allocated
+	}{
+		{"a large layer, then small ones", append([]int{2112}, slices.Repeat([]int{small}, 12)...), 1 + inFlight}, // 16.5 MiB as float32
+		{"small and large layers alternating", alternating, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			in := filepath.Join(dir, "in.safetensors")
+			marker := `{"format": "int8_tensorwise"}`
+			var names []string
+			var tensors []rawTensor
+			for i, r := range c.rows {
+				name := fmt.Sprintf("blocks.%02d.a", i)
+				names = append(names, name)
+				tensors = append(tensors, int8Layer(name, r, k, scaleOf("F32", []int{}, float32(i+1)*0.001), marker)...)
+			}
+			writeRaw(t, in, nil, tensors...)
+			out := filepath.Join(dir, "out.safetensors")
+			before := convert.NewBuffers()
+			if _, err := convert.Dequantize(ctx, in, out, convert.Options{OutDType: dtype.Float32}); err != nil {
+				t.Fatal(err)
+			}
+			if n := convert.NewBuffers() - before; n > c.max {
+				t.Errorf("%d buffers allocated for %d layers, want at most %d", n, len(c.rows), c.max)
+			} else {
+				t.Logf("%d buffers allocated for %d layers", n, len(c.rows))
+			}
+			fi, fo := open(t, in), open(t, out)
+			for i, name := range names {
+				_, qb := data(t, fi, name+".weight")
+				_, sb := data(t, fi, name+".weight_scale")
+				qt, err := tensor.FromBytes(dtype.Int8, qb, c.rows[i], k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := tensor.FromBytes(dtype.Float32, sb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := kitchen.DequantizeInt8To(ctx, qt, st, dtype.Float32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wb, _ := want.Bytes()
+				if _, got := data(t, fo, name+".weight"); !bytes.Equal(got, wb) {
+					t.Errorf("%s: %d bytes differ from a direct dequantization", name, countDiff(got, wb))
+				}
+			}
+		})
 	}
 }
