@@ -28,18 +28,15 @@ const flowBudget = 16 << 20
 // The outputs the producer computes (a quantized chunk's int8 values and
 // scales, a dequantized layer) are written into buffers of the
 // conversion's own (kitchen.Into), which the writer gives back once a
-// piece is written, and the producer reuses. Left to kitchen, they would
-// be recycled through the host's sync.Pools, which are per processor (P):
-// a buffer given back on one P lands in that P's private slot, where a
-// Get on any other P cannot find it, and the producer and writer
-// goroutines move between Ps whenever they block. With GOMAXPROCS = 16
-// most Gets missed and allocated afresh (123 MB of new output buffers
-// over TestMemoryBound's 384 MiB of large tensors, against 26 MB with
-// GOMAXPROCS = 2), and the heap, with the stranded buffers live and the
-// garbage collector's goal twice the live heap, grew with the number of
-// Ps: a peak RSS of 75 to 90 MiB against 37 MiB, over the README's bound,
-// whose allowance does not depend on the core count. The conversion's
-// own list holds no more than was in flight, whatever GOMAXPROCS is, and
+// piece is written, and the producer reuses. The host's recycling serves
+// only a buffer of the same size, and only until the next collection, and
+// it was once per processor: with GOMAXPROCS = 16 most of the producer's
+// allocations missed it, and the heap, with the garbage collector's goal
+// twice the live heap, grew with the number of processors, to a peak RSS
+// of 75 to 90 MiB against 37 MiB, over the README's bound, whose
+// allowance does not depend on the core count (TestMemoryBound's
+// GOMAXPROCS=16 cases). The conversion's own list serves any size that
+// fits, holds no more than was in flight, whatever GOMAXPROCS is, and
 // allocates almost nothing once the first pieces are written.
 
 // bufMin is the smallest output worth a buffer from the list: below it,
