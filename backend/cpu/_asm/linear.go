@@ -108,22 +108,11 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 		fmt.Sprintf("a holds %d rows of int16 activations, lda bytes apart (each pair of k 4 bytes);", mr),
 		fmt.Sprintf("b the packed weight panel: per pair of k, %d columns of %s pairs (%d bytes);", nr, what, pairBytes),
 		fmt.Sprintf("c gets (add: c +=) the int32 sums, %d rows ldc bytes apart. kp must be at least 1.", mr))
-	acc := make([]VecPhysical, 2*mr)
-	for i := range acc {
-		acc[i] = w.phys(i)
-	}
+	acc, ap, lda, ap3 := tileStart(mr, 2*mr, w)
 	b0, b1, bc, t := w.phys(12), w.phys(13), w.phys(14), w.phys(15)
-	ap := Load(Param("a").Base(), GP64())
-	lda := Load(Param("lda"), GP64())
-	var ap3 Register = ap
-	if mr > 3 {
-		ap3 = third(ap, lda)
-	}
 	bp := Load(Param("b").Base(), GP64())
 	kp := Load(Param("kp"), GP64())
-	for _, a := range acc {
-		w.xor(a, a, a)
-	}
+	clearRegs(acc, w)
 
 	// step emits the work of pair u of an iteration.
 	step := func(u int) {
@@ -179,6 +168,30 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	storeTile(name, mr, acc, w)
 }
 
+// tileStart emits the start of a tile kernel's prologue, the rows of the
+// parameter a: its base, lda and, for more than 3 rows, the address of row
+// 3; and returns its n accumulators, registers 0 to n-1 (see clearRegs).
+func tileStart(mr, n int, w width) (acc []VecPhysical, ap, lda, ap3 Register) {
+	acc = make([]VecPhysical, n)
+	for i := range acc {
+		acc[i] = w.phys(i)
+	}
+	ap = Load(Param("a").Base(), GP64())
+	lda = Load(Param("lda"), GP64())
+	ap3 = ap
+	if mr > 3 {
+		ap3 = third(ap, lda)
+	}
+	return acc, ap, lda, ap3
+}
+
+// clearRegs emits the zeroing of the registers acc.
+func clearRegs(acc []VecPhysical, w width) {
+	for _, a := range acc {
+		w.xor(a, a, a)
+	}
+}
+
 // storeTile emits a tile kernel's end: the accumulators, len(acc)/mr
 // registers a row, stored to the rows of the parameter c, ldc bytes
 // apart, first adding what c holds if the parameter add is set.
@@ -228,25 +241,14 @@ func gemmTileWide(name string, mr int, w width, int8 bool) {
 		"as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,",
 		fmt.Sprintf("each per pair of k %d columns of %s pairs (%d bytes). c gets %d int32 a row.", nr, what, pairBytes, 2*nr),
 		"kp must be at least 1.")
-	acc := make([]VecPhysical, 4*mr)
-	for i := range acc {
-		acc[i] = w.phys(i)
-	}
+	acc, ap, lda, ap3 := tileStart(mr, 4*mr, w)
 	wr := []VecPhysical{w.phys(24), w.phys(25), w.phys(26), w.phys(27)}
 	bc := w.phys(28)
-	ap := Load(Param("a").Base(), GP64())
-	lda := Load(Param("lda"), GP64())
-	var ap3 Register = ap
-	if mr > 3 {
-		ap3 = third(ap, lda)
-	}
 	bp := Load(Param("b").Base(), GP64())
 	bp2 := Load(Param("pstride"), GP64())
 	ADDQ(bp, bp2)
 	kp := Load(Param("kp"), GP64())
-	for _, a := range acc {
-		w.xor(a, a, a)
-	}
+	clearRegs(acc, w)
 	Label(name + "_loop")
 	for h, r := range wr {
 		base := []Register{bp, bp2}[h/2]
