@@ -4,7 +4,8 @@ package cpu
 
 import "github.com/gokitchen/kitchen/dtype"
 
-// Without assembly every kernel is the portable one.
+// Without assembly every quantize and dequantize kernel is the portable
+// one (the int8 products: linear_noasm.go).
 
 var impl = implGeneric
 
@@ -37,25 +38,3 @@ func storeRow(dt dtype.DType, dst []byte, v []float32) { storeBlock(dt, dst, 0, 
 func scaleInt8(q []byte, s float32, dst []float32) { scaleInt8Generic(q, s, dst) }
 
 func mulInt8(q []byte, s, dst []float32) { mulInt8Generic(q, s, dst) }
-
-func gemmCols() int { return 16 }
-
-func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
-	gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
-}
-
-func widenInt8(q, dst []byte) { widenInt8Generic(q, dst) }
-
-func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst []byte) {
-	linearOutGeneric(out, acc, xs, ws, bias, dst)
-}
-
-func peakLoop(int) int64 { return 0 }
-
-func packRowsPanel([]byte, int, int, []byte) int { return 0 }
-
-func packColsPair([]byte, int, int, []byte, int) int { return 0 }
-
-func gemvStep() int { return 16 }
-
-func gemv8(x, w []byte, ldw, k int, out []byte) { gemv8Generic(x, w, ldw, k, out) }

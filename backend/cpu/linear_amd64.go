@@ -2,9 +2,170 @@
 
 package cpu
 
-// The dispatch of the int8 product kernels that read a prepared (int8)
-// weight and mm_int8's b as it is (see _asm/linear.go); the others are in
-// kernels_amd64.go.
+import "github.com/gokitchen/kitchen/dtype"
+
+// The dispatch of the int8 product kernels (see _asm/linear.go); the
+// quantize and dequantize ones are in kernels_amd64.go.
+
+// int8_linear's epilogue kernels of each kernel set, without and with a
+// bias, by output dtype.
+var (
+	linearOutKernels = [...][3]func(acc []byte, xs float32, ws []float32, dst []byte){
+		implAVX2:   {linearOutBF16AVX2, linearOutF16AVX2, linearOutF32AVX2},
+		implAVX512: {linearOutBF16AVX512, linearOutF16AVX512, linearOutF32AVX512},
+	}
+	linearOutBiasKernels = [...][3]func(acc []byte, xs float32, ws, bias []float32, dst []byte){
+		implAVX2:   {linearOutBiasBF16AVX2, linearOutBiasF16AVX2, linearOutBiasF32AVX2},
+		implAVX512: {linearOutBiasBF16AVX512, linearOutBiasF16AVX512, linearOutBiasF32AVX512},
+	}
+)
+
+// gemmCols is the number of columns (output channels) of a gemmTile
+// tile: two registers of int32. The packed weight panels are this wide.
+func gemmCols() int {
+	if impl == implAVX512 {
+		return 32
+	}
+	return 16
+}
+
+// gemmTiles are the tile kernels of each kernel set, by row count - 1.
+var gemmTiles = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	implAVX2:   {gemmTile1AVX2, gemmTile2AVX2, gemmTile3AVX2, gemmTile4AVX2, gemmTile5AVX2, gemmTile6AVX2},
+	implAVX512: {gemmTile1AVX512, gemmTile2AVX512, gemmTile3AVX512, gemmTile4AVX512, gemmTile5AVX512, gemmTile6AVX512},
+}
+
+// gemmTilesVNNI are the AVX-512 tile kernels in their VNNI form.
+var gemmTilesVNNI = [gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
+	gemmTile1VNNIAVX512, gemmTile2VNNIAVX512, gemmTile3VNNIAVX512, gemmTile4VNNIAVX512, gemmTile5VNNIAVX512, gemmTile6VNNIAVX512,
+}
+
+// gemmTile computes a tile of mr rows (1 to gemmRows) of an int8 product:
+// see gemmTileGeneric.
+func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	if impl == implGeneric {
+		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
+		return
+	}
+	if impl == implAVX512 && vnni && mr >= vnniMinRows {
+		gemmTilesVNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
+		return
+	}
+	gemmTiles[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
+}
+
+// widenInt8 sets int16 i of dst to int8(q[i]).
+func widenInt8(q, dst []byte) {
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(q) &^ 63
+		widenInt8AVX512(q[:n], dst)
+	case implAVX2:
+		n = len(q) &^ 31
+		widenInt8AVX2(q[:n], dst)
+	}
+	widenInt8Generic(q[n:], dst[2*n:])
+}
+
+// linearOut is int8_linear's epilogue on a row of int32 sums: see
+// linearOutGeneric.
+func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst []byte) {
+	size := out.Size()
+	var n int
+	switch impl {
+	case implAVX512:
+		n = len(ws) &^ 31
+	case implAVX2:
+		n = len(ws) &^ 15
+	}
+	if n > 0 {
+		a, w, d := acc[:4*n], ws[:n], dst[:n*size]
+		if bias == nil {
+			linearOutKernels[impl][kernelIndex(out)](a, xs, w, d)
+		} else {
+			linearOutBiasKernels[impl][kernelIndex(out)](a, xs, w, bias[:n], d)
+		}
+	}
+	if bias != nil {
+		bias = bias[n:]
+	}
+	linearOutGeneric(out, acc[4*n:], xs, ws[n:], bias, dst[n*size:])
+}
+
+// peakLoop runs n iterations of gemmTile's arithmetic on registers and
+// returns the number of operations (2 per multiply-add) they did, or 0
+// for the generic kernels, which have no such loop.
+func peakLoop(n int) int64 {
+	switch impl {
+	case implAVX512:
+		if vnni {
+			peakVNNIAVX512(n)
+		} else {
+			peakAVX512(n)
+		}
+		return int64(n) * 12 * 64
+	case implAVX2:
+		peakAVX2(n)
+		return int64(n) * 12 * 32
+	}
+	return 0
+}
+
+// packRowsPanel packs the first kp pairs of k, rounded down to a multiple
+// of 8, of a whole weight panel (gemmCols rows of src, ldw bytes apart)
+// into dst, and returns how many pairs it packed.
+func packRowsPanel(src []byte, ldw, kp int, dst []byte) int {
+	kp &^= 7
+	switch impl {
+	case implAVX512:
+		packRowsAVX512(src, ldw, kp, dst)
+	case implAVX2:
+		packRowsAVX2(src, ldw, kp, dst)
+	default:
+		return 0
+	}
+	return kp
+}
+
+// packColsPair packs one pair of rows of a [K, N] matrix (the second ldb
+// bytes after the first) into panels whole panels, pstride bytes apart,
+// and returns how many it packed.
+func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
+	if panels == 0 {
+		return 0
+	}
+	switch impl {
+	case implAVX512:
+		packColsAVX512(src, ldb, panels, dst, pstride)
+	case implAVX2:
+		packColsAVX2(src, ldb, panels, dst, pstride)
+	default:
+		return 0
+	}
+	return panels
+}
+
+// gemvStep is the multiple of k that gemv8 takes: a register of int16.
+func gemvStep() int {
+	if impl == implAVX512 {
+		return 32
+	}
+	return 16
+}
+
+// gemv8 sets the 8 int32 of out to the products of the int16 row x with
+// 8 int8 weight rows: see gemv8Generic.
+func gemv8(x, w []byte, ldw, k int, out []byte) {
+	switch impl {
+	case implAVX512:
+		gemvAVX512(x, w, ldw, k, out)
+	case implAVX2:
+		gemvAVX2(x, w, ldw, k, out)
+	default:
+		gemv8Generic(x, w, ldw, k, out)
+	}
+}
 
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by
 // row count - 1.

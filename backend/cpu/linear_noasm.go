@@ -2,8 +2,9 @@
 
 package cpu
 
-// Without assembly the prepared-weight and mm_int8 row kernels are the
-// portable ones.
+import "github.com/gokitchen/kitchen/dtype"
+
+// Without assembly every int8 product kernel is the portable one.
 
 func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
@@ -18,3 +19,25 @@ func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }
+
+func gemmCols() int { return 16 }
+
+func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
+	gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
+}
+
+func widenInt8(q, dst []byte) { widenInt8Generic(q, dst) }
+
+func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst []byte) {
+	linearOutGeneric(out, acc, xs, ws, bias, dst)
+}
+
+func peakLoop(int) int64 { return 0 }
+
+func packRowsPanel([]byte, int, int, []byte) int { return 0 }
+
+func packColsPair([]byte, int, int, []byte, int) int { return 0 }
+
+func gemvStep() int { return 16 }
+
+func gemv8(x, w []byte, ldw, k int, out []byte) { gemv8Generic(x, w, ldw, k, out) }
