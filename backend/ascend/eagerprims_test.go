@@ -11,6 +11,7 @@ import (
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/backend/eager"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/backendtest"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
@@ -91,7 +92,7 @@ func TestGatherRows(t *testing.T) {
 	sc := e.up(must(tensor.FromFloat32(dtype.BFloat16, sv, rows, 1)))
 	idx := []int64{6, 0, 3, 3, 1, 6}
 	for _, it := range []dtype.DType{dtype.Int32, dtype.Int64} {
-		ix := e.up(indexTensor(it, idx, 2, 3))
+		ix := e.up(backendtest.IndexTensor(it, idx, 2, 3))
 		got := e.down(must(e.dev.GatherRows(q, ix)))
 		if s := got.Shape(); len(s) != 3 || s[0] != 2 || s[1] != 3 || s[2] != d {
 			t.Fatalf("%v indices: shape %v, want [2 3 %d]", it, s, d)
@@ -119,7 +120,7 @@ func TestGatherRows(t *testing.T) {
 		{dtype.Int64, []int64{3, 1 << 40}, 1},
 		{dtype.Int32, []int64{math.MinInt32}, 0},
 	} {
-		ix := e.up(indexTensor(c.dt, c.idx, len(c.idx)))
+		ix := e.up(backendtest.IndexTensor(c.dt, c.idx, len(c.idx)))
 		var before int64
 		if e.sim != "" {
 			before = e.stats().D2HBytes
@@ -135,19 +136,6 @@ func TestGatherRows(t *testing.T) {
 			}
 		}
 	}
-}
-
-// indexTensor makes an int32 or int64 tensor of the values v.
-func indexTensor(dt dtype.DType, v []int64, shape ...int) *tensor.Tensor {
-	b := make([]byte, len(v)*dt.Size())
-	for i, x := range v {
-		if dt == dtype.Int32 {
-			binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(x)))
-		} else {
-			binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-		}
-	}
-	return must(tensor.FromBytes(dt, b, shape...))
 }
 
 // int32s reads an int32 tensor on the host.

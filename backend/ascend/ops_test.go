@@ -16,6 +16,7 @@ import (
 	"github.com/gokitchen/kitchen/backend/ascend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/ascendsim"
+	"github.com/gokitchen/kitchen/internal/backendtest"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -702,7 +703,7 @@ func TestErrorPropagation(t *testing.T) {
 	ws1 := e.up(must(tensor.FromFloat32(dtype.Float32, []float32{0.25})))
 	wsn := e.up(scales(dtype.BFloat16, 3))
 	// Rows of 8 for the rotations in groups of 4.
-	idx := e.up(indexTensor(dtype.Int64, []int64{3, 0, 3}, 3))
+	idx := e.up(backendtest.IndexTensor(dtype.Int64, []int64{3, 0, 3}, 3))
 	q8 := e.up(must(tensor.FromInt8([]int8{1, -2, 3, -128, 5, 127, -7, 8, 9, -10, 11, 12, 13, 14, 15, 16, 17, 18, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, 4, 8)))
 	x8 := e.up(ramp(dtype.BFloat16, 2, 8))
 	bias := e.up(scales(dtype.Float16, 3))

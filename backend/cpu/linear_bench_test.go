@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/parcopy"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -102,7 +101,7 @@ func BenchmarkInt8LinearPrepared(b *testing.B) {
 			var copies []time.Duration
 			for round := range warmup + runs {
 				start := time.Now()
-				weightCopy(dst, src)
+				parcopy.Copy(dst, src)
 				if d := time.Since(start); round >= warmup {
 					copies = append(copies, d)
 				}
@@ -120,10 +119,10 @@ func BenchmarkInt8LinearPrepared(b *testing.B) {
 				peaks = append(peaks, PeakGOPS(30*time.Millisecond))
 			}
 			peak := slices.Max(peaks)
-			gbps := float64(2*n*k) / linearMedian(copies).Seconds() / 1e9
+			gbps := float64(2*n*k) / medianDur(copies).Seconds() / 1e9
 			fmt.Printf("%dx%dx%d: copy %.2f GB/s, peak %.1f GOPS\n", m, k, n, gbps, peak)
 			for _, s := range all {
-				med := linearMedian(s.times)
+				med := medianDur(s.times)
 				gops := 2 * float64(m) * float64(n) * float64(k) / med.Seconds() / 1e9
 				floor := float64(s.bytes) / (gbps * 1e9)
 				fmt.Printf("  %-22s median %9.3f ms  min %9.3f ms  %6.1f GOPS  %.2f of peak  %.2f x floor\n",
@@ -131,26 +130,4 @@ func BenchmarkInt8LinearPrepared(b *testing.B) {
 			}
 		})
 	}
-}
-
-// weightCopy copies src to dst on GOMAXPROCS goroutines, as kitchen
-// bench's copy reference does.
-func weightCopy(dst, src []byte) {
-	parts := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := len(src)*p/parts, len(src)*(p+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copy(dst[lo:hi], src[lo:hi])
-		}()
-	}
-	wg.Wait()
-}
-
-func linearMedian(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/parcopy"
 )
 
 // BenchmarkQDQ times the Q/DQ bodies on [8352, 3840] (the seed table's
@@ -99,7 +98,7 @@ func BenchmarkQDQ(b *testing.B) {
 							b.Fatal(err)
 						}
 						mid := time.Now()
-						parallelCopy(cd, cs)
+						parcopy.Copy(cd, cs)
 						end := time.Now()
 						opT, copyT = append(opT, mid.Sub(start)), append(copyT, end.Sub(mid))
 						ratio = append(ratio, time.Duration(1e6*mid.Sub(start).Seconds()/end.Sub(mid).Seconds()))
@@ -111,18 +110,6 @@ func BenchmarkQDQ(b *testing.B) {
 			}
 		}
 	}
-}
-
-// parallelCopy copies src to dst with one goroutine per thread, as
-// kitchen bench's floor does.
-func parallelCopy(dst, src []byte) {
-	parts := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := len(src)*p/parts, len(src)*(p+1)/parts
-		wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
-	}
-	wg.Wait()
 }
 
 func medianDur(ds []time.Duration) time.Duration {

@@ -287,8 +287,9 @@ func embeddingCall(q, scale, indices *tensor.Tensor, group int, out dtype.DType)
 		}, q, scale, indices)
 }
 
-// indexTensor makes an int32 or int64 index tensor.
-func indexTensor(dt dtype.DType, v []int64, shape ...int) *tensor.Tensor {
+// IndexTensor makes an int32 or int64 index tensor of the values v, of
+// the shape given (default: [len(v)]), for the embedding operations.
+func IndexTensor(dt dtype.DType, v []int64, shape ...int) *tensor.Tensor {
 	b := make([]byte, len(v)*dt.Size())
 	for i, x := range v {
 		if dt == dtype.Int32 {
@@ -321,13 +322,13 @@ func embeddingRandom(g *gen) Call {
 		idx[i] = int64(g.pick(v))
 	}
 	ishape := [][]int{{n}, {1, n}, {n, 1}}[g.pick(3)]
-	return embeddingCall(q, s, indexTensor([]dtype.DType{dtype.Int32, dtype.Int64}[g.pick(2)], idx, ishape...), group, dtype.Floats()[g.pick(3)])
+	return embeddingCall(q, s, IndexTensor([]dtype.DType{dtype.Int32, dtype.Int64}[g.pick(2)], idx, ishape...), group, dtype.Floats()[g.pick(3)])
 }
 
 func embeddingBad() []badCall {
 	q := must(tensor.FromInt8(make([]int8, 3*16), 3, 16))
 	s := floats(dtype.Float32, []float32{0.5, 0.25, 1}, 3, 1)
-	i32 := func(v ...int64) *tensor.Tensor { return indexTensor(dtype.Int32, v) }
+	i32 := func(v ...int64) *tensor.Tensor { return IndexTensor(dtype.Int32, v) }
 	call := func(q, s, idx *tensor.Tensor, g int, out dtype.DType) Call { return embeddingCall(q, s, idx, g, out) }
 	return []badCall{
 		{call(nil, s, i32(0), 0, dtype.Float32), "q", backend.ErrNil, -1},
@@ -344,7 +345,7 @@ func embeddingBad() []badCall {
 		{call(q, s, i32(0), 0, dtype.Int8), "out_dtype", backend.ErrDType, -1},
 		{call(q, s, i32(0, 1, 3), 0, dtype.Float32), "indices", op.ErrIndex, -1},
 		{call(q, s, i32(2, -1), 16, dtype.BFloat16), "indices", op.ErrIndex, -1},
-		{call(q, s, indexTensor(dtype.Int64, []int64{1, 1 << 40}), 0, dtype.Float16), "indices", op.ErrIndex, -1},
+		{call(q, s, IndexTensor(dtype.Int64, []int64{1, 1 << 40}), 0, dtype.Float16), "indices", op.ErrIndex, -1},
 	}
 }
 
@@ -362,10 +363,10 @@ func embeddingPaths(t *testing.T, e *env, tl *tally) {
 	for j, sdt := range dtype.Floats() {
 		s := hostTensor(sdt, g.values(sdt, v, 1, true), v, 1)
 		for _, grp := range []int{0, 64, 256} {
-			e.match(t, tl, embeddingCall(q, s, indexTensor([]dtype.DType{dtype.Int32, dtype.Int64}[j%2], idx, 64, 64), grp, dtype.Floats()[j]))
+			e.match(t, tl, embeddingCall(q, s, IndexTensor([]dtype.DType{dtype.Int32, dtype.Int64}[j%2], idx, 64, 64), grp, dtype.Floats()[j]))
 		}
 	}
 	bad := append([]int64(nil), idx...)
 	bad[n-5] = int64(v)
-	e.fails(t, tl, badCall{embeddingCall(q, floats(dtype.Float32, []float32{0.01}), indexTensor(dtype.Int64, bad), 16, dtype.BFloat16), "indices", op.ErrIndex, -1})
+	e.fails(t, tl, badCall{embeddingCall(q, floats(dtype.Float32, []float32{0.01}), IndexTensor(dtype.Int64, bad), 16, dtype.BFloat16), "indices", op.ErrIndex, -1})
 }

@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/backend/cpu"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/parcopy"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -228,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			measured := round >= cfg.Warmup
 			if host {
-				d, _ := timeIt(func() error { parallelCopy(copyDst, copySrc); return nil })
+				d, _ := timeIt(func() error { parcopy.Copy(copyDst, copySrc); return nil })
 				f, err := timeIt(func() error { return freshCopy(copySrc) })
 				if err != nil {
 					return nil, fmt.Errorf("bench: the fresh copy: %w", err)
@@ -310,7 +310,7 @@ func freshCopy(src []byte) error {
 	if err != nil {
 		return err
 	}
-	parallelCopy(dst, src)
+	parcopy.Copy(dst, src)
 	return nil
 }
 
@@ -342,23 +342,6 @@ func timeIt(f func() error) (time.Duration, error) {
 	start := time.Now()
 	err := f()
 	return time.Since(start), err
-}
-
-// parallelCopy copies src to dst with one goroutine per thread, the way
-// the kernels split their work, so the floor is the machine's, not one
-// core's.
-func parallelCopy(dst, src []byte) {
-	parts := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := len(src)*p/parts, len(src)*(p+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copy(dst[lo:hi], src[lo:hi])
-		}()
-	}
-	wg.Wait()
 }
 
 func median(ds []time.Duration) time.Duration {
