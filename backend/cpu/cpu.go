@@ -300,23 +300,47 @@ func (w *dequantBody) run(lo, hi int) {
 
 // quantizeRows quantizes rows [lo, hi) of k elements of dt from src into
 // dst, writing each row's float32 scale to scales, and returns the first
-// row holding NaN or an infinity, or -1. Each row's quantization
-// prefetches the next row, so that its abs-max (which must finish before
-// the row can be quantized) reads cache, not memory.
+// row holding NaN or an infinity, or -1. A row's abs-max must be known
+// before the row can be quantized, so each row is quantized while the
+// next one is read for its abs-max (quantizeRowNext): memory streams the
+// next row while the current one, read last time, is computed from the
+// cache. (Stochastic rounding, whose kernels have no such form, instead
+// prefetches the next row as it quantizes, so its abs-max reads cache.)
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
-	h := hints{ahead: k * size, nt: streaming(len(dst)), bounded: true} // a computed scale
+	h := hints{ahead: flatAhead, nt: rowsStreaming(dt, len(src), len(dst)), bounded: true} // a computed scale
+	if seed != 0 {
+		h.ahead = k * size
+	}
+	row := func(r int) []byte { return src[r*k*size : (r+1)*k*size] }
+	bits := absMaxBits(dt, row(lo))
 	for r := lo; r < hi; r++ {
-		row := src[r*k*size : (r+1)*k*size]
-		bits := absMaxBits(dt, row)
 		if bits >= infBits(dt) {
 			return r
 		}
 		s := scaleFor(widenBits(dt, bits))
 		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
-		quantizeHinted(dt, row, dst[r*k:(r+1)*k], divisor(dt, s), seed, uint64(r*k), h)
+		q := dst[r*k : (r+1)*k]
+		switch {
+		case r+1 == hi:
+			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
+		case seed != 0:
+			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
+			bits = absMaxBits(dt, row(r+1))
+		default:
+			bits = quantizeRowNext(dt, row(r), q, divisor(dt, s), row(r+1), h)
+		}
 	}
 	return -1
+}
+
+// rowsStreaming is streaming for a row-wise quantization of dt: as for
+// every output larger than the last-level cache, and for float32 input
+// also when input and output together are (measured on a 2-core Zen 3,
+// [8352, 3840], alternating in the same run: non-temporal stores 4-9%
+// faster for float32 there, 3-7% slower for the 16-bit types).
+func rowsStreaming(dt dtype.DType, in, out int) bool {
+	return streaming(out) || dt.Size() == 4 && streaming(in+out)
 }
 
 // scaleFor is the contract's s = max(a / 127, 1e-30) in float32.

@@ -78,6 +78,12 @@ var (
 		implAVX2:   {quantizeBoundedBF16AVX2, quantizeBoundedF16AVX2, quantizeBoundedF32AVX2},
 		implAVX512: {quantizeBoundedBF16AVX512, quantizeBoundedF16AVX512, quantizeBoundedF32AVX512},
 	}
+	// quantizeNextKernels are AVX2's quantizeBoundedKernels that also
+	// return the abs-max bits of the next row (quantizeRowNext). AVX-512
+	// has none yet (see _asm's quantForm).
+	quantizeNextKernels = [3]func(src, dst []byte, t float32, next []byte, ahead int, nt bool) uint32{
+		quantizeNextBF16AVX2, quantizeNextF16AVX2, quantizeNextF32AVX2,
+	}
 	quantizeSRKernels = [...][3]func(src, dst []byte, t float32, k0 uint64, ahead int, nt bool){
 		implAVX2:   {quantizeSRBF16AVX2, quantizeSRF16AVX2, quantizeSRF32AVX2},
 		implAVX512: {quantizeSRBF16AVX512, quantizeSRF16AVX512, quantizeSRF32AVX512},
@@ -168,6 +174,34 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 		}
 		src, dst, base = src[n*size:], dst[n:], base+uint64(n)
 	}
+}
+
+// quantizeRowNext quantizes src into dst by t, rounding half to even,
+// every quotient below 2^15 in magnitude (hints.bounded), and returns
+// absMaxBits of next, a row of as many elements as src, which it reads
+// while it quantizes src (h.ahead is then the prefetch distance past
+// next).
+func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, h hints) uint32 {
+	if impl != implAVX2 {
+		// Quantize, prefetching the next row (which follows src in the
+		// row-wise pass), then read it from the cache.
+		h.bounded, h.ahead = true, len(src)
+		quantizeHinted(dt, src, dst, t, 0, 0, h)
+		return absMaxBits(dt, next)
+	}
+	size := dt.Size()
+	head := 0
+	if h.nt {
+		head = alignHead(dst, 1, vectorBytes())
+	}
+	m := head + (len(dst)-head)&^(vectorBytes()-1)
+	var bits uint32
+	if m > head {
+		bits = quantizeNextKernels[kernelIndex(dt)](src[head*size:m*size], dst[head:m], t, next[head*size:m*size], h.ahead, h.nt)
+	}
+	quantizeGeneric(dt, src[:head*size], dst[:head], t, 0, 0)
+	quantizeGeneric(dt, src[m*size:], dst[m:], t, 0, 0)
+	return max(bits, absMaxBitsGeneric(dt, next[:head*size]), absMaxBitsGeneric(dt, next[m*size:]))
 }
 
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {

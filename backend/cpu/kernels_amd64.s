@@ -172,7 +172,15 @@ DATA qdqConstAVX2<>+368(SB)/4, $0x42fe0000
 DATA qdqConstAVX2<>+372(SB)/4, $0x42fe0000
 DATA qdqConstAVX2<>+376(SB)/4, $0x42fe0000
 DATA qdqConstAVX2<>+380(SB)/4, $0x42fe0000
-GLOBL qdqConstAVX2<>(SB), RODATA|NOPTR, $384
+DATA qdqConstAVX2<>+384(SB)/4, $0x00000000
+DATA qdqConstAVX2<>+388(SB)/4, $0x00000001
+DATA qdqConstAVX2<>+392(SB)/4, $0x00000004
+DATA qdqConstAVX2<>+396(SB)/4, $0x00000005
+DATA qdqConstAVX2<>+400(SB)/4, $0x00000002
+DATA qdqConstAVX2<>+404(SB)/4, $0x00000003
+DATA qdqConstAVX2<>+408(SB)/4, $0x00000006
+DATA qdqConstAVX2<>+412(SB)/4, $0x00000007
+GLOBL qdqConstAVX2<>(SB), RODATA|NOPTR, $416
 
 // func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 // Requires: AVX, AVX2, MMX+, SSE
@@ -325,16 +333,11 @@ TEXT ·quantizeBoundedBF16AVX2(SB), NOSPLIT, $0-65
 	MOVB         nt+64(FP), SI
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Y0
-	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
-	MOVL         $0x00000001, DI
+	VMOVDQU      qdqConstAVX2<>+384(SB), Y1
+	MOVL         $0x47800080, DI
 	VMOVD        DI, X2
 	VPBROADCASTD X2, Y2
-	MOVL         $0x00007fff, DI
-	VMOVD        DI, X3
-	VPBROADCASTD X3, Y3
-	MOVL         $0xffff0000, DI
-	VMOVD        DI, X4
-	VPBROADCASTD X4, Y4
+	VPXOR        Y3, Y3, Y3
 	TESTB        SI, SI
 	JNZ          quantizeBoundedBF16AVX2_nt
 
@@ -342,47 +345,37 @@ quantizeBoundedBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedBF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y5
-	VPSLLD     $0x10, Y5, Y5
+	VMOVDQU    (AX), Y5
+	VPUNPCKLWD Y5, Y3, Y4
+	VPUNPCKHWD Y5, Y3, Y5
+	VMOVDQU    32(AX), Y7
+	VPUNPCKLWD Y7, Y3, Y6
+	VPUNPCKHWD Y7, Y3, Y7
+	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y2, Y4, Y8
+	VSUBPS     Y8, Y4, Y4
+	VADDPS     Y4, Y8, Y4
+	VCVTPS2DQ  Y4, Y4
 	VDIVPS     Y0, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      Y2, Y6, Y6
-	VPADDD     Y3, Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      Y4, Y5, Y5
+	VMULPS     Y2, Y5, Y8
+	VSUBPS     Y8, Y5, Y5
+	VADDPS     Y5, Y8, Y5
 	VCVTPS2DQ  Y5, Y5
-	VPMOVZXWD  16(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
+	VPACKSSDW  Y5, Y4, Y4
 	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y2, Y7, Y7
-	VPADDD     Y3, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y4, Y6, Y6
+	VMULPS     Y2, Y6, Y5
+	VSUBPS     Y5, Y6, Y6
+	VADDPS     Y6, Y5, Y6
 	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VPMOVZXWD  32(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y2, Y7, Y7
-	VPADDD     Y3, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y4, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  48(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
 	VDIVPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y2, Y8, Y8
-	VPADDD     Y3, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y4, Y7, Y7
+	VMULPS     Y2, Y7, Y5
+	VSUBPS     Y5, Y7, Y7
+	VADDPS     Y7, Y5, Y7
 	VCVTPS2DQ  Y7, Y7
 	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVDQU    Y5, (CX)
+	VPACKSSWB  Y6, Y4, Y4
+	VPERMD     Y4, Y1, Y4
+	VMOVDQU    Y4, (CX)
 	ADDQ       $0x00000040, AX
 	ADDQ       $0x00000020, CX
 	SUBQ       $0x00000020, DX
@@ -392,47 +385,37 @@ quantizeBoundedBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedBF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y5
-	VPSLLD     $0x10, Y5, Y5
+	VMOVDQU    (AX), Y5
+	VPUNPCKLWD Y5, Y3, Y4
+	VPUNPCKHWD Y5, Y3, Y5
+	VMOVDQU    32(AX), Y7
+	VPUNPCKLWD Y7, Y3, Y6
+	VPUNPCKHWD Y7, Y3, Y7
+	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y2, Y4, Y8
+	VSUBPS     Y8, Y4, Y4
+	VADDPS     Y4, Y8, Y4
+	VCVTPS2DQ  Y4, Y4
 	VDIVPS     Y0, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      Y2, Y6, Y6
-	VPADDD     Y3, Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      Y4, Y5, Y5
+	VMULPS     Y2, Y5, Y8
+	VSUBPS     Y8, Y5, Y5
+	VADDPS     Y5, Y8, Y5
 	VCVTPS2DQ  Y5, Y5
-	VPMOVZXWD  16(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
+	VPACKSSDW  Y5, Y4, Y4
 	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y2, Y7, Y7
-	VPADDD     Y3, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y4, Y6, Y6
+	VMULPS     Y2, Y6, Y5
+	VSUBPS     Y5, Y6, Y6
+	VADDPS     Y6, Y5, Y6
 	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VPMOVZXWD  32(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y2, Y7, Y7
-	VPADDD     Y3, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y4, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  48(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
 	VDIVPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y2, Y8, Y8
-	VPADDD     Y3, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y4, Y7, Y7
+	VMULPS     Y2, Y7, Y5
+	VSUBPS     Y5, Y7, Y7
+	VADDPS     Y7, Y5, Y7
 	VCVTPS2DQ  Y7, Y7
 	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVNTDQ   Y5, (CX)
+	VPACKSSWB  Y6, Y4, Y4
+	VPERMD     Y4, Y1, Y4
+	VMOVNTDQ   Y4, (CX)
 	ADDQ       $0x00000040, AX
 	ADDQ       $0x00000020, CX
 	SUBQ       $0x00000020, DX
@@ -443,6 +426,138 @@ quantizeBoundedBF16AVX2_ntdone:
 
 quantizeBoundedBF16AVX2_done:
 	VZEROUPPER
+	RET
+
+// func quantizeNextBF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeNextBF16AVX2(SB), NOSPLIT, $0-100
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+80(FP), BX
+	MOVB         nt+88(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+384(SB), Y1
+	MOVL         $0x47800080, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVQ         next_base+56(FP), DI
+	MOVL         $0x7fff7fff, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	TESTB        SI, SI
+	JNZ          quantizeNextBF16AVX2_nt
+
+quantizeNextBF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeNextBF16AVX2_done
+	PREFETCHT0 (DI)(BX*1)
+	VPAND      (DI), Y4, Y7
+	VPMAXUW    Y7, Y5, Y5
+	VPAND      32(DI), Y4, Y7
+	VPMAXUW    Y7, Y6, Y6
+	ADDQ       $0x00000040, DI
+	VMOVDQU    (AX), Y8
+	VPUNPCKLWD Y8, Y3, Y7
+	VPUNPCKHWD Y8, Y3, Y8
+	VMOVDQU    32(AX), Y10
+	VPUNPCKLWD Y10, Y3, Y9
+	VPUNPCKHWD Y10, Y3, Y10
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y11
+	VSUBPS     Y11, Y7, Y7
+	VADDPS     Y7, Y11, Y7
+	VCVTPS2DQ  Y7, Y7
+	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y2, Y8, Y11
+	VSUBPS     Y11, Y8, Y8
+	VADDPS     Y8, Y11, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VDIVPS     Y0, Y9, Y9
+	VMULPS     Y2, Y9, Y8
+	VSUBPS     Y8, Y9, Y9
+	VADDPS     Y9, Y8, Y9
+	VCVTPS2DQ  Y9, Y9
+	VDIVPS     Y0, Y10, Y10
+	VMULPS     Y2, Y10, Y8
+	VSUBPS     Y8, Y10, Y10
+	VADDPS     Y10, Y8, Y10
+	VCVTPS2DQ  Y10, Y10
+	VPACKSSDW  Y10, Y9, Y9
+	VPACKSSWB  Y9, Y7, Y7
+	VPERMD     Y7, Y1, Y7
+	VMOVDQU    Y7, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextBF16AVX2_loop
+
+quantizeNextBF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeNextBF16AVX2_ntdone
+	PREFETCHT0 (DI)(BX*1)
+	VPAND      (DI), Y4, Y7
+	VPMAXUW    Y7, Y5, Y5
+	VPAND      32(DI), Y4, Y7
+	VPMAXUW    Y7, Y6, Y6
+	ADDQ       $0x00000040, DI
+	VMOVDQU    (AX), Y8
+	VPUNPCKLWD Y8, Y3, Y7
+	VPUNPCKHWD Y8, Y3, Y8
+	VMOVDQU    32(AX), Y10
+	VPUNPCKLWD Y10, Y3, Y9
+	VPUNPCKHWD Y10, Y3, Y10
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y11
+	VSUBPS     Y11, Y7, Y7
+	VADDPS     Y7, Y11, Y7
+	VCVTPS2DQ  Y7, Y7
+	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y2, Y8, Y11
+	VSUBPS     Y11, Y8, Y8
+	VADDPS     Y8, Y11, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VDIVPS     Y0, Y9, Y9
+	VMULPS     Y2, Y9, Y8
+	VSUBPS     Y8, Y9, Y9
+	VADDPS     Y9, Y8, Y9
+	VCVTPS2DQ  Y9, Y9
+	VDIVPS     Y0, Y10, Y10
+	VMULPS     Y2, Y10, Y8
+	VSUBPS     Y8, Y10, Y10
+	VADDPS     Y10, Y8, Y10
+	VCVTPS2DQ  Y10, Y10
+	VPACKSSDW  Y10, Y9, Y9
+	VPACKSSWB  Y9, Y7, Y7
+	VPERMD     Y7, Y1, Y7
+	VMOVNTDQ   Y7, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextBF16AVX2_nt
+
+quantizeNextBF16AVX2_ntdone:
+	SFENCE
+
+quantizeNextBF16AVX2_done:
+	VPMAXUW      Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X0
+	VPMAXUW      X0, X5, X5
+	VPSRLDQ      $0x08, X5, X0
+	VPMAXUW      X0, X5, X5
+	VPSRLDQ      $0x04, X5, X0
+	VPMAXUW      X0, X5, X5
+	VPSRLDQ      $0x02, X5, X0
+	VPMAXUW      X0, X5, X5
+	VPEXTRW      $0x00, X5, AX
+	VZEROUPPER
+	MOVL         AX, ret+96(FP)
 	RET
 
 // func quantizeSRBF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
@@ -982,6 +1097,9 @@ TEXT ·quantizeBoundedF16AVX2(SB), NOSPLIT, $0-65
 	MOVSS        t+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x46000400, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
 	TESTB        SI, SI
 	JNZ          quantizeBoundedF16AVX2_nt
 
@@ -989,31 +1107,35 @@ quantizeBoundedF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y2
-	VDIVPS     Y0, Y2, Y2
-	VCVTPS2PH  $0x00, Y2, X2
-	VCVTPH2PS  X2, Y2
-	VCVTPS2DQ  Y2, Y2
-	VCVTPH2PS  16(AX), Y3
+	VCVTPH2PS  (AX), Y3
 	VDIVPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
+	VMULPS     Y2, Y3, Y4
+	VSUBPS     Y4, Y3, Y3
+	VADDPS     Y3, Y4, Y3
 	VCVTPS2DQ  Y3, Y3
-	VPACKSSDW  Y3, Y2, Y2
-	VCVTPH2PS  32(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  48(AX), Y4
+	VCVTPH2PS  16(AX), Y4
 	VDIVPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
+	VMULPS     Y2, Y4, Y5
+	VSUBPS     Y5, Y4, Y4
+	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
-	VPACKSSWB  Y3, Y2, Y2
-	VPERMD     Y2, Y1, Y2
-	VMOVDQU    Y2, (CX)
+	VCVTPH2PS  32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y2, Y4, Y5
+	VSUBPS     Y5, Y4, Y4
+	VADDPS     Y4, Y5, Y4
+	VCVTPS2DQ  Y4, Y4
+	VCVTPH2PS  48(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y2, Y5, Y6
+	VSUBPS     Y6, Y5, Y5
+	VADDPS     Y5, Y6, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVDQU    Y3, (CX)
 	ADDQ       $0x00000040, AX
 	ADDQ       $0x00000020, CX
 	SUBQ       $0x00000020, DX
@@ -1023,31 +1145,35 @@ quantizeBoundedF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y2
-	VDIVPS     Y0, Y2, Y2
-	VCVTPS2PH  $0x00, Y2, X2
-	VCVTPH2PS  X2, Y2
-	VCVTPS2DQ  Y2, Y2
-	VCVTPH2PS  16(AX), Y3
+	VCVTPH2PS  (AX), Y3
 	VDIVPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
+	VMULPS     Y2, Y3, Y4
+	VSUBPS     Y4, Y3, Y3
+	VADDPS     Y3, Y4, Y3
 	VCVTPS2DQ  Y3, Y3
-	VPACKSSDW  Y3, Y2, Y2
-	VCVTPH2PS  32(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  48(AX), Y4
+	VCVTPH2PS  16(AX), Y4
 	VDIVPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
+	VMULPS     Y2, Y4, Y5
+	VSUBPS     Y5, Y4, Y4
+	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
-	VPACKSSWB  Y3, Y2, Y2
-	VPERMD     Y2, Y1, Y2
-	VMOVNTDQ   Y2, (CX)
+	VCVTPH2PS  32(AX), Y4
+	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y2, Y4, Y5
+	VSUBPS     Y5, Y4, Y4
+	VADDPS     Y4, Y5, Y4
+	VCVTPS2DQ  Y4, Y4
+	VCVTPH2PS  48(AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y2, Y5, Y6
+	VSUBPS     Y6, Y5, Y5
+	VADDPS     Y5, Y6, Y5
+	VCVTPS2DQ  Y5, Y5
+	VPACKSSDW  Y5, Y4, Y4
+	VPACKSSWB  Y4, Y3, Y3
+	VPERMD     Y3, Y1, Y3
+	VMOVNTDQ   Y3, (CX)
 	ADDQ       $0x00000040, AX
 	ADDQ       $0x00000020, CX
 	SUBQ       $0x00000020, DX
@@ -1058,6 +1184,133 @@ quantizeBoundedF16AVX2_ntdone:
 
 quantizeBoundedF16AVX2_done:
 	VZEROUPPER
+	RET
+
+// func quantizeNextF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·quantizeNextF16AVX2(SB), NOSPLIT, $0-100
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+80(FP), BX
+	MOVB         nt+88(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVL         $0x46000400, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVQ         next_base+56(FP), DI
+	MOVL         $0x7fff7fff, R8
+	VMOVD        R8, X3
+	VPBROADCASTD X3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	TESTB        SI, SI
+	JNZ          quantizeNextF16AVX2_nt
+
+quantizeNextF16AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeNextF16AVX2_done
+	PREFETCHT0 (DI)(BX*1)
+	VPAND      (DI), Y3, Y6
+	VPMAXUW    Y6, Y4, Y4
+	VPAND      32(DI), Y3, Y6
+	VPMAXUW    Y6, Y5, Y5
+	ADDQ       $0x00000040, DI
+	VCVTPH2PS  (AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y2, Y6, Y7
+	VSUBPS     Y7, Y6, Y6
+	VADDPS     Y6, Y7, Y6
+	VCVTPS2DQ  Y6, Y6
+	VCVTPH2PS  16(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y8
+	VSUBPS     Y8, Y7, Y7
+	VADDPS     Y7, Y8, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VCVTPH2PS  32(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y8
+	VSUBPS     Y8, Y7, Y7
+	VADDPS     Y7, Y8, Y7
+	VCVTPS2DQ  Y7, Y7
+	VCVTPH2PS  48(AX), Y8
+	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y2, Y8, Y9
+	VSUBPS     Y9, Y8, Y8
+	VADDPS     Y8, Y9, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VPACKSSWB  Y7, Y6, Y6
+	VPERMD     Y6, Y1, Y6
+	VMOVDQU    Y6, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextF16AVX2_loop
+
+quantizeNextF16AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeNextF16AVX2_ntdone
+	PREFETCHT0 (DI)(BX*1)
+	VPAND      (DI), Y3, Y6
+	VPMAXUW    Y6, Y4, Y4
+	VPAND      32(DI), Y3, Y6
+	VPMAXUW    Y6, Y5, Y5
+	ADDQ       $0x00000040, DI
+	VCVTPH2PS  (AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y2, Y6, Y7
+	VSUBPS     Y7, Y6, Y6
+	VADDPS     Y6, Y7, Y6
+	VCVTPS2DQ  Y6, Y6
+	VCVTPH2PS  16(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y8
+	VSUBPS     Y8, Y7, Y7
+	VADDPS     Y7, Y8, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VCVTPH2PS  32(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y2, Y7, Y8
+	VSUBPS     Y8, Y7, Y7
+	VADDPS     Y7, Y8, Y7
+	VCVTPS2DQ  Y7, Y7
+	VCVTPH2PS  48(AX), Y8
+	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y2, Y8, Y9
+	VSUBPS     Y9, Y8, Y8
+	VADDPS     Y8, Y9, Y8
+	VCVTPS2DQ  Y8, Y8
+	VPACKSSDW  Y8, Y7, Y7
+	VPACKSSWB  Y7, Y6, Y6
+	VPERMD     Y6, Y1, Y6
+	VMOVNTDQ   Y6, (CX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextF16AVX2_nt
+
+quantizeNextF16AVX2_ntdone:
+	SFENCE
+
+quantizeNextF16AVX2_done:
+	VPMAXUW      Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X0
+	VPMAXUW      X0, X4, X4
+	VPSRLDQ      $0x08, X4, X0
+	VPMAXUW      X0, X4, X4
+	VPSRLDQ      $0x04, X4, X0
+	VPMAXUW      X0, X4, X4
+	VPSRLDQ      $0x02, X4, X0
+	VPMAXUW      X0, X4, X4
+	VPEXTRW      $0x00, X4, AX
+	VZEROUPPER
+	MOVL         AX, ret+96(FP)
 	RET
 
 // func quantizeSRF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
@@ -1539,6 +1792,114 @@ quantizeBoundedF32AVX2_ntdone:
 
 quantizeBoundedF32AVX2_done:
 	VZEROUPPER
+	RET
+
+// func quantizeNextF32AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·quantizeNextF32AVX2(SB), NOSPLIT, $0-100
+	MOVQ         src_base+0(FP), AX
+	MOVQ         dst_base+24(FP), CX
+	MOVQ         dst_len+32(FP), DX
+	MOVQ         ahead+80(FP), BX
+	MOVB         nt+88(FP), SI
+	MOVSS        t+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
+	MOVQ         next_base+56(FP), DI
+	MOVL         $0x7fffffff, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	TESTB        SI, SI
+	JNZ          quantizeNextF32AVX2_nt
+
+quantizeNextF32AVX2_loop:
+	CMPQ       DX, $0x00
+	JE         quantizeNextF32AVX2_done
+	PREFETCHT0 (DI)(BX*1)
+	PREFETCHT0 64(DI)(BX*1)
+	VPAND      (DI), Y2, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      32(DI), Y2, Y5
+	VPMAXUD    Y5, Y4, Y4
+	VPAND      64(DI), Y2, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      96(DI), Y2, Y5
+	VPMAXUD    Y5, Y4, Y4
+	ADDQ       $0x00000080, DI
+	VMOVUPS    (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VMOVUPS    32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VMOVUPS    64(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VMOVUPS    96(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVDQU    Y5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextF32AVX2_loop
+
+quantizeNextF32AVX2_nt:
+	CMPQ       DX, $0x00
+	JE         quantizeNextF32AVX2_ntdone
+	PREFETCHT0 (DI)(BX*1)
+	PREFETCHT0 64(DI)(BX*1)
+	VPAND      (DI), Y2, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      32(DI), Y2, Y5
+	VPMAXUD    Y5, Y4, Y4
+	VPAND      64(DI), Y2, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      96(DI), Y2, Y5
+	VPMAXUD    Y5, Y4, Y4
+	ADDQ       $0x00000080, DI
+	VMOVUPS    (AX), Y5
+	VDIVPS     Y0, Y5, Y5
+	VCVTPS2DQ  Y5, Y5
+	VMOVUPS    32(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VPACKSSDW  Y6, Y5, Y5
+	VMOVUPS    64(AX), Y6
+	VDIVPS     Y0, Y6, Y6
+	VCVTPS2DQ  Y6, Y6
+	VMOVUPS    96(AX), Y7
+	VDIVPS     Y0, Y7, Y7
+	VCVTPS2DQ  Y7, Y7
+	VPACKSSDW  Y7, Y6, Y6
+	VPACKSSWB  Y6, Y5, Y5
+	VPERMD     Y5, Y1, Y5
+	VMOVNTDQ   Y5, (CX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000020, CX
+	SUBQ       $0x00000020, DX
+	JMP        quantizeNextF32AVX2_nt
+
+quantizeNextF32AVX2_ntdone:
+	SFENCE
+
+quantizeNextF32AVX2_done:
+	VPMAXUD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X0
+	VPMAXUD      X0, X3, X3
+	VPSRLDQ      $0x08, X3, X0
+	VPMAXUD      X0, X3, X3
+	VPSRLDQ      $0x04, X3, X0
+	VPMAXUD      X0, X3, X3
+	VMOVD        X3, AX
+	VZEROUPPER
+	MOVL         AX, ret+96(FP)
 	RET
 
 // func quantizeSRF32AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)
@@ -2695,7 +3056,23 @@ DATA qdqConstAVX512<>+752(SB)/4, $0x42fe0000
 DATA qdqConstAVX512<>+756(SB)/4, $0x42fe0000
 DATA qdqConstAVX512<>+760(SB)/4, $0x42fe0000
 DATA qdqConstAVX512<>+764(SB)/4, $0x42fe0000
-GLOBL qdqConstAVX512<>(SB), RODATA|NOPTR, $768
+DATA qdqConstAVX512<>+768(SB)/4, $0x00000000
+DATA qdqConstAVX512<>+772(SB)/4, $0x00000001
+DATA qdqConstAVX512<>+776(SB)/4, $0x00000004
+DATA qdqConstAVX512<>+780(SB)/4, $0x00000005
+DATA qdqConstAVX512<>+784(SB)/4, $0x00000008
+DATA qdqConstAVX512<>+788(SB)/4, $0x00000009
+DATA qdqConstAVX512<>+792(SB)/4, $0x0000000c
+DATA qdqConstAVX512<>+796(SB)/4, $0x0000000d
+DATA qdqConstAVX512<>+800(SB)/4, $0x00000002
+DATA qdqConstAVX512<>+804(SB)/4, $0x00000003
+DATA qdqConstAVX512<>+808(SB)/4, $0x00000006
+DATA qdqConstAVX512<>+812(SB)/4, $0x00000007
+DATA qdqConstAVX512<>+816(SB)/4, $0x0000000a
+DATA qdqConstAVX512<>+820(SB)/4, $0x0000000b
+DATA qdqConstAVX512<>+824(SB)/4, $0x0000000e
+DATA qdqConstAVX512<>+828(SB)/4, $0x0000000f
+GLOBL qdqConstAVX512<>(SB), RODATA|NOPTR, $832
 
 // func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE

@@ -33,6 +33,17 @@ func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 //go:noescape
 func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeNextBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// and returns the unsigned maximum of the sign-cleared 16-bit elements of next
+// (which holds as many elements as src), prefetching ahead bytes past each block of next,
+// storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeNextBF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+
 // quantizeSRBF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
@@ -67,6 +78,17 @@ func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 //go:noescape
 func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 
+// quantizeNextF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// and returns the unsigned maximum of the sign-cleared 16-bit elements of next
+// (which holds as many elements as src), prefetching ahead bytes past each block of next,
+// storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeNextF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+
 // quantizeSRF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
@@ -100,6 +122,17 @@ func quantizeF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
 //
 //go:noescape
 func quantizeBoundedF32AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+
+// quantizeNextF32AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float32 x in src,
+// each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
+// and returns the unsigned maximum of the sign-cleared 32-bit elements of next
+// (which holds as many elements as src), prefetching ahead bytes past each block of next,
+// storing non-temporally if nt
+// (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
+// and src must hold len(dst) elements.
+//
+//go:noescape
+func quantizeNextF32AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
 
 // quantizeSRF32AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float32 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt

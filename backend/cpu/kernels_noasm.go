@@ -23,6 +23,11 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 	quantizeGeneric(dt, src, dst, t, seed, base)
 }
 
+func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, _ hints) uint32 {
+	quantizeGeneric(dt, src, dst, t, 0, 0)
+	return absMaxBitsGeneric(dt, next)
+}
+
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 	dequantizeGeneric(out, q, s, dst)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -200,10 +201,72 @@ func checkQuantize(t *testing.T, dt dtype.DType, src []byte, td float32) {
 			buf := make([]byte, n+64)
 			got := buf[m.off : m.off+n]
 			quantizeHinted(dt, c.src, got, td, m.seed, m.base, hints{ahead: 4096, nt: m.nt, bounded: c.bounded})
-			for i := range n {
-				if int8(got[i]) != want[i] {
-					t.Fatalf("%v t=%v seed=%d nt=%v bounded=%v: element %d (%v) quantizes to %d, want %d",
-						dt, td, m.seed, m.nt, c.bounded, i, loadScale(dt, c.src, i), int8(got[i]), want[i])
+			check := func(how string) {
+				t.Helper()
+				for i := range n {
+					if int8(got[i]) != want[i] {
+						t.Fatalf("%v t=%v seed=%d nt=%v bounded=%v%s: element %d (%v) quantizes to %d, want %d",
+							dt, td, m.seed, m.nt, c.bounded, how, i, loadScale(dt, c.src, i), int8(got[i]), want[i])
+					}
+				}
+			}
+			check("")
+			if c.bounded && m.seed == 0 {
+				// The row-wise form, reading a next row as it goes: the
+				// same bytes, reversed, so its abs-max is known.
+				next := slices.Clone(c.src)
+				slices.Reverse(next)
+				clear(got)
+				bits := quantizeRowNext(dt, c.src, got, td, next, hints{ahead: 4096, nt: m.nt})
+				check(" (quantizeRowNext)")
+				if wantBits := absMaxBitsGeneric(dt, next); bits != wantBits {
+					t.Fatalf("%v t=%v nt=%v: quantizeRowNext's abs-max of the next row %#x, want %#x", dt, td, m.nt, bits, wantBits)
+				}
+			}
+		}
+	}
+}
+
+// TestVeltkamp proves the bounded kernels' rounding to T (_asm's
+// veltkamp: g = y·c, y' = g + (y - g), each rounded to float32, c =
+// 2^(24-p) + 1 for T's p significant bits) against dtype's rounding:
+// equal for every float32 y of a binade, which proves every binade in
+// which y, y·c and the result stay normal and finite (scaling by a power
+// of two commutes with every step); that holds for all 2^-14 <= |y| <
+// 2^15 with float16, 2^-126 <= |y| < 2^15 with bfloat16. Below those, T
+// and the split may differ, but both then round to the integer 0, which
+// the test checks on every such float32 of a spread of binades. The
+// steps are symmetric in sign. (Under the race detector, which finds
+// nothing in a scalar loop, every 61st significand.)
+func TestVeltkamp(t *testing.T) {
+	step := uint32(1)
+	if raceOn {
+		step = 61
+	}
+	float := func(e int, m uint32) float32 { return math.Float32frombits(uint32(e+127)<<23 | m) }
+	split := func(y, c float32) float32 {
+		g := float32(y * c)
+		d := float32(y - g)
+		return float32(g + d)
+	}
+	for _, tc := range []struct {
+		dt  dtype.DType
+		c   float32
+		low int // the least exponent of T's normal range
+	}{{dtype.BFloat16, 65537, -126}, {dtype.Float16, 8193, -14}} {
+		for _, e := range []int{tc.low, 0, 14} {
+			for m := uint32(0); m < 1<<23; m += step {
+				y := float(e, m)
+				if got, want := split(y, tc.c), tc.dt.Round(y); got != want {
+					t.Fatalf("%v: the split of %v is %v, rT %v", tc.dt, y, got, want)
+				}
+			}
+		}
+		for _, e := range []int{tc.low - 1, max(tc.low-5, -127), -127} { // -127: float32's subnormals
+			for m := uint32(0); m < 1<<23; m += 7 * step {
+				y := float(e, m)
+				if got, want := math.RoundToEven(float64(split(y, tc.c))), math.RoundToEven(float64(tc.dt.Round(y))); got != 0 || want != 0 {
+					t.Fatalf("%v: %v rounds to %v split, %v by rT", tc.dt, y, got, want)
 				}
 			}
 		}
