@@ -308,8 +308,9 @@ func (w *dequantBody) run(lo, hi int) {
 // prefetches the next row as it quantizes, so its abs-max reads cache.)
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
-	h := hints{ahead: flatAhead, nt: rowsStreaming(dt, len(src), len(dst)), bounded: true} // a computed scale
-	if seed != 0 {
+	stochastic := seed > 0
+	h := hints{ahead: flatAhead, nt: rowsStreaming(dt, len(src), len(dst), stochastic), bounded: true} // a computed scale
+	if stochastic {
 		h.ahead = k * size
 	}
 	row := func(r int) []byte { return src[r*k*size : (r+1)*k*size] }
@@ -324,7 +325,7 @@ func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo
 		switch {
 		case r+1 == hi:
 			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
-		case seed != 0:
+		case stochastic:
 			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
 			bits = absMaxBits(dt, row(r+1))
 		default:
@@ -336,11 +337,12 @@ func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo
 
 // rowsStreaming is streaming for a row-wise quantization of dt: as for
 // every output larger than the last-level cache, and for float32 input
-// also when input and output together are (measured on a 2-core Zen 3,
-// [8352, 3840], alternating in the same run: non-temporal stores 4-9%
-// faster for float32 there, 3-7% slower for the 16-bit types).
-func rowsStreaming(dt dtype.DType, in, out int) bool {
-	return streaming(out) || dt.Size() == 4 && streaming(in+out)
+// read by the AVX2 next-row kernels also when input and output together
+// are (measured on a 2-core Zen 3, [8352, 3840], alternating in the same
+// run: non-temporal stores 4-9% faster for float32 there, 3-7% slower for
+// the 16-bit types; unmeasured with the other kernels).
+func rowsStreaming(dt dtype.DType, in, out int, stochastic bool) bool {
+	return streaming(out) || dt.Size() == 4 && !stochastic && impl == implAVX2 && streaming(in+out)
 }
 
 // scaleFor is the contract's s = max(a / 127, 1e-30) in float32.

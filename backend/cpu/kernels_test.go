@@ -227,46 +227,83 @@ func checkQuantize(t *testing.T, dt dtype.DType, src []byte, td float32) {
 	}
 }
 
-// TestVeltkamp proves the bounded kernels' rounding to T (_asm's
-// veltkamp: g = y·c, y' = g + (y - g), each rounded to float32, c =
-// 2^(24-p) + 1 for T's p significant bits) against dtype's rounding:
-// equal for every float32 y of a binade, which proves every binade in
-// which y, y·c and the result stay normal and finite (scaling by a power
-// of two commutes with every step); that holds for all 2^-14 <= |y| <
-// 2^15 with float16, 2^-126 <= |y| < 2^15 with bfloat16. Below those, T
-// and the split may differ, but both then round to the integer 0, which
-// the test checks on every such float32 of a spread of binades. The
-// steps are symmetric in sign. (Under the race detector, which finds
-// nothing in a scalar loop, every 61st significand.)
+// TestVeltkamp proves the lean kernels' rounding to T (_asm's veltkamp:
+// g = y·c, y' = g + (y - g), each rounded to float32, c = 2^(24-p) + 1
+// for T's p significant bits) against dtype's rounding: equal for every
+// float32 y of three binades, which proves every binade in which y, y·c
+// and the result stay normal and finite, since scaling by a power of two
+// commutes with every step: all 2^-14 <= |y| < 2^15 for float16, 2^-126
+// <= |y| < 2^15 for bfloat16 (the kernels' quotients are below 2^15).
+// Below those the two may differ, but both round to the integer 0, which
+// the test checks on every 7th float32 of the binades below (float16's
+// two highest, and float32's subnormals). The steps are symmetric in
+// sign. (Under the race detector, which finds nothing in a scalar loop,
+// every 61st significand.)
 func TestVeltkamp(t *testing.T) {
 	step := uint32(1)
 	if raceOn {
 		step = 61
 	}
+	// float is the float32 of biased exponent e+127 (0: subnormal) and
+	// significand bits m.
 	float := func(e int, m uint32) float32 { return math.Float32frombits(uint32(e+127)<<23 | m) }
-	split := func(y, c float32) float32 {
-		g := float32(y * c)
-		d := float32(y - g)
-		return float32(g + d)
-	}
 	for _, tc := range []struct {
-		dt  dtype.DType
-		c   float32
-		low int // the least exponent of T's normal range
-	}{{dtype.BFloat16, 65537, -126}, {dtype.Float16, 8193, -14}} {
+		dt    dtype.DType
+		c     float32
+		low   int   // the least exponent of T's normal range
+		below []int // exponents below it to sample
+	}{{dtype.BFloat16, 65537, -126, []int{-127}}, {dtype.Float16, 8193, -14, []int{-15, -16, -127}}} {
+		split := func(y float32) float32 {
+			g := float32(y * tc.c)
+			d := float32(y - g)
+			return float32(g + d)
+		}
 		for _, e := range []int{tc.low, 0, 14} {
 			for m := uint32(0); m < 1<<23; m += step {
 				y := float(e, m)
-				if got, want := split(y, tc.c), tc.dt.Round(y); got != want {
+				if got, want := split(y), tc.dt.Round(y); got != want {
 					t.Fatalf("%v: the split of %v is %v, rT %v", tc.dt, y, got, want)
 				}
 			}
 		}
-		for _, e := range []int{tc.low - 1, max(tc.low-5, -127), -127} { // -127: float32's subnormals
+		for _, e := range tc.below {
 			for m := uint32(0); m < 1<<23; m += 7 * step {
 				y := float(e, m)
-				if got, want := math.RoundToEven(float64(split(y, tc.c))), math.RoundToEven(float64(tc.dt.Round(y))); got != 0 || want != 0 {
+				if got, want := math.RoundToEven(float64(split(y))), math.RoundToEven(float64(tc.dt.Round(y))); got != 0 || want != 0 {
 					t.Fatalf("%v: %v rounds to %v split, %v by rT", tc.dt, y, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeRowNextAbsMax checks the abs-max that quantizeRowNext
+// returns for the next row, with one element raised above the rest at
+// each position in turn (every lane of every register of the kernel's
+// block, and the Go head and tail), ordinary and non-temporal.
+func TestQuantizeRowNextAbsMax(t *testing.T) { forEachKernelSet(t, true, testQuantizeRowNextAbsMax) }
+
+func testQuantizeRowNextAbsMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, dt := range dtype.Floats() {
+		size := dt.Size()
+		for _, n := range []int{1, 31, 64, 133} {
+			row := make([]byte, n*size)
+			for i := range n {
+				dtype.Store(row, dt, i, float32(rng.NormFloat64()))
+			}
+			for _, nt := range []bool{false, true} {
+				for i := range n {
+					next := make([]byte, n*size)
+					for j := range n {
+						dtype.Store(next, dt, j, float32(rng.Float64()-0.5))
+					}
+					dtype.Store(next, dt, i, float32(-3-rng.Float64()))
+					buf := make([]byte, n+64)
+					got := quantizeRowNext(dt, row, buf[3:3+n], divisor(dt, 0.25), next, hints{ahead: 4096, nt: nt})
+					if want := absMaxBitsGeneric(dt, next); got != want {
+						t.Fatalf("%v n=%d nt=%v, raised element %d: abs-max %#x, want %#x", dt, n, nt, i, got, want)
+					}
 				}
 			}
 		}

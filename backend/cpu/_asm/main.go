@@ -381,11 +381,12 @@ func roundBF16(w width, v VecVirtual, one, bias, himask Op) {
 // veltkamp rounds the float32 lanes of v in place to the precision of the
 // splitter's T, 2^(24-p) + 1 for p significant bits, by Veltkamp's
 // splitting: g = v·c, v = g + (v - g), each rounded to float32, which
-// rounds to p bits, to nearest with ties to even, wherever v·c is normal
-// and finite. The bounded kernels use it, where |v| < 2^15: below T's
-// normal range (and below float32's for bfloat16) its result may differ
-// from T's rounding, but both then lie below 1/2 in magnitude and round
-// to the same integer, 0. TestVeltkamp checks every float32 below 2^15.
+// rounds to p bits, to nearest with ties to even, wherever v, v·c and the
+// result are normal and finite. The lean kernels use it, where |v| <
+// 2^15: below T's normal range (float32's, for bfloat16) its result may
+// differ from T's rounding, but both then lie below 1/2 and round to the
+// same integer, 0. TestVeltkamp checks whole binades, which by scaling
+// covers every normal one, and samples those below.
 func veltkamp(w width, v, splitter VecVirtual) {
 	g, d := w.reg(), w.reg()
 	VMULPS(splitter, v, g)
@@ -456,9 +457,9 @@ type quantForm struct {
 	bounded    bool // no clamp: every quotient is below 2^15 in magnitude
 	next       bool // bounded, also returning the next row's abs-max
 	// lean (bounded only): rounding to T by Veltkamp's splitting and
-	// bfloat16 widened by unpacking, about 20% fewer instructions for
-	// bfloat16. Only AVX2 has it yet: the AVX-512 forms are to be
-	// generated once they can be run on an AVX-512 machine.
+	// bfloat16 widened by unpacking (for bfloat16, 38 instructions per 32
+	// elements instead of 48). Only AVX2 has it yet: the AVX-512 forms are
+	// to be generated once they can be run on an AVX-512 machine.
 	lean bool
 }
 
@@ -532,7 +533,9 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 	nt := Load(Param("nt"), GP8())
 	t := w.broadcastParam("t")
 	// The lean kernels round to T by Veltkamp's splitting (see veltkamp)
-	// and widen bfloat16 by unpacking it against zero.
+	// and widen bfloat16 by unpacking it against zero. (For float16 the
+	// split is one instruction more than F16C's round trip, and measured
+	// 1-4% faster: BENCHMARKS.md.)
 	split := form.lean && dt != "float32"
 	unpack := form.lean && dt == "bfloat16"
 	perm := w.reg()
@@ -543,7 +546,7 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 	}
 	var splitter, zero VecVirtual
 	if split {
-		// 2^(24-p) + 1 for T's p significant bits.
+		// 2^(24-p) + 1 for T's p significant bits: 65537, 8193.
 		splitter = w.broadcast(map[string]uint32{"bfloat16": 0x47800080, "float16": 0x46000400}[dt])
 	}
 	if unpack {
