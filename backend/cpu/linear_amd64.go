@@ -167,6 +167,15 @@ func gemv8(x, w []byte, ldw, k int, out []byte) {
 	}
 }
 
+// dotTile is dotTileGeneric; its kernel is AVX2 on either set.
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+	if impl == implGeneric {
+		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
+		return
+	}
+	dotTileAVX2(x, ldx, w, ldw, steps, sums, lds)
+}
+
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by
 // row count - 1.
 var gemmTilesI8 = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){

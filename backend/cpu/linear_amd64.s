@@ -1566,6 +1566,90 @@ gemvRowsAVX2_done:
 	VZEROUPPER
 	RET
 
+// func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int)
+// Requires: AVX, AVX2
+TEXT ·dotTileAVX2(SB), NOSPLIT, $0-104
+	MOVQ  x_base+0(FP), AX
+	MOVQ  ldx+24(FP), CX
+	MOVQ  wt_base+32(FP), DX
+	MOVQ  ldw+56(FP), BX
+	MOVQ  steps+64(FP), SI
+	LEAQ  (AX)(CX*2), DI
+	ADDQ  CX, DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+dotTileAVX2_loop:
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    (DX)(BX*1), Y13
+	VPMOVSXBW    (DX)(BX*2), Y14
+	VPMADDWD     (AX), Y12, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     (AX), Y13, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (AX), Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     (AX)(CX*1), Y12, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     (AX)(CX*1), Y13, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (AX)(CX*1), Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPMADDWD     (AX)(CX*2), Y12, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     (AX)(CX*2), Y13, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     (AX)(CX*2), Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDWD     (DI), Y12, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDWD     (DI), Y13, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     (DI), Y14, Y15
+	VPADDD       Y15, Y11, Y11
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, DI
+	ADDQ         $0x10, DX
+	DECQ         SI
+	JNZ          dotTileAVX2_loop
+	MOVQ         sums_base+72(FP), AX
+	MOVQ         lds+96(FP), CX
+	VPHADDD      Y3, Y0, Y0
+	VPHADDD      Y9, Y6, Y6
+	VPHADDD      Y6, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X12
+	VPADDD       X12, X0, X0
+	VPADDD       (AX), X0, X0
+	VMOVDQU      X0, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y4, Y1, Y1
+	VPHADDD      Y10, Y7, Y7
+	VPHADDD      Y7, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X12
+	VPADDD       X12, X1, X1
+	VPADDD       (AX), X1, X1
+	VMOVDQU      X1, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y5, Y2, Y2
+	VPHADDD      Y11, Y8, Y8
+	VPHADDD      Y8, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X12
+	VPADDD       X12, X2, X2
+	VPADDD       (AX), X2, X2
+	VMOVDQU      X2, (AX)
+	VZEROUPPER
+	RET
+
 // func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
 // Requires: AVX, AVX2
 TEXT ·packColsAVX2(SB), NOSPLIT, $0-72

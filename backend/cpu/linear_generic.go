@@ -34,6 +34,22 @@ func gemmTileGeneric(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, 
 	storeTile(&acc, nr, mr, c, ldc, add)
 }
 
+// dotTileGeneric adds to sums the dot products of 4 int16 rows of x (ldx
+// bytes apart) with 3 int8 rows of w (ldw bytes apart) over steps·16
+// values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:].
+func dotTileGeneric(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+	for c := range 3 {
+		for r := range 4 {
+			var s int32
+			for k := range 16 * steps {
+				s += load16(x, r*ldx+2*k) * int32(int8(w[c*ldw+k]))
+			}
+			at := sums[c*lds+4*r:]
+			binary.LittleEndian.PutUint32(at, binary.LittleEndian.Uint32(at)+uint32(s))
+		}
+	}
+}
+
 // storeTile stores (add: adds) mr rows of nr sums of acc into the int32
 // rows of c, ldc bytes apart.
 func storeTile(acc *[gemmRows][32]int32, nr, mr int, c []byte, ldc int, add bool) {

@@ -18,6 +18,10 @@ func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+	dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
+}
+
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }
 
 func gemmCols() int { return 16 }

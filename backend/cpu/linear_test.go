@@ -43,7 +43,7 @@ type variant struct {
 // number of rows.
 var variants = []variant{
 	{"many", manyRows, false, false, false}, {"many,cols", manyRows, true, false, false}, {"few", fewRows, false, false, false},
-	{"one", oneRow, false, false, false}, {"cols", colsRows, true, false, false},
+	{"one", oneRow, false, false, false}, {"cols", colsRows, true, false, false}, {"dot", dotRows, false, false, false},
 	{"many,prepared", manyRows, false, true, false}, {"few,prepared", fewRows, false, true, false},
 	{"many,wide", manyRows, false, false, true}, {"many,cols,wide", manyRows, true, false, true},
 	{"many,prepared,wide", manyRows, false, true, true},

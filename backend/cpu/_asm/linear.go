@@ -415,6 +415,72 @@ func gemv(name string, w width) {
 	RET()
 }
 
+// dotTile emits the few-row kernel that reads the weight as it is, [N,
+// K] rows, without packing it: 4 rows of A by 3 channels, each of the 12
+// products a vector of partial dot products along k (VPMOVSXBW widens 16
+// of a channel's int8 values, VPMADDWD multiplies them with 16 of a row's
+// int16 ones from memory), folded at the end by VPHADDD into the 4 rows'
+// sums of each channel, which it adds to sums. Registers 0 to 11
+// accumulate (row r, channel c at 3r+c), 12 to 14 hold the channels'
+// values, 15 the products.
+func dotTile(name string, w width) {
+	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int)")
+	Pragma("noescape")
+	Doc(name+" adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt",
+		"(ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
+		"wrapping. steps must be at least 1.")
+	xp := Load(Param("x").Base(), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	wp := Load(Param("wt").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("steps"), GP64())
+	x3 := GP64()
+	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
+	ADDQ(ldx, x3)
+	for i := range 12 {
+		VPXOR(w.phys(i), w.phys(i), w.phys(i))
+	}
+	xrow := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
+	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2}}
+	t := w.phys(15)
+	Label(name + "_loop")
+	for c := range 3 {
+		VPMOVSXBW(wrow[c], w.phys(12+c))
+	}
+	for r := range 4 {
+		for c := range 3 {
+			VPMADDWD(xrow[r], w.phys(12+c), t)
+			VPADDD(t, w.phys(3*r+c), w.phys(3*r+c))
+		}
+	}
+	ADDQ(Imm(32), xp)
+	ADDQ(Imm(32), x3)
+	ADDQ(Imm(16), wp)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+
+	// Fold: for each channel, VPHADDD pairs the rows' lanes twice, then
+	// the two 128-bit halves are added: rows 0 to 3 of the channel.
+	sp := Load(Param("sums").Base(), GP64())
+	lds := Load(Param("lds"), GP64())
+	for c := range 3 {
+		a, b, cc, d := w.phys(c), w.phys(3+c), w.phys(6+c), w.phys(9+c)
+		VPHADDD(b, a, a)   // rows 0 and 1, pairwise
+		VPHADDD(d, cc, cc) // rows 2 and 3
+		VPHADDD(cc, a, a)  // per 128-bit half: rows 0 to 3
+		hi := w.phys(12).AsX()
+		VEXTRACTI128(Imm(1), a, hi)
+		VPADDD(hi, a.AsX(), a.AsX())
+		VPADDD(Mem{Base: sp}, a.AsX(), a.AsX())
+		VMOVDQU(a.AsX(), Mem{Base: sp})
+		if c < 2 {
+			ADDQ(lds, sp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
 // gemvRows emits mm_int8's kernel for a row of a times b read as it is,
 // [K, N] row-major, so that b is never packed: k outermost, it streams
 // rows of b whole and adds a[k]·b[k, :] to the int32 sums c[:], 64
@@ -794,6 +860,7 @@ func linearKernels(w width) {
 	packRows("packRowsI8"+w.name, w, true)
 	if w.bytes == 32 {
 		gemvRows("gemvRows"+w.name, w) // memory-bound: AVX-512 machines run it too
+		dotTile("dotTile"+w.name, w)
 	}
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
