@@ -343,6 +343,20 @@ func TestPeakGOPS(t *testing.T) {
 	})
 }
 
+// TestStreamGBPerS reads a buffer with each kernel set: a speed with the
+// assembly ones, 0 with the Go one; lengths that are not a multiple of the
+// parts' alignment included.
+func TestStreamGBPerS(t *testing.T) {
+	forEachKernelSet(t, true, func(t *testing.T) {
+		for _, n := range []int{0, 1, 127, 128, 1000, 1 << 20} {
+			g := StreamGBPerS(make([]byte, n))
+			if (impl != implGeneric && n >= 128) != (g > 0) {
+				t.Fatalf("StreamGBPerS of %d bytes = %v with kernel set %s", n, g, KernelSet())
+			}
+		}
+	})
+}
+
 // BenchmarkInt8Linear runs int8_linear and mm_int8 through the registry on
 // the shapes, bfloat16 x, reporting GOPS.
 func BenchmarkInt8Linear(b *testing.B) {

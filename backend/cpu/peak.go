@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/gokitchen/kitchen/dtype"
 )
 
 // PeakGOPS measures this machine's peak speed, for about d, at the
@@ -44,4 +46,27 @@ func PeakGOPS(d time.Duration) float64 {
 		total += o
 	}
 	return float64(total) / elapsed.Seconds() / 1e9
+}
+
+// StreamGBPerS reads b once on GOMAXPROCS goroutines at once, in
+// contiguous parts, with the vector loads of the kernel set in use (its
+// abs-max kernel, which does next to nothing with what it loads), and
+// returns the speed in billions of bytes per second: how fast this
+// machine streams memory that is only read, as a product of few rows
+// reads its weight, for `kitchen bench` to state those products' speed as
+// a share of it. b should not be in the caches. It returns 0 where the
+// kernels are not assembly (plain Go loads are slower than the memory).
+func StreamGBPerS(b []byte) float64 {
+	if impl == implGeneric {
+		return 0
+	}
+	threads := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range threads {
+		lo, hi := len(b)*i/threads&^127, len(b)*(i+1)/threads&^127
+		wg.Go(func() { absMaxBits(dtype.BFloat16, b[lo:hi]) })
+	}
+	wg.Wait()
+	return float64(len(b)&^127) / time.Since(start).Seconds() / 1e9
 }

@@ -40,7 +40,11 @@ M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is str
 the int8 weight (K·N bytes) at the copy speed. On the host they also report this
 machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds from registers
 on every thread; the highest of about --runs measurements made just before and just
-after each backend's rounds) and their share of it ("of peak").`,
+after each backend's rounds) and their share of it ("of peak"), and, in the same rounds,
+how fast this machine streams memory that is only read (a parallel read, with the cpu
+kernels' vector loads, of a buffer larger than the caches): "x stream" is the time over
+the time to read the bytes moved at that speed, the figure for products of few rows,
+which read their weight once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {
@@ -104,12 +108,16 @@ func printBench(w io.Writer, r *bench.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	gops := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.GOPS > 0 })
 	peak := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.PeakGOPS > 0 })
+	stream := slices.ContainsFunc(r.Ops, func(o bench.OpResult) bool { return o.RatioToStream > 0 })
 	head := "operation\tbackend\toutputs\tmean ms\tmedian ms\tMB moved\tcopy GB/s\tfloor ms\tx floor\tx fresh\t"
 	if gops {
 		head += "GOPS\t"
 	}
 	if peak {
 		head += "peak GOPS\tof peak\t"
+	}
+	if stream {
+		head += "stream GB/s\tx stream\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, o := range r.Ops {
@@ -119,6 +127,11 @@ func printBench(w io.Writer, r *bench.Result) error {
 			if peak && o.PeakGOPS > 0 {
 				tail += fmt.Sprintf("%.1f\t%.2f\t", o.PeakGOPS, o.RatioToPeak)
 			} else if peak {
+				tail += "-\t-\t"
+			}
+			if stream && o.RatioToStream > 0 {
+				tail += fmt.Sprintf("%.2f\t%.2f\t", o.StreamGBPerS, o.RatioToStream)
+			} else if stream {
 				tail += "-\t-\t"
 			}
 			tail += "\n"

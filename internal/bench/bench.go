@@ -89,6 +89,16 @@ type OpResult struct {
 	// median time over it. Both only for fresh outputs on the host.
 	FreshFloorMs      float64 `json:"fresh_floor_ms,omitempty"`
 	RatioToFreshFloor float64 `json:"ratio_to_fresh_floor,omitempty"`
+	// StreamGBPerS is how fast this machine streamed memory that is only
+	// read, measured in the same rounds for the matrix products on the
+	// host (cpu.StreamGBPerS, on a buffer evicted from the caches);
+	// StreamFloorMs is the time to read Bytes at that speed, and
+	// RatioToStream the median time over it: for a product of few rows,
+	// which reads its weight once, its share of the machine's streaming
+	// speed is 1 over it. Left out where the cpu kernels are not assembly.
+	StreamGBPerS  float64 `json:"stream_gb_per_s,omitempty"`
+	StreamFloorMs float64 `json:"stream_floor_ms,omitempty"`
+	RatioToStream float64 `json:"ratio_to_stream,omitempty"`
 	// PeakGOPS is this machine's peak at the arithmetic of the cpu
 	// backend's product kernel (cpu.PeakGOPS: its multiply-adds, on
 	// registers, on every thread): the highest of about as many
@@ -99,6 +109,13 @@ type OpResult struct {
 	PeakGOPS    float64 `json:"peak_gops,omitempty"`
 	RatioToPeak float64 `json:"ratio_to_peak,omitempty"`
 }
+
+// streamBytes is the least size of the streaming reference's buffer (the
+// largest operation's bytes if more): twice the last-level caches of the
+// machines BENCHMARKS.md describes, so that each round reads it from
+// memory. (Where the caches are larger, the reference is faster than
+// memory, and the ratio to it only errs on the pessimistic side.)
+const streamBytes = 64 << 20
 
 // peakTime is how long each measurement of the peak takes.
 const peakTime = 30 * time.Millisecond
@@ -134,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		w    *backend.Workload
 	}
 	var ops []prepared
-	var copyBytes int64
+	var copyBytes, maxBytes int64
 	for _, o := range backend.Ops() {
 		if len(cfg.Ops) > 0 && !slices.Contains(cfg.Ops, o.Name()) {
 			continue
@@ -145,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if w != nil {
 			ops = append(ops, prepared{o.Name(), w})
-			copyBytes = max(copyBytes, w.CopyBytes)
+			copyBytes, maxBytes = max(copyBytes, w.CopyBytes), max(maxBytes, w.Bytes)
 		}
 	}
 	if len(ops) == 0 {
@@ -167,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// The copy buffers come from the same allocator as tensors (huge pages
 	// where the host gives them), so the floor sees the same memory system.
-	var copySrc, copyDst []byte
+	var copySrc, copyDst, streamBuf []byte
 	if host {
 		copySrc, copyDst = hostBuffer(copyBytes), hostBuffer(copyBytes)
 	}
@@ -221,6 +238,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if gemm {
 			measurePeak()
 		}
+		// The streaming reference reads a buffer larger than the caches,
+		// after the copy, so it starts cold, as the products' weights do.
+		if gemm && streamBuf == nil {
+			streamBuf = hostBuffer(max(streamBytes, maxBytes))
+		}
+		var streams []float64
 		var copies, freshCopies []time.Duration
 		for round := range cfg.Warmup + cfg.Runs {
 			if err := ctx.Err(); err != nil {
@@ -235,6 +258,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 				if measured {
 					copies, freshCopies = append(copies, d), append(freshCopies, f)
+				}
+				if gemm {
+					if g := cpu.StreamGBPerS(streamBuf); g > 0 && measured {
+						streams = append(streams, g)
+					}
 				}
 			}
 			for _, s := range all {
@@ -287,6 +315,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 			if s.op.w.Ops > 0 {
+				if len(streams) > 0 {
+					r.StreamGBPerS = medianFloat(streams)
+					r.StreamFloorMs = float64(s.op.w.Bytes) / (r.StreamGBPerS * 1e9) * 1e3
+					r.RatioToStream = r.MedianMs / r.StreamFloorMs
+				}
 				r.GOPS = float64(s.op.w.Ops) / median(s.times).Seconds() / 1e9
 				if peak > 0 {
 					r.PeakGOPS, r.RatioToPeak = peak, r.GOPS/peak
@@ -342,6 +375,15 @@ func timeIt(f func() error) (time.Duration, error) {
 	start := time.Now()
 	err := f()
 	return time.Since(start), err
+}
+
+func medianFloat(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -9,8 +9,9 @@ import (
 )
 
 // TestProductsPeak runs the matrix products on a small shape: each entry
-// has GOPS and, where the cpu kernels are assembly, the peak measured in
-// the same run and the ratio to it, for fresh and reused outputs.
+// has GOPS and, where the cpu kernels are assembly, the peak and the
+// streaming speed measured in the same run and the ratios to them, for
+// fresh and reused outputs.
 func TestProductsPeak(t *testing.T) {
 	res, err := Run(context.Background(), Config{Shape: []int{5, 64, 40}, DType: dtype.BFloat16, Warmup: 1, Runs: 2,
 		Backends: []string{"cpu"}, Ops: []string{"mm_int8", "int8_linear"}})
@@ -36,6 +37,13 @@ func TestProductsPeak(t *testing.T) {
 		}
 		if !asm && (o.PeakGOPS != 0 || o.RatioToPeak != 0) {
 			t.Errorf("%s: peak %v without assembly kernels", o.Op, o.PeakGOPS)
+		}
+		floor := float64(o.Bytes) / (o.StreamGBPerS * 1e9) * 1e3
+		if asm && (o.StreamGBPerS <= 0 || o.StreamFloorMs != floor || o.RatioToStream != o.MedianMs/floor) {
+			t.Errorf("%s: streaming %v GB/s, floor %v ms, ratio %v", o.Op, o.StreamGBPerS, o.StreamFloorMs, o.RatioToStream)
+		}
+		if !asm && (o.StreamGBPerS != 0 || o.RatioToStream != 0) {
+			t.Errorf("%s: streaming %v GB/s without assembly kernels", o.Op, o.StreamGBPerS)
 		}
 	}
 }
