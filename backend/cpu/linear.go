@@ -31,9 +31,11 @@ import (
 //     memory once and the packed form never leaves the caches;
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
 //     are and multiplies them with a row of A, at the memory's speed;
-//   - dot products (int8_linear, dotMin to dotMax rows, AVX2): dotTile
-//     reads the weight rows as they are too, 4 rows of A by 3 channels at
-//     a time, each product a vector of partial sums along k (dotBody).
+//   - dot products (int8_linear with a plain weight, dotMin to dotMax
+//     rows, K a multiple of 16, the AVX2 kernel set: linearPath takes it
+//     there instead of the two above): dotTile reads the weight rows as
+//     they are too, 4 rows of A by 3 channels at a time, each product a
+//     vector of partial sums along k (dotBody).
 //
 // The few-row path packs its panels as int8 pairs (half the bytes of the
 // int16 ones, widened as the tiles load them). A prepared weight
@@ -109,8 +111,9 @@ func pathFor(m int) int {
 // row streams the plain weight instead, as fast or faster: gemv8 was
 // faster than the panels' one-row tiles in 7 of 8 same-run pairs,
 // 4096x4096, by up to 20%), and a plain weight takes the dot path for
-// dotMin to dotMax rows where its kernel runs (AVX2) and k is a whole
-// number of its steps.
+// dotMin to dotMax rows on the AVX2 kernel set only (unmeasured with
+// AVX-512, whose machines could run its kernel) when k is a whole number
+// of its steps.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
 	switch {
@@ -124,7 +127,7 @@ func linearPath(m, k int, prepared bool) int {
 
 // dotMin and dotMax bound the rows that take the dot path with a plain
 // weight. Measured on a 2-core Zen 3, 4096x4096, alternating with the
-// other paths in one process: the dot path took 0.72-0.95 of their time
+// other paths in one process: the dot path took 0.72-0.97 of their time
 // from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row path),
 // 1.17-1.19 at 2 (it computes rows in fours), and as long at 64.
 const dotMin, dotMax = 3, 48
@@ -393,8 +396,9 @@ func (b *fewBody) run(lo, hi int) {
 // read from the cache for the rest, and the rows of x come from the
 // second-level cache. The sums wrap as the contract's int32 does, so the
 // fold in the kernel changes none. Go adds the values of a K that is not
-// a multiple of 16 past the last whole step, and pads a last group of
-// fewer than 3 channels with zero rows.
+// a multiple of 16 past the last whole step (linearPath never chooses the
+// path for such a K, but the path takes any shape, as the tests run it),
+// and pads a last group of fewer than 3 channels with zero rows.
 type dotBody struct{ p *product }
 
 // dotChannels is the number of channels in a block of the dot path (a

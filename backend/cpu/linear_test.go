@@ -343,6 +343,32 @@ func TestPeakGOPS(t *testing.T) {
 	})
 }
 
+// TestLinearPath checks int8_linear's choice of layout by rows, k, a
+// prepared weight and kernel set.
+func TestLinearPath(t *testing.T) {
+	defer func(saved int) { impl = saved }(impl)
+	for _, c := range []struct {
+		m, k     int
+		prepared bool
+		set      int
+		want     int
+	}{
+		{1, 4096, false, implAVX2, oneRow}, {1, 4096, true, implAVX2, oneRow},
+		{2, 4096, false, implAVX2, oneRow}, {2, 4096, true, implAVX2, fewRows},
+		{3, 4096, false, implAVX2, dotRows}, {3, 4096, true, implAVX2, fewRows},
+		{16, 4096, false, implAVX2, dotRows}, {48, 4096, false, implAVX2, dotRows},
+		{49, 4096, false, implAVX2, fewRows}, {97, 4096, false, implAVX2, manyRows},
+		{16, 4100, false, implAVX2, fewRows}, {8, 4100, false, implAVX2, oneRow},
+		{16, 4096, false, implAVX512, fewRows}, {16, 4096, false, implGeneric, fewRows},
+		{16, 4096, true, implAVX2, fewRows}, {200, 4096, true, implAVX2, manyRows},
+	} {
+		impl = c.set
+		if got := linearPath(c.m, c.k, c.prepared); got != c.want {
+			t.Errorf("%d rows of %d, prepared %v, kernel set %s: path %d, want %d", c.m, c.k, c.prepared, kernelSetNames[c.set], got, c.want)
+		}
+	}
+}
+
 // TestStreamGBPerS reads a buffer with each kernel set: a speed with the
 // assembly ones, 0 with the Go one; lengths that are not a multiple of the
 // parts' alignment included.
