@@ -160,17 +160,22 @@ func testPairsMixed(t *testing.T, k int) {
 			a[v*k+p], w[v*k+p] = byte(v+p), byte(v+3*p)
 		}
 	}
+	// The reference once, for every path (under -race it costs seconds).
+	want := make([]int32, 256*256)
+	for i := range 256 {
+		for j := range 256 {
+			want[i*256+j] = dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k])
+		}
+	}
 	paths(t, func(t *testing.T, v variant) {
 		wt := w
 		if v.cols {
 			wt = transpose(w, 256, k)
 		}
 		got := multiply(t, a, wt, 256, k, 256, v)
-		for i := range 256 {
-			for j := range 256 {
-				if want := dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k]); got[i*256+j] != want {
-					t.Fatalf("row %d, channel %d: %d, want %d", i, j, got[i*256+j], want)
-				}
+		for i, g := range got {
+			if g != want[i] {
+				t.Fatalf("row %d, channel %d: %d, want %d", i/256, i%256, g, want[i])
 			}
 		}
 	})
@@ -193,28 +198,43 @@ func TestProductRagged(t *testing.T) {
 		}
 		shapes = append(shapes, shape{63, 513, 65}, shape{65, 1030, 257}, shape{97, 1025, 300}, shape{200, 600, 33},
 			shape{16, 4099, 100}, shape{3, 8193, 50})
+		// Inputs and their reference once, for every path (under -race
+		// the reference costs seconds).
+		type input struct {
+			a, w, wt []byte
+			want     []int32
+		}
+		inputs := make([]input, len(shapes))
+		for n, s := range shapes {
+			a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
+			for i := range a {
+				a[i] = byte(rng.Uint32())
+			}
+			for i := range w {
+				w[i] = byte(rng.Uint32())
+			}
+			if s.k > 2 {
+				a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
+			}
+			want := make([]int32, s.m*s.n)
+			for i := range s.m {
+				for j := range s.n {
+					want[i*s.n+j] = dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k])
+				}
+			}
+			inputs[n] = input{a, w, transpose(w, s.n, s.k), want}
+		}
 		paths(t, func(t *testing.T, v variant) {
-			for _, s := range shapes {
-				a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
-				for i := range a {
-					a[i] = byte(rng.Uint32())
-				}
-				for i := range w {
-					w[i] = byte(rng.Uint32())
-				}
-				if s.k > 2 {
-					a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
-				}
-				wt := w
+			for n, s := range shapes {
+				in := inputs[n]
+				wt := in.w
 				if v.cols {
-					wt = transpose(w, s.n, s.k)
+					wt = in.wt
 				}
-				got := multiply(t, a, wt, s.m, s.k, s.n, v)
-				for i := range s.m {
-					for j := range s.n {
-						if want := dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k]); got[i*s.n+j] != want {
-							t.Fatalf("%dx%dx%d: [%d, %d] = %d, want %d", s.m, s.k, s.n, i, j, got[i*s.n+j], want)
-						}
+				got := multiply(t, in.a, wt, s.m, s.k, s.n, v)
+				for i, g := range got {
+					if g != in.want[i] {
+						t.Fatalf("%dx%dx%d: [%d, %d] = %d, want %d", s.m, s.k, s.n, i/s.n, i%s.n, g, in.want[i])
 					}
 				}
 			}
