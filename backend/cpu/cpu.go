@@ -301,11 +301,12 @@ func (w *dequantBody) run(lo, hi int) {
 // quantizeRows quantizes rows [lo, hi) of k elements of dt from src into
 // dst, writing each row's float32 scale to scales, and returns the first
 // row holding NaN or an infinity, or -1. A row's abs-max must be known
-// before the row can be quantized, so each row is quantized while the
-// next one is read for its abs-max (quantizeRowNext): memory streams the
-// next row while the current one, read last time, is computed from the
-// cache. (Stochastic rounding, whose kernels have no such form, instead
-// prefetches the next row as it quantizes, so its abs-max reads cache.)
+// before the row can be quantized, so with the AVX2 kernels each row is
+// quantized while the next one is read for its abs-max (quantizeRowNext):
+// memory streams the next row while the current one, read last time, is
+// computed from the cache. The AVX-512 kernels, and stochastic rounding
+// on any set, prefetch the next row as they quantize instead, so that its
+// abs-max reads cache; the Go kernels read row after row.
 func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo, hi int) int {
 	size := dt.Size()
 	stochastic := seed > 0

@@ -8,7 +8,8 @@ import (
 )
 
 // hints say how a kernel call should treat memory: prefetch ahead bytes
-// past each block it reads (the next row, for a row-wise caller), and
+// past each block it reads (the next row, for a row-wise caller that
+// prefetches it; past the next row's block, for the next-row kernels), and
 // store non-temporally (nt), past the caches, when the call's output
 // would be evicted before anyone reads it. They never change a result;
 // the Go kernels ignore them. Non-temporal stores are weakly ordered: the
@@ -65,5 +66,6 @@ var lastLevelCache = sync.OnceValue(func() int {
 })
 
 // flatAhead is how far ahead a tensor-wise quantization prefetches its
-// input: past the next page, where the hardware's stream prefetcher stops.
+// input, and the next-row kernels the next row: past the next page, where
+// the hardware's stream prefetcher stops.
 const flatAhead = 4096

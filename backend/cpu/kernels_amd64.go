@@ -178,13 +178,15 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 
 // quantizeRowNext quantizes src into dst by t, rounding half to even,
 // every quotient below 2^15 in magnitude (hints.bounded), and returns
-// absMaxBits of next, a row of as many elements as src, which it reads
-// while it quantizes src (h.ahead is then the prefetch distance past
-// next).
+// absMaxBits of next, a row of as many elements as src. The AVX2 kernels
+// read next while they quantize src (h.ahead is then the prefetch distance
+// past next); the other sets quantize src, the AVX-512 kernels
+// prefetching next, and then read it.
 func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, h hints) uint32 {
 	if impl != implAVX2 {
-		// Quantize, prefetching the next row (which follows src in the
-		// row-wise pass), then read it from the cache.
+		// Quantize (the AVX-512 kernels prefetch the next row, which
+		// follows src in the row-wise pass; the Go kernels ignore hints),
+		// then read it.
 		h.bounded, h.ahead = true, len(src)
 		quantizeHinted(dt, src, dst, t, 0, 0, h)
 		return absMaxBits(dt, next)

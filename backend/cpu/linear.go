@@ -15,7 +15,16 @@ import (
 // The int8 linear operations. Both are an exact int8 product A·Wᵀ (A
 // [M, K], W [N, K], one row per output channel) by the kernels of
 // _asm/linear.go, the rows of A widened to int16 first. The ways to lay
-// the work out, by M:
+// the work out, which pathFor, linearPath and mmInt8 choose by M:
+//
+//	int8_linear, plain weight, AVX2 set, K % 16 == 0:
+//	    1-2 rows one row at a time, 3-48 dot, 49-96 few, more many
+//	int8_linear, plain weight otherwise:
+//	    up to 8 rows one row at a time, up to 96 few, more many
+//	int8_linear, prepared weight:
+//	    1 row one row at a time (the plain weight), up to 96 few, more many
+//	mm_int8 (b is [K, N]):
+//	    up to 8 rows cols, more many
 //
 //   - many rows (M > fewMax): W packed once per call into panels of
 //     gemmCols channels (per pair of k, each channel's two values as
@@ -112,8 +121,8 @@ func pathFor(m int) int {
 // faster than the panels' one-row tiles in 7 of 8 same-run pairs,
 // 4096x4096, by up to 20%), and a plain weight takes the dot path for
 // dotMin to dotMax rows on the AVX2 kernel set only (unmeasured with
-// AVX-512, whose machines could run its kernel) when k is a whole number
-// of its steps.
+// AVX-512, whose machines could run its kernel) when k is a multiple of
+// 16.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
 	switch {
@@ -138,7 +147,7 @@ const (
 	fewRows  // up to fewMax rows
 	oneRow   // up to gemvMax rows
 	colsRows // mm_int8 up to colsMax rows: b [K, N] read as it is
-	dotRows  // a few rows, the weight [N, K] read as it is (dotBody)
+	dotRows  // int8_linear, dotMin to dotMax rows, plain weight, AVX2: W read as it is (dotBody)
 )
 
 // colsMax is the most rows of A for which mm_int8 multiplies b as it is
@@ -159,7 +168,7 @@ type product struct {
 	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's)
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
-	w       []byte // few rows, one row: the weight, [N, K]; colsRows: b, [K, N]
+	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows: b, [K, N]
 	fin     finisher
 }
 

@@ -167,7 +167,9 @@ func gemv8(x, w []byte, ldw, k int, out []byte) {
 	}
 }
 
-// dotTile is dotTileGeneric; its kernel is AVX2 on either set.
+// dotTile computes dotTileGeneric's sums: every assembly set runs the
+// AVX2 kernel (linearPath chooses the dot path only with the AVX2 set;
+// tests run it with the others too).
 func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
 	if impl == implGeneric {
 		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)

@@ -36,15 +36,16 @@ bytes it must read and write at that speed; the ratio to it is the figure to com
 across machines.
 
 --op chooses operations. The matrix products (mm_int8, int8_linear) take --shape
-M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is streaming
-the int8 weight (K·N bytes) at the copy speed. On the host they also report this
+M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is moving
+their operands and output (for few rows, mostly the int8 weight's K·N bytes) at the
+copy speed. On the host they also report this
 machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds from registers
 on every thread; the highest of about --runs measurements made just before and just
 after each backend's rounds) and their share of it ("of peak"), and, in the same rounds,
 how fast this machine streams memory that is only read (a parallel read, with the cpu
-kernels' vector loads, of a buffer larger than the caches): "x stream" is the time over
-the time to read the bytes moved at that speed, the figure for products of few rows,
-which read their weight once.`,
+kernels' vector loads, of a 64 MiB buffer or larger): "x stream" is the median time
+over the time to read the bytes moved at that speed, the figure for products of few
+rows, which read their weight once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {

@@ -91,7 +91,8 @@ type OpResult struct {
 	RatioToFreshFloor float64 `json:"ratio_to_fresh_floor,omitempty"`
 	// StreamGBPerS is how fast this machine streamed memory that is only
 	// read, measured in the same rounds for the matrix products on the
-	// host (cpu.StreamGBPerS, on a buffer evicted from the caches);
+	// host (cpu.StreamGBPerS, on a buffer of streamBytes or more, read after
+	// the copy);
 	// StreamFloorMs is the time to read Bytes at that speed, and
 	// RatioToStream the median time over it: for a product of few rows,
 	// which reads its weight once, its share of the machine's streaming
@@ -111,10 +112,11 @@ type OpResult struct {
 }
 
 // streamBytes is the least size of the streaming reference's buffer (the
-// largest operation's bytes if more): twice the last-level caches of the
-// machines BENCHMARKS.md describes, so that each round reads it from
-// memory. (Where the caches are larger, the reference is faster than
-// memory, and the ratio to it only errs on the pessimistic side.)
+// largest operation's bytes if more): twice the 32 MiB last-level cache of
+// the 2-core Zen 3 that BENCHMARKS.md describes, so that each round reads
+// it from memory there. (Where the caches are larger, the reference is
+// faster than memory, and the ratio to it only errs on the pessimistic
+// side.)
 const streamBytes = 64 << 20
 
 // peakTime is how long each measurement of the peak takes.

@@ -415,7 +415,7 @@ func gemv(name string, w width) {
 	RET()
 }
 
-// dotTile emits the few-row kernel that reads the weight as it is, [N,
+// dotTile emits the dot path's kernel, which reads the weight as it is, [N,
 // K] rows, without packing it: 4 rows of A by 3 channels, each of the 12
 // products a vector of partial dot products along k (VPMOVSXBW widens 16
 // of a channel's int8 values, VPMADDWD multiplies them with 16 of a row's

@@ -21,7 +21,9 @@
 //     and narrowed with saturation. Stochastic rounding hashes each
 //     element's index as quant.Noise does (uint32 multiplies, shifts and
 //     XORs) and floors rT(y + rT(u)). Each iteration prefetches the input
-//     a given distance ahead (the next row, for row-wise quantization);
+//     a given distance ahead (the next row, for row-wise quantization,
+//     or, in the AVX2 next-row form, past the next row, which it reads for
+//     its abs-max);
 //   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above;
 //   - quantize and dequantize store non-temporally when asked (outputs
 //     larger than the last-level cache), then SFENCE before returning;
@@ -455,11 +457,12 @@ func ntLoopsResult(name string, n, nt Register, body func(nt bool), result func(
 type quantForm struct {
 	stochastic bool // the contract's stochastic rounding, not half to even
 	bounded    bool // no clamp: every quotient is below 2^15 in magnitude
-	next       bool // bounded, also returning the next row's abs-max
+	next       bool // bounded and lean, also returning the next row's abs-max
 	// lean (bounded only): rounding to T by Veltkamp's splitting and
 	// bfloat16 widened by unpacking (for bfloat16, 38 instructions per 32
-	// elements instead of 48). Only AVX2 has it yet: the AVX-512 forms are
-	// to be generated once they can be run on an AVX-512 machine.
+	// elements instead of 48). Only AVX2 has the lean and next forms yet:
+	// the AVX-512 ones are to be generated once they can be run on an
+	// AVX-512 machine (qdqKernels).
 	lean bool
 }
 
@@ -479,9 +482,11 @@ type quantForm struct {
 // register is saved.
 //
 // Each iteration prefetches the input ahead bytes further on (a row-wise
-// caller passes the row length, so the next row's abs-max reads cache
-// while this row is quantized). With nt the int8 results are stored
-// non-temporally (dst must then be aligned to a register).
+// caller without the next form passes the row length, so the next row's
+// abs-max reads cache while this row is quantized; the next form
+// prefetches ahead bytes past the next row's block instead). With nt the
+// int8 results are stored non-temporally (dst must then be aligned to a
+// register).
 //
 // With next set (bounded only), the kernel also returns the abs-max bits
 // of the next row, as absMax does, reading it as it quantizes this one:
