@@ -103,6 +103,7 @@ type rowwiseBody struct {
 var rowwisePool = sync.Pool{New: func() any { return new(rowwiseBody) }}
 
 func (w *rowwiseBody) run(lo, hi int) {
+	defer sfence() // the rows' non-temporal stores, if any (hints)
 	if r := quantizeRows(w.dt, w.src, w.dst, w.scales, w.k, w.seed, lo, hi); r >= 0 {
 		w.bad.report(r)
 	}
@@ -188,6 +189,7 @@ func (w *flatBody) run(lo, hi int) {
 	if w.quantize {
 		h := hints{ahead: flatAhead, nt: streaming(len(w.dst)), bounded: w.bounded}
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
+		sfence() // the non-temporal stores, if any (hints)
 		return
 	}
 	m := absMaxBits(w.dt, src)
@@ -278,6 +280,7 @@ var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
 func (w *dequantBody) run(lo, hi int) {
 	size := w.dt.Size()
 	nt := streaming(len(w.dst))
+	defer sfence() // the non-temporal stores, if any (hints)
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {

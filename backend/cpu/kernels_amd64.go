@@ -211,7 +211,8 @@ func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 }
 
 // dequantizeHinted is dequantize, storing non-temporally if nt (where
-// the output can be aligned). s must be finite, as the operations check;
+// the output can be aligned; the caller then runs sfence before it hands
+// the output on, see hints). s must be finite, as the operations check;
 // only the Go kernel gives NaN products the same bits as a scalar
 // conversion.
 func dequantizeHinted(out dtype.DType, q []byte, s float32, dst []byte, nt bool) {
@@ -228,7 +229,11 @@ func dequantizeHinted(out dtype.DType, q []byte, s float32, dst []byte, nt bool)
 			q, dst = q[head:], dst[head*size:]
 		}
 	}
-	n := len(q) &^ (2*vectorBytes()/4 - 1)
+	block := 2 * vectorBytes() / 4 // two registers of lanes
+	if impl == implAVX2 && out == dtype.Float32 {
+		block *= 2 // four (see _asm's dequantize)
+	}
+	n := len(q) &^ (block - 1)
 	if n > 0 {
 		dequantizeKernels[impl][kernelIndex(out)](q[:n], s, dst[:n*size], nt)
 	}

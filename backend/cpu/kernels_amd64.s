@@ -4,6 +4,12 @@
 
 #include "textflag.h"
 
+// func sfence()
+// Requires: MMX+
+TEXT ·sfence(SB), NOSPLIT, $0
+	SFENCE
+	RET
+
 // func absMaxBits16AVX2(src []byte) uint32
 // Requires: AVX, AVX2
 TEXT ·absMaxBits16AVX2(SB), NOSPLIT, $0-28
@@ -317,8 +323,6 @@ quantizeBF16AVX2_nt:
 	JMP        quantizeBF16AVX2_nt
 
 quantizeBF16AVX2_ntdone:
-	SFENCE
-
 quantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -422,8 +426,6 @@ quantizeBoundedBF16AVX2_nt:
 	JMP        quantizeBoundedBF16AVX2_nt
 
 quantizeBoundedBF16AVX2_ntdone:
-	SFENCE
-
 quantizeBoundedBF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -543,8 +545,6 @@ quantizeNextBF16AVX2_nt:
 	JMP        quantizeNextBF16AVX2_nt
 
 quantizeNextBF16AVX2_ntdone:
-	SFENCE
-
 quantizeNextBF16AVX2_done:
 	VPMAXUW      Y6, Y5, Y5
 	VEXTRACTI128 $0x01, Y5, X0
@@ -901,14 +901,12 @@ quantizeSRBF16AVX2_nt:
 	JMP        quantizeSRBF16AVX2_nt
 
 quantizeSRBF16AVX2_ntdone:
-	SFENCE
-
 quantizeSRBF16AVX2_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeBF16AVX2(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX2, MMX+, SSE
+// Requires: AVX, AVX2, SSE
 TEXT ·dequantizeBF16AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -980,8 +978,6 @@ dequantizeBF16AVX2_nt:
 	JMP       dequantizeBF16AVX2_nt
 
 dequantizeBF16AVX2_ntdone:
-	SFENCE
-
 dequantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -1080,8 +1076,6 @@ quantizeF16AVX2_nt:
 	JMP        quantizeF16AVX2_nt
 
 quantizeF16AVX2_ntdone:
-	SFENCE
-
 quantizeF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -1180,8 +1174,6 @@ quantizeBoundedF16AVX2_nt:
 	JMP        quantizeBoundedF16AVX2_nt
 
 quantizeBoundedF16AVX2_ntdone:
-	SFENCE
-
 quantizeBoundedF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -1296,8 +1288,6 @@ quantizeNextF16AVX2_nt:
 	JMP        quantizeNextF16AVX2_nt
 
 quantizeNextF16AVX2_ntdone:
-	SFENCE
-
 quantizeNextF16AVX2_done:
 	VPMAXUW      Y5, Y4, Y4
 	VEXTRACTI128 $0x01, Y4, X0
@@ -1574,14 +1564,12 @@ quantizeSRF16AVX2_nt:
 	JMP        quantizeSRF16AVX2_nt
 
 quantizeSRF16AVX2_ntdone:
-	SFENCE
-
 quantizeSRF16AVX2_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeF16AVX2(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX2, F16C, MMX+, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dequantizeF16AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -1627,8 +1615,6 @@ dequantizeF16AVX2_nt:
 	JMP         dequantizeF16AVX2_nt
 
 dequantizeF16AVX2_ntdone:
-	SFENCE
-
 dequantizeF16AVX2_done:
 	VZEROUPPER
 	RET
@@ -1713,8 +1699,6 @@ quantizeF32AVX2_nt:
 	JMP        quantizeF32AVX2_nt
 
 quantizeF32AVX2_ntdone:
-	SFENCE
-
 quantizeF32AVX2_done:
 	VZEROUPPER
 	RET
@@ -1788,8 +1772,6 @@ quantizeBoundedF32AVX2_nt:
 	JMP        quantizeBoundedF32AVX2_nt
 
 quantizeBoundedF32AVX2_ntdone:
-	SFENCE
-
 quantizeBoundedF32AVX2_done:
 	VZEROUPPER
 	RET
@@ -1887,8 +1869,6 @@ quantizeNextF32AVX2_nt:
 	JMP        quantizeNextF32AVX2_nt
 
 quantizeNextF32AVX2_ntdone:
-	SFENCE
-
 quantizeNextF32AVX2_done:
 	VPMAXUD      Y4, Y3, Y3
 	VEXTRACTI128 $0x01, Y3, X0
@@ -2117,14 +2097,12 @@ quantizeSRF32AVX2_nt:
 	JMP        quantizeSRF32AVX2_nt
 
 quantizeSRF32AVX2_ntdone:
-	SFENCE
-
 quantizeSRF32AVX2_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeF32AVX2(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX2, MMX+, SSE
+// Requires: AVX, AVX2, SSE
 TEXT ·dequantizeF32AVX2(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -2146,9 +2124,17 @@ dequantizeF32AVX2_loop:
 	VCVTDQ2PS Y1, Y1
 	VMULPS    Y0, Y1, Y1
 	VMOVUPS   Y1, 32(DX)
-	ADDQ      $0x00000010, AX
-	ADDQ      $0x00000040, DX
-	SUBQ      $0x00000010, CX
+	VPMOVSXBD 16(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVUPS   Y1, 64(DX)
+	VPMOVSXBD 24(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVUPS   Y1, 96(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x00000020, CX
 	JMP       dequantizeF32AVX2_loop
 
 dequantizeF32AVX2_nt:
@@ -2162,14 +2148,20 @@ dequantizeF32AVX2_nt:
 	VCVTDQ2PS Y1, Y1
 	VMULPS    Y0, Y1, Y1
 	VMOVNTPS  Y1, 32(DX)
-	ADDQ      $0x00000010, AX
-	ADDQ      $0x00000040, DX
-	SUBQ      $0x00000010, CX
+	VPMOVSXBD 16(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVNTPS  Y1, 64(DX)
+	VPMOVSXBD 24(AX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVNTPS  Y1, 96(DX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000080, DX
+	SUBQ      $0x00000020, CX
 	JMP       dequantizeF32AVX2_nt
 
 dequantizeF32AVX2_ntdone:
-	SFENCE
-
 dequantizeF32AVX2_done:
 	VZEROUPPER
 	RET
@@ -3207,8 +3199,6 @@ quantizeBF16AVX512_nt:
 	JMP        quantizeBF16AVX512_nt
 
 quantizeBF16AVX512_ntdone:
-	SFENCE
-
 quantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -3336,8 +3326,6 @@ quantizeBoundedBF16AVX512_nt:
 	JMP        quantizeBoundedBF16AVX512_nt
 
 quantizeBoundedBF16AVX512_ntdone:
-	SFENCE
-
 quantizeBoundedBF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -3682,14 +3670,12 @@ quantizeSRBF16AVX512_nt:
 	JMP         quantizeSRBF16AVX512_nt
 
 quantizeSRBF16AVX512_ntdone:
-	SFENCE
-
 quantizeSRBF16AVX512_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeBF16AVX512(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
+// Requires: AVX, AVX512BW, AVX512F, SSE
 TEXT ·dequantizeBF16AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -3760,8 +3746,6 @@ dequantizeBF16AVX512_nt:
 	JMP       dequantizeBF16AVX512_nt
 
 dequantizeBF16AVX512_ntdone:
-	SFENCE
-
 dequantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -3861,8 +3845,6 @@ quantizeF16AVX512_nt:
 	JMP        quantizeF16AVX512_nt
 
 quantizeF16AVX512_ntdone:
-	SFENCE
-
 quantizeF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -3952,8 +3934,6 @@ quantizeBoundedF16AVX512_nt:
 	JMP        quantizeBoundedF16AVX512_nt
 
 quantizeBoundedF16AVX512_ntdone:
-	SFENCE
-
 quantizeBoundedF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -4218,14 +4198,12 @@ quantizeSRF16AVX512_nt:
 	JMP         quantizeSRF16AVX512_nt
 
 quantizeSRF16AVX512_ntdone:
-	SFENCE
-
 quantizeSRF16AVX512_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeF16AVX512(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX512F, MMX+, SSE
+// Requires: AVX, AVX512F, SSE
 TEXT ·dequantizeF16AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -4271,8 +4249,6 @@ dequantizeF16AVX512_nt:
 	JMP          dequantizeF16AVX512_nt
 
 dequantizeF16AVX512_ntdone:
-	SFENCE
-
 dequantizeF16AVX512_done:
 	VZEROUPPER
 	RET
@@ -4360,8 +4336,6 @@ quantizeF32AVX512_nt:
 	JMP        quantizeF32AVX512_nt
 
 quantizeF32AVX512_ntdone:
-	SFENCE
-
 quantizeF32AVX512_done:
 	VZEROUPPER
 	RET
@@ -4439,8 +4413,6 @@ quantizeBoundedF32AVX512_nt:
 	JMP        quantizeBoundedF32AVX512_nt
 
 quantizeBoundedF32AVX512_ntdone:
-	SFENCE
-
 quantizeBoundedF32AVX512_done:
 	VZEROUPPER
 	RET
@@ -4661,14 +4633,12 @@ quantizeSRF32AVX512_nt:
 	JMP         quantizeSRF32AVX512_nt
 
 quantizeSRF32AVX512_ntdone:
-	SFENCE
-
 quantizeSRF32AVX512_done:
 	VZEROUPPER
 	RET
 
 // func dequantizeF32AVX512(q []byte, s float32, dst []byte, nt bool)
-// Requires: AVX, AVX512F, MMX+, SSE
+// Requires: AVX, AVX512F, SSE
 TEXT ·dequantizeF32AVX512(SB), NOSPLIT, $0-57
 	MOVQ         q_base+0(FP), AX
 	MOVQ         q_len+8(FP), CX
@@ -4712,8 +4682,6 @@ dequantizeF32AVX512_nt:
 	JMP       dequantizeF32AVX512_nt
 
 dequantizeF32AVX512_ntdone:
-	SFENCE
-
 dequantizeF32AVX512_done:
 	VZEROUPPER
 	RET

@@ -4,6 +4,9 @@
 
 package cpu
 
+// sfence orders the calling thread's earlier non-temporal stores before its later stores (SFENCE).
+func sfence()
+
 // absMaxBits16AVX2 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 64.
 //
@@ -146,7 +149,7 @@ func quantizeSRF32AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int, 
 
 // dequantizeF32AVX2 sets dst[i] = float32(float32(int8(q[i])) * s), s finite,
 // storing non-temporally if nt (dst aligned to 32 bytes then).
-// len(q) must be a multiple of 16 and dst must hold len(q) elements.
+// len(q) must be a multiple of 32 and dst must hold len(q) elements.
 //
 //go:noescape
 func dequantizeF32AVX2(q []byte, s float32, dst []byte, nt bool)

@@ -28,6 +28,8 @@ func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, _ 
 	return absMaxBitsGeneric(dt, next)
 }
 
+func sfence() {} // no non-temporal stores without assembly
+
 func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 	dequantizeGeneric(out, q, s, dst)
 }
