@@ -138,18 +138,15 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 // quantizeHinted is quantize with memory hints. Stochastic rounding runs
 // in runs over which the low 32 bits of the noise's k (index plus seed)
 // do not wrap, as its kernels require; each run's whole blocks go to
-// the kernel, the rest to the Go kernel.
+// the kernel, the rest to the Go kernel, and with h.nt each run's head
+// before an aligned output too (the non-temporal stores fault on a
+// misaligned one).
 func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, h hints) {
 	if impl == implGeneric {
 		quantizeGeneric(dt, src, dst, t, seed, base)
 		return
 	}
 	size := dt.Size()
-	if h.nt {
-		head := alignHead(dst, 1, vectorBytes())
-		quantizeGeneric(dt, src[:head*size], dst[:head], t, seed, base)
-		src, dst, base = src[head*size:], dst[head:], base+uint64(head)
-	}
 	block := vectorBytes() // four registers of lanes: one of int8
 	kernel := quantizeKernels[impl][kernelIndex(dt)]
 	if h.bounded {
@@ -158,13 +155,19 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 	sr := quantizeSRKernels[impl][kernelIndex(dt)]
 	for len(dst) > 0 {
 		n := len(dst)
-		k0 := base + uint64(seed)
 		if seed > 0 {
-			n = int(min(uint64(n), 1<<32-uint64(uint32(k0))))
+			n = int(min(uint64(n), 1<<32-uint64(uint32(base+uint64(seed)))))
+		}
+		// Each run's non-temporal stores need an aligned start: a run
+		// after a wrap of the noise index can start anywhere.
+		if h.nt {
+			head := min(alignHead(dst, 1, vectorBytes()), n)
+			quantizeGeneric(dt, src[:head*size], dst[:head], t, seed, base)
+			src, dst, base, n = src[head*size:], dst[head:], base+uint64(head), n-head
 		}
 		if m := n &^ (block - 1); m > 0 {
 			if seed > 0 {
-				sr(src[:m*size], dst[:m], t, k0, h.ahead, h.nt)
+				sr(src[:m*size], dst[:m], t, base+uint64(seed), h.ahead, h.nt)
 			} else {
 				kernel(src[:m*size], dst[:m], t, h.ahead, h.nt)
 			}

@@ -162,8 +162,10 @@ func quantizeRef(dt dtype.DType, x, t float32, seed int64, i uint64) int8 {
 // quantizeModes are the ways the tests call quantizeHinted: round half to
 // even or stochastically (with a seed and base whose sum crosses 2^32
 // within a long input, so the dispatch's split at the wrap of the noise
-// index's low half runs), ordinary or non-temporal stores (into an output
-// misaligned by off bytes, so the head before the aligned part runs).
+// index's low half runs, at a multiple of the vector size or not: a run
+// after the wrap must align its non-temporal stores again), ordinary or
+// non-temporal stores (into an output misaligned by off bytes, so the head
+// before the aligned part runs).
 var quantizeModes = []struct {
 	seed int64
 	base uint64
@@ -171,7 +173,8 @@ var quantizeModes = []struct {
 	off  int
 }{
 	{0, 0, false, 0}, {0, 0, true, 0}, {0, 5, true, 3},
-	{7, 0, false, 0}, {12345, 1<<32 - 12345 - 40000, true, 0}, {1 << 40, 1<<32 - 3, false, 1}, {99, 17, true, 7},
+	{7, 0, false, 0}, {12345, 1<<32 - 12345 - 40000, true, 0}, {12345, 1<<32 - 12345 - 40003, true, 0},
+	{5, 1<<32 - 5 - 1001, true, 3}, {1 << 40, 1<<32 - 3, false, 1}, {99, 17, true, 7},
 }
 
 // checkQuantize quantizes the n elements of dt in src by t in every mode

@@ -424,9 +424,9 @@ func sfence() {
 // with non-temporal ones, and picks one by the bool in nt. body emits one
 // iteration (it returns when n is 0). Non-temporal stores are weakly
 // ordered, and Go's memory model assumes ordinary ones: the caller runs
-// sfence after its last such call of a part and before anything it
-// stores next (the WaitGroup in parallelFor that hands the part to the
-// thread waiting on it). A fence in each call would wait for the stores
+// sfence after its last such call of a part, before it publishes the part
+// (the WaitGroup in parallelFor that hands the part to the thread waiting
+// on it). A fence in each call would wait for the stores
 // to drain once per row in the row-wise passes (measured 2-3% of a float32
 // dequantization).
 func ntLoops(name string, n, nt Register, body func(nt bool)) {
