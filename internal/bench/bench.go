@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// The streaming reference reads a buffer larger than the caches,
 		// after the copy, so it starts cold, as the products' weights do.
 		if gemm && streamBuf == nil {
-			streamBuf = hostBuffer(max(streamBytes, maxBytes))
+			streamBuf = plainBuffer(max(streamBytes, maxBytes))
 		}
 		var streams []float64
 		var copies, freshCopies []time.Duration
@@ -347,6 +347,18 @@ func freshCopy(src []byte) error {
 	}
 	parcopy.Copy(dst, src)
 	return nil
+}
+
+// plainBuffer is n bytes of ordinary Go memory, every page faulted in:
+// the streaming reference reads memory like the products' weights, which
+// the workloads allocate so (on Linux, 4 KiB pages unless asked otherwise;
+// streaming huge pages measured about 20% faster on the 2-core Zen 3).
+func plainBuffer(n int64) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
 }
 
 func hostBuffer(n int64) []byte {
