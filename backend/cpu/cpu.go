@@ -103,7 +103,6 @@ type rowwiseBody struct {
 var rowwisePool = sync.Pool{New: func() any { return new(rowwiseBody) }}
 
 func (w *rowwiseBody) run(lo, hi int) {
-	defer sfence() // the rows' non-temporal stores, if any (hints)
 	if r := quantizeRows(w.dt, w.src, w.dst, w.scales, w.k, w.seed, lo, hi); r >= 0 {
 		w.bad.report(r)
 	}
@@ -189,7 +188,6 @@ func (w *flatBody) run(lo, hi int) {
 	if w.quantize {
 		h := hints{ahead: flatAhead, nt: quantStreaming(len(w.src), len(w.dst), w.seed > 0), bounded: w.bounded}
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
-		sfence() // the non-temporal stores, if any (hints)
 		return
 	}
 	m := absMaxBits(w.dt, src)
@@ -280,7 +278,6 @@ var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
 func (w *dequantBody) run(lo, hi int) {
 	size := w.dt.Size()
 	nt := streaming(len(w.dst))
-	defer sfence() // the non-temporal stores, if any (hints)
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {
@@ -326,14 +323,13 @@ func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo
 		s := scaleFor(widenBits(dt, bits))
 		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
 		q := dst[r*k : (r+1)*k]
-		switch {
-		case r+1 == hi:
-			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
-		case stochastic:
-			quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
-			bits = absMaxBits(dt, row(r+1))
-		default:
+		if r+1 < hi && !stochastic {
 			bits = quantizeRowNext(dt, row(r), q, divisor(dt, s), row(r+1), h)
+			continue
+		}
+		quantizeHinted(dt, row(r), q, divisor(dt, s), seed, uint64(r*k), h)
+		if r+1 < hi {
+			bits = absMaxBits(dt, row(r+1))
 		}
 	}
 	return -1

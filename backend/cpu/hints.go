@@ -12,11 +12,12 @@ import (
 // prefetches it; past the next row's block, for the next-row kernels), and
 // store non-temporally (nt), past the caches, when the call's output
 // would be evicted before anyone reads it. They never change a result;
-// the Go kernels ignore them. Non-temporal stores are weakly ordered: a
-// caller that asks for them runs sfence once its part is done, before the
-// WaitGroup by which parallelFor hands the part back, which then
-// publishes them as it does ordinary stores. (The kernels do not fence
-// each call: a row-wise pass calls them once per row.)
+// the Go kernels ignore them. Non-temporal stores are weakly ordered:
+// parallelFor runs sfence on each thread once its parts are done, before
+// the WaitGroup hands them back, which then publishes them as it does
+// ordinary stores; a caller outside parallelFor must do the same. (The
+// kernels do not fence each call: a row-wise pass calls them once per
+// row.)
 //
 // bounded says every quotient of the quantization is below 2^15 in
 // magnitude, as it is with a scale computed from the abs-max of what it

@@ -214,10 +214,10 @@ func dequantize(out dtype.DType, q []byte, s float32, dst []byte) {
 }
 
 // dequantizeHinted is dequantize, storing non-temporally if nt (where
-// the output can be aligned; the caller then runs sfence before it hands
-// the output on, see hints). s must be finite, as the operations check;
-// only the Go kernel gives NaN products the same bits as a scalar
-// conversion.
+// the output can be aligned; parallelFor, or a caller outside it, then
+// runs sfence before it hands the output on, see hints). s must be
+// finite, as the operations check; only the Go kernel gives NaN products
+// the same bits as a scalar conversion.
 func dequantizeHinted(out dtype.DType, q []byte, s float32, dst []byte, nt bool) {
 	if impl == implGeneric {
 		dequantizeGeneric(out, q, s, dst)

@@ -85,6 +85,7 @@ func parallelForParts(ctx context.Context, b body, units, minUnits, perThread in
 			return err
 		}
 		b.run(0, units)
+		sfence()
 		return nil
 	}
 	l := loops.Get().(*loop)
@@ -105,8 +106,11 @@ func parallelForParts(ctx context.Context, b body, units, minUnits, perThread in
 	return ctx.Err()
 }
 
-// work claims and runs parts until none is left or the context is done.
+// work claims and runs parts until none is left or the context is done,
+// then fences the parts' non-temporal stores (see hints) before the
+// WaitGroup hands them back.
 func (l *loop) work() {
+	defer sfence()
 	for l.ctx.Err() == nil {
 		lo := int(l.next.Add(1)-1) * l.size
 		if lo >= l.units {

@@ -318,7 +318,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			if s.op.w.Ops > 0 {
 				if len(streams) > 0 {
-					r.StreamGBPerS = medianFloat(streams)
+					r.StreamGBPerS = median(streams)
 					r.StreamFloorMs = float64(s.op.w.Bytes) / (r.StreamGBPerS * 1e9) * 1e3
 					r.RatioToStream = r.MedianMs / r.StreamFloorMs
 				}
@@ -353,13 +353,7 @@ func freshCopy(src []byte) error {
 // the streaming reference reads memory like the products' weights, which
 // the workloads allocate so (on Linux, 4 KiB pages unless asked otherwise;
 // streaming huge pages measured about 20% faster on the 2-core Zen 3).
-func plainBuffer(n int64) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i)
-	}
-	return b
-}
+func plainBuffer(n int64) []byte { return faultIn(make([]byte, n)) }
 
 func hostBuffer(n int64) []byte {
 	t, err := tensor.Zeros(dtype.Uint8, int(n))
@@ -367,8 +361,14 @@ func hostBuffer(n int64) []byte {
 		panic(err) // n is the size of a tensor that already exists
 	}
 	b, _ := t.Bytes()
+	return faultIn(b)
+}
+
+// faultIn writes every byte of b, so that its pages are faulted in now,
+// not in the first measurement, and returns it.
+func faultIn(b []byte) []byte {
 	for i := range b {
-		b[i] = byte(i) // fault every page in now, not in the first copy
+		b[i] = byte(i)
 	}
 	return b
 }
@@ -391,16 +391,7 @@ func timeIt(f func() error) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-func medianFloat(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func median(ds []time.Duration) time.Duration {
+func median[T time.Duration | float64](ds []T) T {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	if len(s)%2 == 1 {

@@ -62,6 +62,17 @@ func (w width) phys(i int) VecPhysical {
 	return []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
 }
 
+// panel returns the width's panel layout: nr columns (two registers of
+// int32 sums), and per pair of k pairBytes bytes of what, the pairs' type
+// (int16, or int8 for the panels that hold int8 pairs).
+func (w width) panel(int8 bool) (nr, pairBytes int, what string) {
+	nr = 2 * w.lanes()
+	if int8 {
+		return nr, 2 * nr, "int8"
+	}
+	return nr, 4 * nr, "int16"
+}
+
 // mov is an unaligned move of a whole integer register.
 func (w width) mov(src, dst Op) {
 	if w.bytes == 64 {
@@ -97,11 +108,7 @@ func third(p, s Register) GPVirtual {
 // With vnni set (512-bit only) each VPMADDWD and VPADDD pair is one
 // VPDPWSSD, and register 15 is unused.
 func gemmTile(name string, mr int, w width, int8, vnni bool) {
-	nr := 2 * w.lanes()
-	pairBytes, what := 4*nr, "int16"
-	if int8 {
-		pairBytes, what = 2*nr, "int8"
-	}
+	nr, pairBytes, what := w.panel(int8)
 	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k:", name, mr, nr),
@@ -230,11 +237,7 @@ func storeTile(name string, mr int, acc []VecPhysical, w width) {
 // gemmTile's tile (one broadcast per two products) would come close to
 // limiting it; here a broadcast serves four. 512-bit only.
 func gemmTileWide(name string, mr int, w width, int8 bool) {
-	nr := 2 * w.lanes()
-	pairBytes, what := 4*nr, "int16"
-	if int8 {
-		pairBytes, what = 2*nr, "int8"
-	}
+	nr, pairBytes, what := w.panel(int8)
 	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k,", name, mr, 2*nr),
@@ -692,11 +695,7 @@ func widenInt8(name string, w width) {
 // half to int16 pairs, which are the panel's row for that pair of k; with
 // int8 set (a prepared weight) the register is stored as it is.
 func packRows(name string, w width, int8 bool) {
-	nr := 2 * w.lanes()
-	pairBytes, what := 4*nr, "int16"
-	if int8 {
-		pairBytes, what = 2*nr, "int8"
-	}
+	nr, pairBytes, what := w.panel(int8)
 	TEXT(name, NOSPLIT, "func(src []byte, ldw int, kp int, dst []byte)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s packs %d int8 weight rows of src, ldw bytes apart, into dst: for each of kp pairs of k,", name, nr),

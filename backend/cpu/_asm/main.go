@@ -26,8 +26,8 @@
 //     its abs-max);
 //   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above;
 //   - quantize and dequantize store non-temporally when asked (outputs
-//     larger than the last-level cache); sfence, which their callers run
-//     once a part is done, orders those stores;
+//     larger than the last-level cache); sfence, which parallelFor runs
+//     once a thread's parts are done, orders those stores;
 //   - the ConvRot rows: the rotation of float32 rows in place in exactly
 //     quant.Rotate's order of operations (see butterfly); widening float32,
 //     float16 and bfloat16 to float32 exactly (F16C returns a signaling
@@ -423,10 +423,9 @@ func sfence() {
 // ntLoops emits a kernel's loop twice, first with ordinary stores, then
 // with non-temporal ones, and picks one by the bool in nt. body emits one
 // iteration (it returns when n is 0). Non-temporal stores are weakly
-// ordered, and Go's memory model assumes ordinary ones: the caller runs
-// sfence after its last such call of a part, before it publishes the part
-// (the WaitGroup in parallelFor that hands the part to the thread waiting
-// on it). A fence in each call would wait for the stores
+// ordered, and Go's memory model assumes ordinary ones: parallelFor runs
+// sfence on each thread after its parts, before it publishes them (the
+// WaitGroup that hands them to the thread waiting on them). A fence in each call would wait for the stores
 // to drain once per row in the row-wise passes (measured 2-3% of a float32
 // dequantization).
 func ntLoops(name string, n, nt Register, body func(nt bool)) {
