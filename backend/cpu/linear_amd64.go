@@ -169,13 +169,14 @@ func gemv8(x, w []byte, ldw, k int, out []byte) {
 
 // dotTile computes dotTileGeneric's sums: every assembly set runs the
 // AVX2 kernel (linearPath chooses the dot path only with the AVX2 set;
-// tests run it with the others too).
-func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+// tests run it with the others too), which also prefetches pf as
+// dotTileAVX2 says; Go ignores pf.
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	if impl == implGeneric {
 		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
 		return
 	}
-	dotTileAVX2(x, ldx, w, ldw, steps, sums, lds)
+	dotTileAVX2(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
 }
 
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by

@@ -1566,16 +1566,18 @@ gemvRowsAVX2_done:
 	VZEROUPPER
 	RET
 
-// func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int)
-// Requires: AVX, AVX2
-TEXT ·dotTileAVX2(SB), NOSPLIT, $0-104
+// func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·dotTileAVX2(SB), NOSPLIT, $0-136
 	MOVQ  x_base+0(FP), AX
 	MOVQ  ldx+24(FP), CX
 	MOVQ  wt_base+32(FP), DX
 	MOVQ  ldw+56(FP), BX
 	MOVQ  steps+64(FP), SI
-	LEAQ  (AX)(CX*2), DI
-	ADDQ  CX, DI
+	MOVQ  pf_base+104(FP), DI
+	MOVQ  pfStep+128(FP), R8
+	LEAQ  (AX)(CX*2), R9
+	ADDQ  CX, R9
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -1590,6 +1592,7 @@ TEXT ·dotTileAVX2(SB), NOSPLIT, $0-104
 	VPXOR Y11, Y11, Y11
 
 dotTileAVX2_loop:
+	PREFETCHT0   (DI)
 	VPMOVSXBW    (DX), Y12
 	VPMOVSXBW    (DX)(BX*1), Y13
 	VPMOVSXBW    (DX)(BX*2), Y14
@@ -1611,15 +1614,16 @@ dotTileAVX2_loop:
 	VPADDD       Y15, Y7, Y7
 	VPMADDWD     (AX)(CX*2), Y14, Y15
 	VPADDD       Y15, Y8, Y8
-	VPMADDWD     (DI), Y12, Y15
+	VPMADDWD     (R9), Y12, Y15
 	VPADDD       Y15, Y9, Y9
-	VPMADDWD     (DI), Y13, Y15
+	VPMADDWD     (R9), Y13, Y15
 	VPADDD       Y15, Y10, Y10
-	VPMADDWD     (DI), Y14, Y15
+	VPMADDWD     (R9), Y14, Y15
 	VPADDD       Y15, Y11, Y11
 	ADDQ         $0x20, AX
-	ADDQ         $0x20, DI
+	ADDQ         $0x20, R9
 	ADDQ         $0x10, DX
+	ADDQ         R8, DI
 	DECQ         SI
 	JNZ          dotTileAVX2_loop
 	MOVQ         sums_base+72(FP), AX

@@ -18,7 +18,7 @@ func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
 }
 

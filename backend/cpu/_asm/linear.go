@@ -425,18 +425,22 @@ func gemv(name string, w width) {
 // int16 ones from memory), folded at the end by VPHADDD into the 4 rows'
 // sums of each channel, which it adds to sums. Registers 0 to 11
 // accumulate (row r, channel c at 3r+c), 12 to 14 hold the channels'
-// values, 15 the products.
+// values, 15 the products. Each step also prefetches a line of pf, pfStep
+// bytes further each time: the caller's choice of what memory should
+// bring in while the tile computes (see dotBody.prefetch).
 func dotTile(name string, w width) {
-	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int)")
+	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
 	Doc(name+" adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt",
 		"(ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
-		"wrapping. steps must be at least 1.")
+		"wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
 	xp := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	n := Load(Param("steps"), GP64())
+	pfp := Load(Param("pf").Base(), GP64())
+	pfs := Load(Param("pfStep"), GP64())
 	x3 := GP64()
 	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
 	ADDQ(ldx, x3)
@@ -447,6 +451,7 @@ func dotTile(name string, w width) {
 	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2}}
 	t := w.phys(15)
 	Label(name + "_loop")
+	PREFETCHT0(Mem{Base: pfp})
 	for c := range 3 {
 		VPMOVSXBW(wrow[c], w.phys(12+c))
 	}
@@ -459,6 +464,7 @@ func dotTile(name string, w width) {
 	ADDQ(Imm(32), xp)
 	ADDQ(Imm(32), x3)
 	ADDQ(Imm(16), wp)
+	ADDQ(pfs, pfp)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 
