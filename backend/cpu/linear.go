@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
@@ -212,12 +213,15 @@ func (p *product) release() {
 // which would otherwise allocate and clear them again.
 var bufs sync.Pool
 
-// getBuf returns a buffer of n bytes, with any contents.
+// getBuf returns a buffer of n bytes, with any contents, starting on a
+// 64-byte boundary (a cache line, which non-temporal stores need).
 func getBuf(n int) []byte {
 	if b, ok := bufs.Get().(*[]byte); ok && cap(*b) >= n {
 		return (*b)[:n]
 	}
-	return make([]byte, n)
+	b := make([]byte, n+63)
+	off := -int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) & 63
+	return b[off : off+n]
 }
 
 func putBuf(b []byte) {
@@ -242,7 +246,7 @@ func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
 	// reads; every other byte is written.
 	p.wp = getBuf(panels * p.kp * 4 * nr)
 	if cols {
-		return parallelFor(ctx, &packColsBody{p, w}, p.kp, max(1, grainBytes/(2*p.n)))
+		return parallelFor(ctx, &packColsBody{p, w, streaming(len(p.wp) + len(w))}, p.kp, max(1, grainBytes/(2*p.n)))
 	}
 	return parallelFor(ctx, &packBody{p, w}, panels, max(1, grainBytes/max(1, nr*p.k)))
 }
@@ -678,8 +682,9 @@ func (b *packBody) run(lo, hi int) {
 // matrix, reading its rows in order. The kernel packs the whole panels of
 // a pair of rows, Go the last panel's part and an odd K's last row.
 type packColsBody struct {
-	p   *product
-	src []byte
+	p      *product
+	src    []byte
+	stream bool // b and its panels are larger than the last-level cache
 }
 
 func (b *packColsBody) run(lo, hi int) {
@@ -692,7 +697,7 @@ func (b *packColsBody) run(lo, hi int) {
 		r0 := b.src[2*q*p.n : (2*q+1)*p.n]
 		done := 0
 		if 2*q+1 < p.k && whole > 0 {
-			done = packColsPair(b.src[2*q*p.n:(2*q+1)*p.n+whole*nr], p.n, whole, p.wp[q*stride:(whole-1)*pstride+(q+1)*stride], pstride)
+			done = packColsPair(b.src[2*q*p.n:(2*q+1)*p.n+whole*nr], p.n, whole, p.wp[q*stride:(whole-1)*pstride+(q+1)*stride], pstride, b.stream)
 		}
 		var r1 []byte
 		if 2*q+1 < p.k {

@@ -146,10 +146,10 @@ func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, 
 
 // packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
-// panels must be at least 1.
+// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.
 //
 //go:noescape
-func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
+func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
 
 // linearOutBF16AVX2 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
 // for the int32 sums in acc.
@@ -519,10 +519,10 @@ func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).
-// panels must be at least 1.
+// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.
 //
 //go:noescape
-func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
+func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
 
 // linearOutBF16AVX512 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
 // for the int32 sums in acc.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
@@ -30,23 +31,26 @@ func dotInt8(a, b []byte) int32 {
 // variant is a way through the product's driver: a path, with the weight
 // as [N, K] rows, as mm_int8's [K, N] (cols), or prepared in int8 panels,
 // and for the many-row path with tiles over one panel or two (wide: the
-// kernel set's wide tiles where it has them, else two one-panel tiles).
+// kernel set's wide tiles where it has them, else two one-panel tiles);
+// stream packs as if the weight were larger than the last-level cache.
 type variant struct {
 	name     string
 	path     int
 	cols     bool
 	prepared bool
 	wide     bool
+	stream   bool
 }
 
 // variants are every way through the driver. Every path takes any
 // number of rows.
 var variants = []variant{
-	{"many", manyRows, false, false, false}, {"many,cols", manyRows, true, false, false}, {"few", fewRows, false, false, false},
-	{"one", oneRow, false, false, false}, {"cols", colsRows, true, false, false}, {"dot", dotRows, false, false, false},
-	{"many,prepared", manyRows, false, true, false}, {"few,prepared", fewRows, false, true, false},
-	{"many,wide", manyRows, false, false, true}, {"many,cols,wide", manyRows, true, false, true},
-	{"many,prepared,wide", manyRows, false, true, true},
+	{"many", manyRows, false, false, false, false}, {"many,cols", manyRows, true, false, false, false}, {"few", fewRows, false, false, false, false},
+	{"one", oneRow, false, false, false, false}, {"cols", colsRows, true, false, false, false}, {"dot", dotRows, false, false, false, false},
+	{"many,prepared", manyRows, false, true, false, false}, {"few,prepared", fewRows, false, true, false, false},
+	{"many,wide", manyRows, false, false, true, false}, {"many,cols,wide", manyRows, true, false, true, false},
+	{"many,prepared,wide", manyRows, false, true, true, false},
+	{"many,cols,stream", manyRows, true, false, false, true},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
@@ -66,8 +70,15 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 		}
 		p.wp, p.i8, p.shared = l.panels, true, true
 	}
+	if v.stream {
+		defer func(llc func() int) { lastLevelCache = llc }(lastLevelCache)
+		lastLevelCache = func() int { return 0 }
+	}
 	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
+	}
+	if v.stream && len(p.wp) > 0 && uintptr(unsafe.Pointer(&p.wp[0]))%64 != 0 {
+		t.Fatal("panels not aligned to 64 bytes: non-temporal packing would be skipped")
 	}
 	dst := make([]byte, 4*m*n)
 	p.fin = &mmFinish{dst: dst, n: n}

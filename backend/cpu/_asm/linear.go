@@ -801,46 +801,54 @@ func packRows(name string, w width, int8 bool) {
 // panels from a [K, N] matrix (mm_int8's b): rows 2p and 2p+1, read in
 // order, 16 columns at a time, their bytes interleaved (VPUNPCKLBW and
 // VPUNPCKHBW) and widened to int16, each panel's part written to its
-// place in the panels.
+// place in the panels, with non-temporal stores if asked (panels larger
+// than the last-level cache: each panel's part is a whole line, and the
+// stores skip reading it first).
 func packCols(name string, w width) {
 	nr := 2 * w.lanes()
-	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int)")
+	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s packs a pair of int8 rows of src (the second ldb bytes after the first), %d columns", name, nr),
 		fmt.Sprintf("for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (%d bytes).", 4*nr),
-		"panels must be at least 1.")
+		"panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.")
 	sp := Load(Param("src").Base(), GP64())
 	ldb := Load(Param("ldb"), GP64())
 	n := Load(Param("panels"), GP64())
 	dp := Load(Param("dst").Base(), GP64())
 	ps := Load(Param("pstride"), GP64())
-	Label(name + "_loop")
-	for h := range nr / 16 {
-		a, b := XMM(), XMM()
-		VMOVDQU(Mem{Base: sp, Disp: 16 * h}, a)
-		VMOVDQU(Mem{Base: sp, Index: ldb, Scale: 1, Disp: 16 * h}, b)
-		lo, hi := XMM(), XMM()
-		VPUNPCKLBW(b, a, lo) // columns 16h to 16h+7
-		VPUNPCKHBW(b, a, hi) // 16h+8 to 16h+15
-		if w.bytes == 64 {
-			y, z := YMM(), ZMM()
-			VINSERTI128(Imm(1), hi, lo.AsY(), y) // lo's upper half is replaced
-			VPMOVSXBW(y, z)
-			VMOVDQU32(z, Mem{Base: dp, Disp: 64 * h})
-		} else {
-			for i, x := range []VecVirtual{lo, hi} {
-				y := YMM()
-				VPMOVSXBW(x, y)
-				VMOVDQU(y, Mem{Base: dp, Disp: 64*h + 32*i})
+	ntLoops(name, n, Load(Param("nt"), GP8()), func(nt bool) {
+		for h := range nr / 16 {
+			a, b := XMM(), XMM()
+			VMOVDQU(Mem{Base: sp, Disp: 16 * h}, a)
+			VMOVDQU(Mem{Base: sp, Index: ldb, Scale: 1, Disp: 16 * h}, b)
+			lo, hi := XMM(), XMM()
+			VPUNPCKLBW(b, a, lo) // columns 16h to 16h+7
+			VPUNPCKHBW(b, a, hi) // 16h+8 to 16h+15
+			if w.bytes == 64 {
+				y, z := YMM(), ZMM()
+				VINSERTI128(Imm(1), hi, lo.AsY(), y) // lo's upper half is replaced
+				VPMOVSXBW(y, z)
+				if nt {
+					VMOVNTDQ(z, Mem{Base: dp, Disp: 64 * h})
+				} else {
+					VMOVDQU32(z, Mem{Base: dp, Disp: 64 * h})
+				}
+			} else {
+				for i, x := range []VecVirtual{lo, hi} {
+					y := YMM()
+					VPMOVSXBW(x, y)
+					if nt {
+						VMOVNTDQ(y, Mem{Base: dp, Disp: 64*h + 32*i})
+					} else {
+						VMOVDQU(y, Mem{Base: dp, Disp: 64*h + 32*i})
+					}
+				}
 			}
 		}
-	}
-	ADDQ(U32(nr), sp)
-	ADDQ(ps, dp)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(nr), sp)
+		ADDQ(ps, dp)
+		DECQ(n)
+	})
 }
 
 // linearKernels emits the int8 product kernels for w.
