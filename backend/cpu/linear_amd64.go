@@ -129,25 +129,35 @@ func packRowsPanel(src []byte, ldw, kp int, dst []byte) int {
 }
 
 // packColsPair packs one pair of rows of a [K, N] matrix (the second ldb
-// bytes after the first) into panels whole panels, pstride bytes apart,
-// and returns how many it packed. With stream set (panels larger than the
-// last-level cache, with the rows it reads) the AVX2 kernel stores non-temporally, where dst is
-// aligned for it: same-process A/B on mm_int8 16x4096x4096, 0.88 of the
-// time; at 16x3072x3072 (panels within the cache) 1.14, hence the rule.
-// The AVX-512 kernel's non-temporal form has not run yet: not used.
-func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int, stream bool) int {
+// bytes after the first) into panels whole int16 panels, pstride bytes
+// apart, and returns how many it packed: the AVX-512 kernel set's packing
+// of mm_int8's b (the AVX2 set packs int8 panels, packColsQuad).
+func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
 	if panels == 0 {
 		return 0
 	}
 	switch impl {
 	case implAVX512:
-		packColsAVX512(src, ldb, panels, dst, pstride, false)
+		packColsAVX512(src, ldb, panels, dst, pstride)
 	case implAVX2:
-		nt := stream && alignHead(dst, 1, 64) == 0 && pstride%64 == 0
-		packColsAVX2(src, ldb, panels, dst, pstride, nt)
+		packColsAVX2(src, ldb, panels, dst, pstride)
 	default:
 		return 0
 	}
+	return panels
+}
+
+// packColsQuad packs two pairs of rows of a [K, N] matrix (four rows,
+// ldb bytes apart) into panels whole int8 panels, pstride bytes apart, and
+// returns how many it packed: none but with AVX2, whose panels are a
+// line per two pairs. With stream set the stores are non-temporal, where
+// dst is aligned for them.
+func packColsQuad(src []byte, ldb, panels int, dst []byte, pstride int, stream bool) int {
+	if panels == 0 || impl != implAVX2 {
+		return 0
+	}
+	nt := stream && alignHead(dst, 1, 32) == 0 && pstride%32 == 0
+	packColsI8AVX2(src, ldb, panels, dst, pstride, nt)
 	return panels
 }
 

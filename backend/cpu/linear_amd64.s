@@ -1654,21 +1654,74 @@ dotTileAVX2_loop:
 	VZEROUPPER
 	RET
 
-// func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+// func packColsI8AVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
 // Requires: AVX, AVX2
-TEXT ·packColsAVX2(SB), NOSPLIT, $0-73
+TEXT ·packColsI8AVX2(SB), NOSPLIT, $0-73
 	MOVQ  src_base+0(FP), AX
 	MOVQ  ldb+24(FP), CX
 	MOVQ  panels+32(FP), DX
 	MOVQ  dst_base+40(FP), BX
 	MOVQ  pstride+64(FP), SI
-	MOVB  nt+72(FP), DI
-	TESTB DI, DI
-	JNZ   packColsAVX2_nt
+	LEAQ  (CX)(CX*2), DI
+	MOVB  nt+72(FP), R8
+	TESTB R8, R8
+	JNZ   packColsI8AVX2_nt
+
+packColsI8AVX2_loop:
+	CMPQ        DX, $0x00
+	JE          packColsI8AVX2_done
+	VMOVDQU     (AX), X0
+	VMOVDQU     (AX)(CX*1), X1
+	VMOVDQU     (AX)(CX*2), X2
+	VMOVDQU     (AX)(DI*1), X3
+	VPUNPCKLBW  X1, X0, X4
+	VPUNPCKHBW  X1, X0, X0
+	VINSERTI128 $0x01, X0, Y4, Y0
+	VMOVDQU     Y0, (BX)
+	VPUNPCKLBW  X3, X2, X1
+	VPUNPCKHBW  X3, X2, X0
+	VINSERTI128 $0x01, X0, Y1, Y0
+	VMOVDQU     Y0, 32(BX)
+	ADDQ        $0x10, AX
+	ADDQ        SI, BX
+	DECQ        DX
+	JMP         packColsI8AVX2_loop
+
+packColsI8AVX2_nt:
+	CMPQ        DX, $0x00
+	JE          packColsI8AVX2_ntdone
+	VMOVDQU     (AX), X0
+	VMOVDQU     (AX)(CX*1), X1
+	VMOVDQU     (AX)(CX*2), X2
+	VMOVDQU     (AX)(DI*1), X3
+	VPUNPCKLBW  X1, X0, X4
+	VPUNPCKHBW  X1, X0, X0
+	VINSERTI128 $0x01, X0, Y4, Y0
+	VMOVNTDQ    Y0, (BX)
+	VPUNPCKLBW  X3, X2, X1
+	VPUNPCKHBW  X3, X2, X0
+	VINSERTI128 $0x01, X0, Y1, Y0
+	VMOVNTDQ    Y0, 32(BX)
+	ADDQ        $0x10, AX
+	ADDQ        SI, BX
+	DECQ        DX
+	JMP         packColsI8AVX2_nt
+
+packColsI8AVX2_ntdone:
+packColsI8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
+// Requires: AVX, AVX2
+TEXT ·packColsAVX2(SB), NOSPLIT, $0-72
+	MOVQ src_base+0(FP), AX
+	MOVQ ldb+24(FP), CX
+	MOVQ panels+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ pstride+64(FP), SI
 
 packColsAVX2_loop:
-	CMPQ       DX, $0x00
-	JE         packColsAVX2_done
 	VMOVDQU    (AX), X0
 	VMOVDQU    (AX)(CX*1), X1
 	VPUNPCKLBW X1, X0, X2
@@ -1680,26 +1733,7 @@ packColsAVX2_loop:
 	ADDQ       $0x00000010, AX
 	ADDQ       SI, BX
 	DECQ       DX
-	JMP        packColsAVX2_loop
-
-packColsAVX2_nt:
-	CMPQ       DX, $0x00
-	JE         packColsAVX2_ntdone
-	VMOVDQU    (AX), X0
-	VMOVDQU    (AX)(CX*1), X1
-	VPUNPCKLBW X1, X0, X2
-	VPUNPCKHBW X1, X0, X0
-	VPMOVSXBW  X2, Y1
-	VMOVNTDQ   Y1, (BX)
-	VPMOVSXBW  X0, Y0
-	VMOVNTDQ   Y0, 32(BX)
-	ADDQ       $0x00000010, AX
-	ADDQ       SI, BX
-	DECQ       DX
-	JMP        packColsAVX2_nt
-
-packColsAVX2_ntdone:
-packColsAVX2_done:
+	JNZ        packColsAVX2_loop
 	VZEROUPPER
 	RET
 
@@ -5364,21 +5398,16 @@ packRowsI8AVX512_done:
 	VZEROUPPER
 	RET
 
-// func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+// func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F
-TEXT ·packColsAVX512(SB), NOSPLIT, $0-73
-	MOVQ  src_base+0(FP), AX
-	MOVQ  ldb+24(FP), CX
-	MOVQ  panels+32(FP), DX
-	MOVQ  dst_base+40(FP), BX
-	MOVQ  pstride+64(FP), SI
-	MOVB  nt+72(FP), DI
-	TESTB DI, DI
-	JNZ   packColsAVX512_nt
+TEXT ·packColsAVX512(SB), NOSPLIT, $0-72
+	MOVQ src_base+0(FP), AX
+	MOVQ ldb+24(FP), CX
+	MOVQ panels+32(FP), DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ pstride+64(FP), SI
 
 packColsAVX512_loop:
-	CMPQ        DX, $0x00
-	JE          packColsAVX512_done
 	VMOVDQU     (AX), X0
 	VMOVDQU     (AX)(CX*1), X1
 	VPUNPCKLBW  X1, X0, X2
@@ -5396,32 +5425,7 @@ packColsAVX512_loop:
 	ADDQ        $0x00000020, AX
 	ADDQ        SI, BX
 	DECQ        DX
-	JMP         packColsAVX512_loop
-
-packColsAVX512_nt:
-	CMPQ        DX, $0x00
-	JE          packColsAVX512_ntdone
-	VMOVDQU     (AX), X0
-	VMOVDQU     (AX)(CX*1), X1
-	VPUNPCKLBW  X1, X0, X2
-	VPUNPCKHBW  X1, X0, X0
-	VINSERTI128 $0x01, X0, Y2, Y0
-	VPMOVSXBW   Y0, Z0
-	VMOVNTDQ    Z0, (BX)
-	VMOVDQU     16(AX), X0
-	VMOVDQU     16(AX)(CX*1), X2
-	VPUNPCKLBW  X2, X0, X1
-	VPUNPCKHBW  X2, X0, X0
-	VINSERTI128 $0x01, X0, Y1, Y0
-	VPMOVSXBW   Y0, Z0
-	VMOVNTDQ    Z0, 64(BX)
-	ADDQ        $0x00000020, AX
-	ADDQ        SI, BX
-	DECQ        DX
-	JMP         packColsAVX512_nt
-
-packColsAVX512_ntdone:
-packColsAVX512_done:
+	JNZ         packColsAVX512_loop
 	VZEROUPPER
 	RET
 

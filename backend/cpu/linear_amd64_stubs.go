@@ -144,12 +144,19 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 //go:noescape
 func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
-// packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
-// for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
-// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.
+// packColsI8AVX2 packs four int8 rows of src (ldb bytes apart), 16 columns for each of panels panels, into dst:
+// per panel, pstride bytes apart, the first two rows' bytes interleaved (32 bytes), then the last two's.
+// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.
 //
 //go:noescape
-func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+func packColsI8AVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+
+// packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
+// for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
+// panels must be at least 1.
+//
+//go:noescape
+func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
 
 // linearOutBF16AVX2 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
 // for the int32 sums in acc.
@@ -519,10 +526,10 @@ func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).
-// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.
+// panels must be at least 1.
 //
 //go:noescape
-func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
 
 // linearOutBF16AVX512 sets element i of dst to the bfloat16 rOut(float32(acc[i]) * (xs*ws[i])), every product and sum rounded to float32,
 // for the int32 sums in acc.

@@ -40,7 +40,9 @@ func peakLoop(int) int64 { return 0 }
 
 func packRowsPanel([]byte, int, int, []byte) int { return 0 }
 
-func packColsPair([]byte, int, int, []byte, int, bool) int { return 0 }
+func packColsPair([]byte, int, int, []byte, int) int { return 0 }
+
+func packColsQuad([]byte, int, int, []byte, int, bool) int { return 0 }
 
 func gemvStep() int { return 16 }
 

@@ -50,7 +50,8 @@ var variants = []variant{
 	{"many,prepared", manyRows, false, true, false, false}, {"few,prepared", fewRows, false, true, false, false},
 	{"many,wide", manyRows, false, false, true, false}, {"many,cols,wide", manyRows, true, false, true, false},
 	{"many,prepared,wide", manyRows, false, true, true, false},
-	{"many,cols,stream", manyRows, true, false, false, true},
+	{"many,cols,stream", manyRows, true, false, false, true}, {"few,cols", fewRows, true, false, false, false},
+	{"few,cols,stream", fewRows, true, false, false, true},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w

@@ -797,58 +797,92 @@ func packRows(name string, w width, int8 bool) {
 	RET()
 }
 
-// packCols emits the kernel that packs one pair of k of whole weight
-// panels from a [K, N] matrix (mm_int8's b): rows 2p and 2p+1, read in
-// order, 16 columns at a time, their bytes interleaved (VPUNPCKLBW and
-// VPUNPCKHBW) and widened to int16, each panel's part written to its
-// place in the panels, with non-temporal stores if asked (panels larger
-// than the last-level cache: each panel's part is a whole line, and the
-// stores skip reading it first).
-func packCols(name string, w width) {
-	nr := 2 * w.lanes()
+// packColsI8 emits the kernel that packs two pairs of k of whole int8
+// panels (the few-row path's and a prepared weight's layout) from a [K, N]
+// matrix: rows 4q to 4q+3, 16 columns at a time, each pair's two rows'
+// bytes interleaved (VPUNPCKLBW and VPUNPCKHBW), the two pairs' 64 bytes
+// one line of the panel, stored non-temporally if asked. AVX2 (16
+// columns a panel) only.
+func packColsI8(name string, w width) {
 	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s packs a pair of int8 rows of src (the second ldb bytes after the first), %d columns", name, nr),
-		fmt.Sprintf("for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (%d bytes).", 4*nr),
-		"panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 64.")
+	Doc(name+" packs four int8 rows of src (ldb bytes apart), 16 columns for each of panels panels, into dst:",
+		"per panel, pstride bytes apart, the first two rows' bytes interleaved (32 bytes), then the last two's.",
+		"panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.")
 	sp := Load(Param("src").Base(), GP64())
 	ldb := Load(Param("ldb"), GP64())
 	n := Load(Param("panels"), GP64())
 	dp := Load(Param("dst").Base(), GP64())
 	ps := Load(Param("pstride"), GP64())
+	l3 := GP64()
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, l3)
 	ntLoops(name, n, Load(Param("nt"), GP8()), func(nt bool) {
-		for h := range nr / 16 {
-			a, b := XMM(), XMM()
-			VMOVDQU(Mem{Base: sp, Disp: 16 * h}, a)
-			VMOVDQU(Mem{Base: sp, Index: ldb, Scale: 1, Disp: 16 * h}, b)
-			lo, hi := XMM(), XMM()
-			VPUNPCKLBW(b, a, lo) // columns 16h to 16h+7
-			VPUNPCKHBW(b, a, hi) // 16h+8 to 16h+15
-			if w.bytes == 64 {
-				y, z := YMM(), ZMM()
-				VINSERTI128(Imm(1), hi, lo.AsY(), y) // lo's upper half is replaced
-				VPMOVSXBW(y, z)
-				if nt {
-					VMOVNTDQ(z, Mem{Base: dp, Disp: 64 * h})
-				} else {
-					VMOVDQU32(z, Mem{Base: dp, Disp: 64 * h})
-				}
+		rows := make([]VecVirtual, 4)
+		for i, m := range []Mem{{Base: sp}, {Base: sp, Index: ldb, Scale: 1}, {Base: sp, Index: ldb, Scale: 2}, {Base: sp, Index: l3, Scale: 1}} {
+			rows[i] = XMM()
+			VMOVDQU(m, rows[i])
+		}
+		for q := range 2 {
+			lo, hi, y := XMM(), XMM(), YMM()
+			VPUNPCKLBW(rows[2*q+1], rows[2*q], lo) // columns 0 to 7
+			VPUNPCKHBW(rows[2*q+1], rows[2*q], hi) // 8 to 15
+			VINSERTI128(Imm(1), hi, lo.AsY(), y)
+			if nt {
+				VMOVNTDQ(y, Mem{Base: dp, Disp: 32 * q})
 			} else {
-				for i, x := range []VecVirtual{lo, hi} {
-					y := YMM()
-					VPMOVSXBW(x, y)
-					if nt {
-						VMOVNTDQ(y, Mem{Base: dp, Disp: 64*h + 32*i})
-					} else {
-						VMOVDQU(y, Mem{Base: dp, Disp: 64*h + 32*i})
-					}
-				}
+				VMOVDQU(y, Mem{Base: dp, Disp: 32 * q})
 			}
 		}
-		ADDQ(U32(nr), sp)
+		ADDQ(Imm(16), sp)
 		ADDQ(ps, dp)
 		DECQ(n)
 	})
+}
+
+// packCols emits the kernel that packs one pair of k of whole weight
+// panels from a [K, N] matrix (mm_int8's b): rows 2p and 2p+1, read in
+// order, 16 columns at a time, their bytes interleaved (VPUNPCKLBW and
+// VPUNPCKHBW) and widened to int16, each panel's part written to its
+// place in the panels.
+func packCols(name string, w width) {
+	nr := 2 * w.lanes()
+	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs a pair of int8 rows of src (the second ldb bytes after the first), %d columns", name, nr),
+		fmt.Sprintf("for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (%d bytes).", 4*nr),
+		"panels must be at least 1.")
+	sp := Load(Param("src").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	n := Load(Param("panels"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	ps := Load(Param("pstride"), GP64())
+	Label(name + "_loop")
+	for h := range nr / 16 {
+		a, b := XMM(), XMM()
+		VMOVDQU(Mem{Base: sp, Disp: 16 * h}, a)
+		VMOVDQU(Mem{Base: sp, Index: ldb, Scale: 1, Disp: 16 * h}, b)
+		lo, hi := XMM(), XMM()
+		VPUNPCKLBW(b, a, lo) // columns 16h to 16h+7
+		VPUNPCKHBW(b, a, hi) // 16h+8 to 16h+15
+		if w.bytes == 64 {
+			y, z := YMM(), ZMM()
+			VINSERTI128(Imm(1), hi, lo.AsY(), y) // lo's upper half is replaced
+			VPMOVSXBW(y, z)
+			VMOVDQU32(z, Mem{Base: dp, Disp: 64 * h})
+		} else {
+			for i, x := range []VecVirtual{lo, hi} {
+				y := YMM()
+				VPMOVSXBW(x, y)
+				VMOVDQU(y, Mem{Base: dp, Disp: 64*h + 32*i})
+			}
+		}
+	}
+	ADDQ(U32(nr), sp)
+	ADDQ(ps, dp)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	VZEROUPPER()
+	RET()
 }
 
 // linearKernels emits the int8 product kernels for w.
@@ -874,6 +908,7 @@ func linearKernels(w width) {
 	if w.bytes == 32 {
 		gemvRows("gemvRows"+w.name, w) // memory-bound: AVX-512 machines run it too
 		dotTile("dotTile"+w.name, w)
+		packColsI8("packColsI8"+w.name, w)
 	}
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
