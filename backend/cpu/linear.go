@@ -30,8 +30,8 @@ import (
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
 //   - many rows (M > fewMax): W packed once per call into panels of
-//     gemmCols channels (per pair of k, each channel's two values as
-//     int16); then blocks of blockRows rows by blockCols channels in
+//     gemmCols channels (per pair of k, each channel's two values, as
+//     int8 on the AVX2 set, else int16); then blocks of blockRows rows by blockCols channels in
 //     parallel, each in passes of blockPairs pairs of k, gemmTile
 //     computing tiles of up to gemmRows rows by one panel (the panel's
 //     part, 16 KiB, stays in the first-level cache while the block's rows
@@ -248,17 +248,16 @@ func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
 		p.w = w
 		return nil
 	}
+	p.i8 = int8Panels() || p.path == fewRows
 	nr := gemmCols()
 	panels := roundUp(p.n, nr) / nr
-	if cols && (p.path == fewRows || impl == implAVX2) {
-		p.i8 = true
-		p.wp = getBuf(panels * p.kp * 2 * nr)
-		return parallelFor(ctx, &packColsI8Body{p, w, streaming(len(p.wp) + len(w))}, (p.kp+1)/2, max(1, grainBytes/(4*p.n)))
-	}
 	// Reused, not cleared: the panels' channels past N make sums no one
 	// reads; every other byte is written.
-	p.wp = getBuf(panels * p.kp * 4 * nr)
-	if cols {
+	p.wp = getBuf(panels * p.kp * p.pairBytes())
+	switch {
+	case cols && p.i8:
+		return parallelFor(ctx, &packColsI8Body{p, w, streaming(len(p.wp) + len(w))}, (p.kp+1)/2, max(1, grainBytes/(4*p.n)))
+	case cols:
 		return parallelFor(ctx, &packColsBody{p, w}, p.kp, max(1, grainBytes/(2*p.n)))
 	}
 	return parallelFor(ctx, &packBody{p, w}, panels, max(1, grainBytes/max(1, nr*p.k)))
@@ -676,7 +675,17 @@ func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 	}
 }
 
-// packBody packs whole panels [lo, hi) of an [N, K] weight.
+// int8Panels reports whether the many-row path packs a plain weight into
+// int8 pairs, as a prepared weight's panels are (the tiles widen them as
+// they load them: half the bytes to write and read again), rather than
+// int16 ones: on the AVX2 set, where same-process A/B against int16 panels
+// on a 2-core Zen 3 measured 0.90-0.96 of the time from 128 to 1024 rows
+// and as long at 4096; the AVX-512 set keeps the int16 panels it was
+// measured with. A variable so that tests take both layouts on every set.
+var int8Panels = func() bool { return impl == implAVX2 }
+
+// packBody packs whole panels [lo, hi) of an [N, K] weight, as int8 or
+// int16 pairs as the product's panels hold them.
 type packBody struct {
 	p   *product
 	src []byte
@@ -685,9 +694,9 @@ type packBody struct {
 func (b *packBody) run(lo, hi int) {
 	p := b.p
 	nr := gemmCols()
-	size := p.kp * 4 * nr
+	size := p.kp * p.pairBytes()
 	for pn := lo; pn < hi; pn++ {
-		packPanel(b.src, p.k, p.n, pn*nr, 0, p.kp, p.wp[pn*size:(pn+1)*size], false)
+		packPanel(b.src, p.k, p.n, pn*nr, 0, p.kp, p.wp[pn*size:(pn+1)*size], p.i8)
 	}
 }
 

@@ -32,7 +32,8 @@ func dotInt8(a, b []byte) int32 {
 // as [N, K] rows, as mm_int8's [K, N] (cols), or prepared in int8 panels,
 // and for the many-row path with tiles over one panel or two (wide: the
 // kernel set's wide tiles where it has them, else two one-panel tiles);
-// stream packs as if the weight were larger than the last-level cache.
+// stream packs as if the weight were larger than the last-level cache;
+// int16 packs int16 panels where the kernel set would pack int8 ones.
 type variant struct {
 	name     string
 	path     int
@@ -40,18 +41,28 @@ type variant struct {
 	prepared bool
 	wide     bool
 	stream   bool
+	int16    bool
 }
 
 // variants are every way through the driver. Every path takes any
 // number of rows.
 var variants = []variant{
-	{"many", manyRows, false, false, false, false}, {"many,cols", manyRows, true, false, false, false}, {"few", fewRows, false, false, false, false},
-	{"one", oneRow, false, false, false, false}, {"cols", colsRows, true, false, false, false}, {"dot", dotRows, false, false, false, false},
-	{"many,prepared", manyRows, false, true, false, false}, {"few,prepared", fewRows, false, true, false, false},
-	{"many,wide", manyRows, false, false, true, false}, {"many,cols,wide", manyRows, true, false, true, false},
-	{"many,prepared,wide", manyRows, false, true, true, false},
-	{"many,cols,stream", manyRows, true, false, false, true}, {"few,cols", fewRows, true, false, false, false},
-	{"few,cols,stream", fewRows, true, false, false, true},
+	{name: "many", path: manyRows},
+	{name: "many,cols", path: manyRows, cols: true},
+	{name: "few", path: fewRows},
+	{name: "one", path: oneRow},
+	{name: "cols", path: colsRows, cols: true},
+	{name: "dot", path: dotRows},
+	{name: "many,prepared", path: manyRows, prepared: true},
+	{name: "few,prepared", path: fewRows, prepared: true},
+	{name: "many,wide", path: manyRows, wide: true},
+	{name: "many,cols,wide", path: manyRows, cols: true, wide: true},
+	{name: "many,prepared,wide", path: manyRows, prepared: true, wide: true},
+	{name: "many,cols,stream", path: manyRows, cols: true, stream: true},
+	{name: "few,cols", path: fewRows, cols: true},
+	{name: "few,cols,stream", path: fewRows, cols: true, stream: true},
+	{name: "many,int16", path: manyRows, int16: true},
+	{name: "many,cols,int16", path: manyRows, cols: true, int16: true},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
@@ -74,6 +85,10 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	if v.stream {
 		defer func(llc func() int) { lastLevelCache = llc }(lastLevelCache)
 		lastLevelCache = func() int { return 0 }
+	}
+	if v.int16 {
+		defer func(f func() bool) { int8Panels = f }(int8Panels)
+		int8Panels = func() bool { return false }
 	}
 	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
