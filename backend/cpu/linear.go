@@ -33,7 +33,7 @@ import (
 //     gemmCols channels (per pair of k, each channel's two values, as
 //     int8 on the AVX2 set, else int16); then blocks of blockRows rows
 //     by blockCols channels in parallel, each in passes of blockPairs
-//     pairs of k (twice as many with int8 panels), gemmTile
+//     pairs of k (twice as many with AVX2's int8 panels), gemmTile
 //     computing tiles of up to gemmRows rows by one panel (the panel's
 //     part, 16 KiB, stays in the first-level cache while the block's rows
 //     go by; 32 KiB with AVX-512), or, for products of wideMinRows rows
@@ -41,7 +41,8 @@ import (
 //     with VNNI, whose 32 registers hold the accumulators);
 //   - few rows (M > gemvMax): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
-//     memory once and the packed form never leaves the caches;
+//     memory once and the packed form never leaves the caches (a prepared
+//     weight, and mm_int8's b on AVX2, come packed whole instead);
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
 //     are and multiplies them with a row of A, at the memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
@@ -58,9 +59,10 @@ import (
 // at up to colsMax rows reads b [K, N] as it is, row by row (colsBody),
 // instead of packing it; with more, on the AVX2 set, it packs b whole
 // into int8 panels, four rows of b at a time so that each store is a
-// whole line of a panel (packColsI8Body: non-temporal when b and the
-// panels outgrow the last-level cache), and the few- and many-row paths
-// run on them as on a prepared weight. Same-process A/B against packing
+// whole line of a panel where the pairs of k are even in number
+// (packColsI8Body: non-temporal when b and the panels outgrow the
+// last-level cache), and the few- and many-row paths run on them as on a
+// prepared weight. Same-process A/B against packing
 // int16 panels for the many-row path, on a 2-core Zen 3: 0.75-0.83 of the
 // time at 16 to 96 rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072.
 //
@@ -74,7 +76,7 @@ const (
 	gemmRows   = 6    // the most rows of a gemmTile tile
 	blockRows  = 96   // rows per block of the many-row path (a multiple of gemmRows)
 	blockCols  = 256  // channels per block (a multiple of every gemmCols)
-	blockPairs = 256  // pairs of k per pass of the many-row path, with int16 panels (512 with int8)
+	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with AVX2's int8 panels)
 	fewPairs   = 2048 // pairs of k per pass of the few-row path
 	// grainMACs is the least work worth handing to another thread.
 	grainMACs = 1 << 21
@@ -95,7 +97,7 @@ const wideMinRows = 2048
 
 // fewMax is the largest M that takes the few-row path: up to a block of
 // rows, packing as it goes costs less than packing the whole weight
-// first. gemvMax is the largest M that takes the one-row path, row by row:
+// first (mm_int8's b, [K, N], packs faster whole: see mmInt8). gemvMax is the largest M that takes the one-row path, row by row:
 // few enough that rereading the weight from the cache for each row costs
 // less than packing it (measured on a 2-core Zen 3: the one-row path
 // wins up to M = 10, the few-row path from 12).
@@ -352,12 +354,16 @@ func (b *manyBody) run(lo, hi int) {
 	ldc := 4*blockCols + 64
 	c := make([]byte, blockRows*ldc)
 	pb := p.pairBytes()
-	// A pass covers the same panel bytes with either layout: twice the
-	// pairs with int8 ones. Same-process A/B on int8 panels, 2-core Zen 3:
-	// passes of 512 pairs took 0.92 of the time of 256 at 4096x3072x3072
-	// and 1024x3072x3072, 0.97 at 256x4096x4096 and 4096x3072x12288 (768
-	// and 1024 about as 512).
-	passPairs := blockPairs * 4 * nr / pb
+	// Where the set packs int8 panels, a pass covers as many of their
+	// bytes as blockPairs of int16 ones: twice the pairs. Same-process A/B
+	// on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
+	// at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
+	// 4096x3072x12288 (768 and 1024 about as 512). Unmeasured on the
+	// AVX-512 set, whose prepared weights keep their 256.
+	passPairs := blockPairs
+	if p.i8 && int8Panels() {
+		passPairs *= 2
+	}
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
 		rows, cols := min(blockRows, p.m-r0), min(blockCols, p.n-c0)
@@ -688,7 +694,8 @@ func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 // int16 ones: on the AVX2 set, where same-process A/B against int16 panels
 // on a 2-core Zen 3 measured 0.90-0.96 of the time from 128 to 1024 rows
 // and as long at 4096; the AVX-512 set keeps the int16 panels it was
-// measured with. A variable so that tests take both layouts on every set.
+// measured with. A variable so that tests also run the int16 layout where
+// the set would pack int8 panels.
 var int8Panels = func() bool { return impl == implAVX2 }
 
 // packBody packs whole panels [lo, hi) of an [N, K] weight, as int8 or
@@ -848,7 +855,8 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 		return res, err
 	}
 	out := res.Out
-	// b is [K, N]: packed for many rows, read as it is for a few.
+	// b is [K, N]: read as it is for up to colsMax rows, else packed
+	// whole (int8 panels on AVX2, which the few-row path takes too).
 	path := manyRows
 	switch {
 	case m <= colsMax:

@@ -149,14 +149,15 @@ func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
 
 // packColsQuad packs two pairs of rows of a [K, N] matrix (four rows,
 // ldb bytes apart) into panels whole int8 panels, pstride bytes apart, and
-// returns how many it packed: none but with AVX2, whose panels are a
-// line per two pairs. With stream set the stores are non-temporal, where
-// dst is aligned for them.
+// returns how many it packed: none but with AVX2, whose panels hold two
+// pairs in a line. With stream set the stores are non-temporal where each
+// panel's two pairs are a whole line (dst and pstride multiples of 64: an
+// even number of pairs).
 func packColsQuad(src []byte, ldb, panels int, dst []byte, pstride int, stream bool) int {
 	if panels == 0 || impl != implAVX2 {
 		return 0
 	}
-	nt := stream && alignHead(dst, 1, 32) == 0 && pstride%32 == 0
+	nt := stream && alignHead(dst, 1, 64) == 0 && pstride%64 == 0 // whole lines
 	packColsI8AVX2(src, ldb, panels, dst, pstride, nt)
 	return panels
 }

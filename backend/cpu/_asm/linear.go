@@ -28,7 +28,9 @@ import (
 // activations by two registers of columns (output channels), in up to 12
 // accumulators. The weight is packed into panels where, for each pair of
 // k, a register holds the two int16 values of k and k+1 of consecutive
-// channels (packRows from [N, K] rows, packCols from a [K, N] matrix);
+// channels (packRows from [N, K] rows, packCols from a [K, N] matrix), or
+// the panel holds them as int8, sign-extended as the tile loads them (the
+// AVX2 set's panels and prepared weights: packRowsI8, packColsI8);
 // each activation row is int16, and the same pair of k of a row is
 // broadcast to every lane, so one VPMADDWD adds two steps of k to one
 // register of outputs. Per pair of k and 6 rows: 2 loads of the weight, 6
@@ -103,8 +105,9 @@ func third(p, s Register) GPVirtual {
 // gemmTile emits the product kernel for tiles of mr rows (1 to 6; see
 // above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and
 // 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
-// products. With int8 set the panel holds the pairs as int8 (a prepared
-// weight: half the bytes to stream), sign-extended as they are loaded.
+// products. With int8 set the panel holds the pairs as int8 (half the
+// bytes to stream: prepared weights, and every panel on AVX2),
+// sign-extended as they are loaded.
 // With vnni set (512-bit only) each VPMADDWD and VPADDD pair is one
 // VPDPWSSD, and register 15 is unused.
 func gemmTile(name string, mr int, w width, int8, vnni bool) {
