@@ -335,3 +335,22 @@ func mulInt8(q []byte, s, dst []float32) {
 	}
 	mulInt8Generic(q[n:], s[n:], dst[n:])
 }
+
+// squaresKernel adds the values of x and d to acc as SquaredError says
+// with the AVX2 kernel (which AVX-512 machines run too: 4 float64 lanes
+// fix the order) and returns how many it took: all of d's (len(d) a
+// multiple of 16), or none with the generic set.
+func squaresKernel(dt dtype.DType, x, d []byte, acc *[8]float64) int {
+	if impl == implGeneric || len(d) == 0 {
+		return 0
+	}
+	switch dt {
+	case dtype.BFloat16:
+		squaresBF16AVX2(x, d, acc)
+	case dtype.Float16:
+		squaresF16AVX2(x, d, acc)
+	default:
+		squaresF32AVX2(x, d, acc)
+	}
+	return len(d) / 4
+}

@@ -2782,6 +2782,102 @@ mulInt8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func squaresBF16AVX2(x []byte, d []byte, acc *[8]float64)
+// Requires: AVX
+TEXT ·squaresBF16AVX2(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Y0
+	VMOVUPD 32(BX), Y1
+	SHRQ    $0x04, DX
+	JZ      squaresBF16AVX2_done
+
+squaresBF16AVX2_loop:
+	VPMOVZXWD (AX), X2
+	VPSLLD    $0x10, X2, X2
+	VCVTPS2PD X2, Y2
+	VCVTPS2PD (CX), Y3
+	VSUBPD    Y2, Y3, Y3
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y0, Y0
+	VMULPD    Y2, Y2, Y2
+	VADDPD    Y2, Y1, Y1
+	ADDQ      $0x08, AX
+	ADDQ      $0x10, CX
+	DECQ      DX
+	JNZ       squaresBF16AVX2_loop
+
+squaresBF16AVX2_done:
+	VMOVUPD Y0, (BX)
+	VMOVUPD Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func squaresF16AVX2(x []byte, d []byte, acc *[8]float64)
+// Requires: AVX, F16C
+TEXT ·squaresF16AVX2(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Y0
+	VMOVUPD 32(BX), Y1
+	SHRQ    $0x04, DX
+	JZ      squaresF16AVX2_done
+
+squaresF16AVX2_loop:
+	VCVTPH2PS (AX), X2
+	VCVTPS2PD X2, Y2
+	VCVTPS2PD (CX), Y3
+	VSUBPD    Y2, Y3, Y3
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y0, Y0
+	VMULPD    Y2, Y2, Y2
+	VADDPD    Y2, Y1, Y1
+	ADDQ      $0x08, AX
+	ADDQ      $0x10, CX
+	DECQ      DX
+	JNZ       squaresF16AVX2_loop
+
+squaresF16AVX2_done:
+	VMOVUPD Y0, (BX)
+	VMOVUPD Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func squaresF32AVX2(x []byte, d []byte, acc *[8]float64)
+// Requires: AVX
+TEXT ·squaresF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Y0
+	VMOVUPD 32(BX), Y1
+	SHRQ    $0x04, DX
+	JZ      squaresF32AVX2_done
+
+squaresF32AVX2_loop:
+	VCVTPS2PD (AX), Y2
+	VCVTPS2PD (CX), Y3
+	VSUBPD    Y2, Y3, Y3
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y0, Y0
+	VMULPD    Y2, Y2, Y2
+	VADDPD    Y2, Y1, Y1
+	ADDQ      $0x10, AX
+	ADDQ      $0x10, CX
+	DECQ      DX
+	JNZ       squaresF32AVX2_loop
+
+squaresF32AVX2_done:
+	VMOVUPD Y0, (BX)
+	VMOVUPD Y1, 32(BX)
+	VZEROUPPER
+	RET
+
 // func absMaxBits16AVX512(src []byte) uint32
 // Requires: AVX, AVX2, AVX512BW, AVX512F
 TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
