@@ -41,7 +41,9 @@ func squaresGeneric(dt dtype.DType, x, d []byte, acc *[8]float64) {
 	var widen func(b []byte) float64
 	switch dt {
 	case dtype.BFloat16:
-		widen = func(b []byte) float64 { return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16)) }
+		widen = func(b []byte) float64 {
+			return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
+		}
 	case dtype.Float16:
 		widen = func(b []byte) float64 { return float64(dtype.Float16ToFloat32(binary.LittleEndian.Uint16(b))) }
 	default:
