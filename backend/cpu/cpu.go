@@ -12,6 +12,10 @@
 // Results are bit-identical to the eager backend for every input, including
 // stochastic rounding, whose noise depends only on the seed and the flat
 // element index; thread count and chunking never change a result.
+//
+// Beside the operations it exports a few host helpers that are not
+// operations: KernelSet, the measurements PeakGOPS and StreamGBPerS for
+// kitchen bench, and SquaredError, the converter's weight-error sums.
 package cpu
 
 import (

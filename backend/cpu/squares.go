@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -14,12 +15,18 @@ import (
 // gives the same bits: value i adds to lane i mod 4 of each sum (values
 // past the last multiple of 4 to lane 0), each term rounded to float64
 // before it is added, and the lanes are added as (0 + 1) + (2 + 3). With
-// AVX2 (AVX-512 machines too) the groups of 4 run in assembly.
+// AVX2 (AVX-512 machines too) the groups of 4 run in assembly. dt must be
+// float32, float16 or bfloat16 and x must hold at least as many values as
+// d; it panics otherwise. Not an operation: a helper of the converter's
+// report, here for its kernels.
 func SquaredError(dt dtype.DType, x, d []byte) (diff, norm float64) {
 	var acc [8]float64 // the lanes of Σ(d - x)², then of Σx²
 	n := len(d) / 4
 	whole := n &^ 3
 	size := dt.Size()
+	if !dt.IsFloat() || len(x) < size*n {
+		panic(fmt.Sprintf("cpu: SquaredError of %v: %d bytes of x for %d values of d", dt, len(x), n))
+	}
 	x = x[:size*n] // as many values as d: the kernels read no further
 	done := squaresKernel(dt, x, d[:4*whole], &acc)
 	squaresGeneric(dt, x[size*done:size*whole], d[4*done:4*whole], &acc)
