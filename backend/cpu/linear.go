@@ -62,9 +62,9 @@ import (
 // whole line of a panel where the pairs of k are even in number
 // (packColsI8Body: non-temporal when b and the panels outgrow the
 // last-level cache), and the few- and many-row paths run on them as on a
-// prepared weight. Same-process A/B against packing
-// int16 panels for the many-row path, on a 2-core Zen 3: 0.75-0.83 of the
-// time at 16 to 96 rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072.
+// prepared weight. Same-process A/B against packing int16 panels for the
+// many-row path, on a 2-core Zen 3: 0.75-0.83 of the time at 16 to 96
+// rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072.
 //
 // Every way, a block's int32 sums, held in a small buffer, are finished as
 // soon as they are complete: written as int32 (mm_int8) or through the
