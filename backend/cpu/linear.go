@@ -97,10 +97,11 @@ const wideMinRows = 2048
 
 // fewMax is the largest M that takes the few-row path: up to a block of
 // rows, packing as it goes costs less than packing the whole weight
-// first (mm_int8's b, [K, N], packs faster whole: see mmInt8). gemvMax is the largest M that takes the one-row path, row by row:
-// few enough that rereading the weight from the cache for each row costs
-// less than packing it (measured on a 2-core Zen 3: the one-row path
-// wins up to M = 10, the few-row path from 12).
+// first (mm_int8's b, [K, N], packs faster whole: see mmInt8). gemvMax is
+// the largest M that takes the one-row path, row by row: few enough that
+// rereading the weight from the cache for each row costs less than
+// packing it (measured on a 2-core Zen 3: the one-row path wins up to
+// M = 10, the few-row path from 12).
 var fewMax, gemvMax = blockRows, 8
 
 // productParts is the most parts per thread a product is split into:
@@ -263,7 +264,7 @@ func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
 	case cols:
 		return parallelFor(ctx, &packColsBody{p, w}, p.kp, max(1, grainBytes/(2*p.n)))
 	}
-	return parallelFor(ctx, &packBody{p, w}, panels, max(1, grainBytes/max(1, nr*p.k)))
+	return parallelFor(ctx, &packBody{src: w, dst: p.wp, k: p.k, n: p.n, kp: p.kp, i8: p.i8}, panels, max(1, grainBytes/max(1, nr*p.k)))
 }
 
 // run computes the product and hands its sums to p.fin.
@@ -698,19 +699,23 @@ func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 // the set would pack int8 panels.
 var int8Panels = func() bool { return impl == implAVX2 }
 
-// packBody packs whole panels [lo, hi) of an [N, K] weight, as int8 or
-// int16 pairs as the product's panels hold them.
+// packBody packs whole panels [lo, hi) of an [N, K] weight of k values a
+// row and n rows into dst, kp pairs of k a panel, as int8 pairs (i8) or
+// int16 ones: a call's panels, or a prepared weight's.
 type packBody struct {
-	p   *product
-	src []byte
+	src, dst []byte
+	k, n, kp int
+	i8       bool
 }
 
 func (b *packBody) run(lo, hi int) {
-	p := b.p
 	nr := gemmCols()
-	size := p.kp * p.pairBytes()
+	size := b.kp * 4 * nr
+	if b.i8 {
+		size /= 2
+	}
 	for pn := lo; pn < hi; pn++ {
-		packPanel(b.src, p.k, p.n, pn*nr, 0, p.kp, p.wp[pn*size:(pn+1)*size], p.i8)
+		packPanel(b.src, b.k, b.n, pn*nr, 0, b.kp, b.dst[pn*size:(pn+1)*size], b.i8)
 	}
 }
 

@@ -51,23 +51,9 @@ func packPrepared(ctx context.Context, w []byte, k, n int) (*preparedLayout, err
 	kp := max(1, (k+1)/2)
 	panels := roundUp(n, nr) / nr
 	l := &preparedLayout{nr: nr, k: k, n: n, panels: make([]byte, panels*kp*2*nr)}
-	b := &packI8Body{l: l, w: w, kp: kp}
+	b := &packBody{src: w, dst: l.panels, k: k, n: n, kp: kp, i8: true}
 	if err := parallelFor(ctx, b, panels, max(1, grainBytes/max(1, nr*k))); err != nil {
 		return nil, err
 	}
 	return l, nil
-}
-
-// packI8Body packs whole panels [lo, hi) of the prepared layout.
-type packI8Body struct {
-	l  *preparedLayout
-	w  []byte
-	kp int
-}
-
-func (b *packI8Body) run(lo, hi int) {
-	size := b.kp * 2 * b.l.nr
-	for pn := lo; pn < hi; pn++ {
-		packPanel(b.w, b.l.k, b.l.n, pn*b.l.nr, 0, b.kp, b.l.panels[pn*size:(pn+1)*size], true)
-	}
 }
