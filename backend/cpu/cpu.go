@@ -113,7 +113,8 @@ func (w *rowwiseBody) run(lo, hi int) {
 }
 
 // quantizeTensorwise: the abs-max of x in parallel, then quantization by
-// one divisor in parallel.
+// one divisor in parallel; with a supplied scale only the second pass,
+// which checks each chunk's abs-max just before it quantizes the chunk.
 func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized, error) {
 	x := a.X
 	src, err := x.Bytes()
@@ -130,30 +131,31 @@ func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized
 	w.dt, w.src, w.seed = x.DType(), src, a.Seed
 	minElems := max(1, grainBytes/w.dt.Size())
 
-	// Pass 1: abs-max, which also finds NaN and infinity (checked whatever
-	// the scale's source).
-	w.bad.reset()
-	if err := parallelFor(ctx, w, n, minElems); err != nil {
-		return op.Quantized{}, err
-	}
-	if i := w.bad.get(); i >= 0 {
-		return op.Quantized{}, backend.NonFinite(op.QuantizeTensorwise.Name(), i/k)
-	}
 	var s float32
 	switch {
 	case a.ScaleValue != nil:
-		s = *a.ScaleValue
+		s, w.checked = *a.ScaleValue, true
 	case a.Scale != nil:
 		sb, err := a.Scale.Bytes()
 		if err != nil {
 			return op.Quantized{}, err
 		}
-		s = loadScale(a.Scale.DType(), sb, 0)
+		s, w.checked = loadScale(a.Scale.DType(), sb, 0), true
 	default:
+		// Pass 1: abs-max, which also finds NaN and infinity.
+		w.bad.reset()
+		if err := parallelFor(ctx, w, n, minElems); err != nil {
+			return op.Quantized{}, err
+		}
+		if i := w.bad.get(); i >= 0 {
+			return op.Quantized{}, backend.NonFinite(op.QuantizeTensorwise.Name(), i/k)
+		}
 		s = scaleFor(widenBits(w.dt, w.max.v.Load()))
 	}
 
-	// Pass 2: quantize by t.
+	// Pass 2: quantize by t. With a supplied scale, NaN or infinity is
+	// found here, and leaves the outputs unspecified, as kitchen.Into
+	// allows.
 	res, err := a.Result()
 	if err != nil {
 		return res, err
@@ -161,22 +163,29 @@ func quantizeTensorwise(ctx context.Context, a *op.TensorwiseArgs) (op.Quantized
 	sb, _ := res.Scale.Bytes()
 	binary.LittleEndian.PutUint32(sb, math.Float32bits(s))
 	w.quantize, w.t = true, divisor(w.dt, s)
-	// The abs-max bounds every quotient; a supplied scale may be far
-	// below it.
-	w.bounded = w.t > 0 && widenBits(w.dt, w.max.v.Load())/w.t < 1<<15
+	// A computed scale's abs-max bounds every quotient (by about 127: the
+	// scale is rounded to x's dtype); a supplied one's chunks are bounded
+	// one by one.
+	w.bounded = !w.checked && widenBits(w.dt, w.max.v.Load())/w.t < 1<<15
 	w.dst, _ = res.Q.Bytes()
+	w.bad.reset()
 	if err := parallelFor(ctx, w, n, minElems); err != nil {
 		return res, err
+	}
+	if i := w.bad.get(); i >= 0 {
+		return res, backend.NonFinite(op.QuantizeTensorwise.Name(), i/k)
 	}
 	return res, nil
 }
 
 // flatBody is a tensor-wise pass over a flat range of elements: the abs-max
-// pass, or (quantize set) the quantization by t.
+// pass, or (quantize set) the quantization by t, checking each chunk's
+// abs-max first if checked (a supplied scale).
 type flatBody struct {
 	dt       dtype.DType
 	src, dst []byte
 	quantize bool
+	checked  bool
 	t        float32
 	bounded  bool // every |x / t| is below 2^15 (hints.bounded)
 	seed     int64
@@ -186,11 +195,33 @@ type flatBody struct {
 
 var flatPool = sync.Pool{New: func() any { return new(flatBody) }}
 
+// checkedChunk is how many bytes of input a quantization by a supplied
+// scale reads for their abs-max before it quantizes them, from the
+// first-level cache: a page, as far as the quantize kernels prefetch
+// (flatAhead), so they bring in the next chunk. Same-process A/B, [8352,
+// 3840], against the two passes it replaced: 0.62-0.74 of the time for
+// float32, 0.72-0.83 for float16 and bfloat16 (16 KiB chunks: 0.66-0.92).
+const checkedChunk = 4 << 10
+
 func (w *flatBody) run(lo, hi int) {
 	size := w.dt.Size()
 	src := w.src[lo*size : hi*size]
-	if w.quantize {
-		h := hints{ahead: flatAhead, nt: quantStreaming(len(w.src), len(w.dst), w.seed > 0), bounded: w.bounded}
+	h := hints{ahead: flatAhead, nt: quantStreaming(len(w.src), len(w.dst), w.seed > 0), bounded: w.bounded}
+	switch {
+	case w.checked:
+		for c := lo; c < hi; c += checkedChunk / size {
+			e := min(hi, c+checkedChunk/size)
+			part := w.src[c*size : e*size]
+			m := absMaxBits(w.dt, part)
+			if m >= infBits(w.dt) {
+				w.bad.report(c + firstNonFinite(w.dt, part))
+				continue
+			}
+			h.bounded = widenBits(w.dt, m)/w.t < 1<<15
+			quantizeHinted(w.dt, part, w.dst[c:e], w.t, w.seed, uint64(c), h)
+		}
+		return
+	case w.quantize:
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
 		return
 	}
