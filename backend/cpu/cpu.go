@@ -206,29 +206,30 @@ const checkedChunk = 4 << 10
 func (w *flatBody) run(lo, hi int) {
 	size := w.dt.Size()
 	src := w.src[lo*size : hi*size]
-	h := hints{ahead: flatAhead, nt: quantStreaming(len(w.src), len(w.dst), w.seed > 0), bounded: w.bounded}
-	switch {
-	case w.checked:
-		for c := lo; c < hi; c += checkedChunk / size {
-			e := min(hi, c+checkedChunk/size)
-			part := w.src[c*size : e*size]
-			m := absMaxBits(w.dt, part)
-			if m >= infBits(w.dt) {
-				w.bad.report(c + firstNonFinite(w.dt, part))
-				continue
-			}
-			h.bounded = widenBits(w.dt, m)/w.t < 1<<15
-			quantizeHinted(w.dt, part, w.dst[c:e], w.t, w.seed, uint64(c), h)
+	if !w.quantize {
+		m := absMaxBits(w.dt, src)
+		w.max.report(m)
+		if m >= infBits(w.dt) {
+			w.bad.report(lo + firstNonFinite(w.dt, src))
 		}
 		return
-	case w.quantize:
+	}
+	h := hints{ahead: flatAhead, nt: quantStreaming(len(w.src), len(w.dst), w.seed > 0), bounded: w.bounded}
+	if !w.checked {
 		quantizeHinted(w.dt, src, w.dst[lo:hi], w.t, w.seed, uint64(lo), h)
 		return
 	}
-	m := absMaxBits(w.dt, src)
-	w.max.report(m)
-	if m >= infBits(w.dt) {
-		w.bad.report(lo + firstNonFinite(w.dt, src))
+	for c := lo; c < hi; c += checkedChunk / size {
+		e := min(hi, c+checkedChunk/size)
+		part := w.src[c*size : e*size]
+		m := absMaxBits(w.dt, part)
+		if m >= infBits(w.dt) {
+			// The call fails: nothing later in this part comes first.
+			w.bad.report(c + firstNonFinite(w.dt, part))
+			return
+		}
+		h.bounded = widenBits(w.dt, m)/w.t < 1<<15
+		quantizeHinted(w.dt, part, w.dst[c:e], w.t, w.seed, uint64(c), h)
 	}
 }
 

@@ -131,7 +131,8 @@ func packRowsPanel(src []byte, ldw, kp int, dst []byte) int {
 // packColsPair packs one pair of rows of a [K, N] matrix (the second ldb
 // bytes after the first) into panels whole int16 panels, pstride bytes
 // apart, and returns how many it packed: the AVX-512 kernel set's packing
-// of mm_int8's b (the AVX2 set packs int8 panels, packColsQuad).
+// of mm_int8's b (the AVX2 set packs int8 panels, packColsQuad, and runs
+// this only where tests ask for the int16 layout).
 func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
 	if panels == 0 {
 		return 0
