@@ -78,7 +78,7 @@ func widenBlock(dt dtype.DType, src []byte, off int, dst []float32) {
 	case dtype.Float16:
 		b := src[2*off : 2*(off+len(dst))]
 		for j := range dst {
-			dst[j] = dtype.Float16ToFloat32(binary.LittleEndian.Uint16(b[2*j:]))
+			dst[j] = widenF16(binary.LittleEndian.Uint16(b[2*j:]))
 		}
 	case dtype.BFloat16:
 		b := src[2*off : 2*(off+len(dst))]
@@ -98,7 +98,7 @@ func roundBlock(dt dtype.DType, v []float32) {
 	switch dt {
 	case dtype.Float16:
 		for j, f := range v {
-			v[j] = dtype.Float16ToFloat32(float16Bits(f))
+			v[j] = widenF16(float16Bits(f))
 		}
 	case dtype.BFloat16:
 		for j, f := range v {
@@ -129,37 +129,93 @@ func storeBlock(dt dtype.DType, dst []byte, off int, v []float32) {
 }
 
 // quantizeGeneric computes q = int8(round(rT(x / t))) for the elements of
-// src, whose first element has flat index base (for the noise). Deterministic
-// rounding when seed <= 0, one fused loop per dtype: a block buffer's
-// second and third passes over memory cost more than the arithmetic.
+// src, whose first element has flat index base (for the noise), with
+// deterministic rounding when seed <= 0: a long run of a 16-bit dtype
+// through a table (quantizeLookup), others element by element.
 func quantizeGeneric(dt dtype.DType, src []byte, dst []byte, t float32, seed int64, base uint64) {
 	if len(dst) == 0 {
 		return // the common empty tail
 	}
-	if seed > 0 {
+	switch {
+	case seed > 0:
 		quantizeStochastic(dt, src, dst, t, seed, base)
-		return
+	case dt.Size() == 2 && len(dst) >= quantTableMin:
+		quantizeLookup(dt, src, dst, t)
+	default:
+		quantizeDirect(dt, src, dst, t)
 	}
+}
+
+// quantizeDirect is quantizeGeneric without noise, element by element in
+// one fused loop per dtype (a block buffer's second and third passes over
+// memory cost more than the arithmetic).
+func quantizeDirect(dt dtype.DType, src []byte, dst []byte, t float32) {
+	// Four elements a step, loaded and stored as whole words: slicing src
+	// and dst per element costs as much as the arithmetic.
 	switch dt {
 	case dtype.BFloat16:
 		src = src[:2*len(dst)]
+		for ; len(dst) >= 4; src, dst = src[8:], dst[4:] {
+			v := binary.LittleEndian.Uint64(src)
+			binary.LittleEndian.PutUint32(dst, pack4(
+				roundClamped(roundBF16(math.Float32frombits(uint32(v)<<16)/t)),
+				roundClamped(roundBF16(math.Float32frombits(uint32(v>>16)<<16)/t)),
+				roundClamped(roundBF16(math.Float32frombits(uint32(v>>32)<<16)/t)),
+				roundClamped(roundBF16(math.Float32frombits(uint32(v>>48)<<16)/t))))
+		}
 		for j := range dst {
 			y := math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*j:]))<<16) / t
 			dst[j] = byte(roundClamped(roundBF16(y)))
 		}
 	case dtype.Float16:
 		src = src[:2*len(dst)]
+		for ; len(dst) >= 4; src, dst = src[8:], dst[4:] {
+			v := binary.LittleEndian.Uint64(src)
+			binary.LittleEndian.PutUint32(dst, pack4(
+				roundClamped(roundF16Normal(widenF16(uint16(v))/t)),
+				roundClamped(roundF16Normal(widenF16(uint16(v>>16))/t)),
+				roundClamped(roundF16Normal(widenF16(uint16(v>>32))/t)),
+				roundClamped(roundF16Normal(widenF16(uint16(v>>48))/t))))
+		}
 		for j := range dst {
-			y := dtype.Float16ToFloat32(binary.LittleEndian.Uint16(src[2*j:])) / t
+			y := widenF16(binary.LittleEndian.Uint16(src[2*j:])) / t
 			dst[j] = byte(roundClamped(roundF16Normal(y)))
 		}
 	default:
 		src = src[:4*len(dst)]
+		for ; len(dst) >= 4; src, dst = src[16:], dst[4:] {
+			a, b := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[8:16])
+			binary.LittleEndian.PutUint32(dst, pack4(
+				roundClamped(math.Float32frombits(uint32(a))/t),
+				roundClamped(math.Float32frombits(uint32(a>>32))/t),
+				roundClamped(math.Float32frombits(uint32(b))/t),
+				roundClamped(math.Float32frombits(uint32(b>>32))/t)))
+		}
 		for j := range dst {
 			y := math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:])) / t
 			dst[j] = byte(roundClamped(y))
 		}
 	}
+}
+
+// pack4 packs four int8 values into a little-endian word.
+func pack4(a, b, c, d int8) uint32 {
+	return uint32(uint8(a)) | uint32(uint8(b))<<8 | uint32(uint8(c))<<16 | uint32(uint8(d))<<24
+}
+
+// widenF16 is dtype.Float16ToFloat32 in few enough steps to inline:
+// normal numbers and infinities or NaN rebias the exponent on the bits,
+// zeros and subnormal numbers are their significand times 2^-24
+// (TestWidenF16 compares the two on every pattern).
+func widenF16(h uint16) float32 {
+	s, a := uint32(h&0x8000)<<16, uint32(h&0x7fff)
+	switch {
+	case a < 0x400:
+		return math.Float32frombits(s | math.Float32bits(float32(a)*0x1p-24))
+	case a >= 0x7c00:
+		return math.Float32frombits(s | (a<<13 + (255-31)<<23))
+	}
+	return math.Float32frombits(s | (a<<13 + (127-15)<<23))
 }
 
 // float16Bits is dtype.Float16FromFloat32 with a short path for results
@@ -247,8 +303,18 @@ func roundClamped(y float32) int8 {
 }
 
 // dequantizeGeneric computes dst = rOut(f32(q) * s) for one run of q with a
-// single scale, one fused loop per output dtype.
+// single scale.
 func dequantizeGeneric(out dtype.DType, q []byte, s float32, dst []byte) {
+	if len(q) >= dequantTableMin {
+		dequantizeLookup(out, q, s, dst)
+		return
+	}
+	dequantizeDirect(out, q, s, dst)
+}
+
+// dequantizeDirect is dequantizeGeneric one element at a time, one fused
+// loop per output dtype.
+func dequantizeDirect(out dtype.DType, q []byte, s float32, dst []byte) {
 	switch out {
 	case dtype.BFloat16:
 		dst = dst[:2*len(q)]

@@ -390,7 +390,13 @@ func testDequantizeExhaustive(t *testing.T) {
 			scales = append(scales, s)
 		}
 	}
-	for _, s := range scales {
+	for k, s := range scales {
+		// The whole run, and (every other scale) a run too short for the
+		// Go kernel's table of products.
+		q := q
+		if k%2 == 1 {
+			q = q[:dequantTableMin-1]
+		}
 		for _, dt := range dtype.Floats() {
 			size := dt.Size()
 			want := make([]byte, len(q)*size)
@@ -408,6 +414,45 @@ func testDequantizeExhaustive(t *testing.T) {
 					t.Fatalf("%v s=%v (%#08x) nt=%v off=%d: dequantize of %d differs", dt, s, math.Float32bits(s), m.nt, m.off, int8(q[i/size]))
 				}
 			}
+		}
+	}
+}
+
+// TestQuantizeLookup compares the Go kernels' table of quotients with the
+// element-by-element loop it is built from, on every 16-bit pattern (NaN
+// and infinities too) for a spread of divisors, alternating the dtypes so
+// that a table kept from one call meets a call with the other dtype and
+// the same divisor's bits. testQuantizeExhaustive16 checks the loop
+// against quant's rules.
+func TestQuantizeLookup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	divisors := []float32{1, 0.5, 3, 0.0123, 1e-3, 7.7e-6, 1e-30, 65504, 6.1e-5, 3e38}
+	for range 12 {
+		divisors = append(divisors, float32(math.Ldexp(1+rng.Float64(), rng.IntN(40)-30)))
+	}
+	src := patterns16()
+	src = append(slices.Clone(src), src[:2*77]...) // a tail past the last whole step
+	n := len(src) / 2
+	for _, d := range divisors {
+		for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+			td := divisor(dt, d)
+			got, want := make([]byte, n), make([]byte, n)
+			quantizeGeneric(dt, src, got, td, 0, 0)
+			quantizeDirect(dt, src, want, td)
+			if i := diff(got, want); i >= 0 {
+				t.Fatalf("%v t=%v: pattern %#04x quantizes to %d through the table, %d directly",
+					dt, td, binary.LittleEndian.Uint16(src[2*i:]), int8(got[i]), int8(want[i]))
+			}
+		}
+	}
+}
+
+// TestWidenF16 compares widenF16 with dtype.Float16ToFloat32 on every
+// pattern.
+func TestWidenF16(t *testing.T) {
+	for h := range 1 << 16 {
+		if got, want := math.Float32bits(widenF16(uint16(h))), math.Float32bits(dtype.Float16ToFloat32(uint16(h))); got != want {
+			t.Fatalf("widenF16(%#04x) = %#08x, want %#08x", h, got, want)
 		}
 	}
 }

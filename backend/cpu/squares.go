@@ -49,7 +49,7 @@ func squaresGeneric(dt dtype.DType, x, d []byte, acc *[8]float64) {
 	bf16 := func(b []byte) float64 {
 		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
 	}
-	f16 := func(b []byte) float64 { return float64(dtype.Float16ToFloat32(binary.LittleEndian.Uint16(b))) }
+	f16 := func(b []byte) float64 { return float64(widenF16(binary.LittleEndian.Uint16(b))) }
 	switch dt {
 	case dtype.BFloat16:
 		for len(x) >= 8 && len(d) >= 16 {
