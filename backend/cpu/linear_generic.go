@@ -18,20 +18,76 @@ func load16(b []byte, i int) int32 { return int32(int16(binary.LittleEndian.Uint
 // columns over kp pairs of k. Activation row i is the int16 values
 // a[i*lda:], each pair of k 4 bytes; the weight panel b holds, per pair of
 // k, nr int16 pairs; the sums go to (add: are added to) the int32 rows of
-// c, ldc bytes apart.
+// c, ldc bytes apart. Two rows share each multiplication (see
+// packRowPairs), two columns at a time.
 func gemmTileGeneric(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	var acc [gemmRows][32]int32
-	for p := range kp {
-		bp := b[p*nr*4 : (p+1)*nr*4]
-		for i := range mr {
-			a0, a1 := load16(a, i*lda+4*p), load16(a, i*lda+4*p+2)
-			row := &acc[i]
-			for j := range nr {
-				row[j] += a0*load16(bp, 4*j) + a1*load16(bp, 4*j+2)
+	var pa [tileChunk][gemmRows]int64
+	for p0 := 0; p0 < kp; p0 += tileChunk {
+		n := min(tileChunk, kp-p0)
+		packRowPairs(a, lda, mr, p0, n, &pa)
+		for j := 0; j < nr; j += 2 {
+			var s0, s1, s2, t0, t1, t2 int64 // columns j and j+1, row pairs 0 to 2
+			o := p0*nr*4 + 4*j
+			for p := range pa[:n] {
+				w := b[o : o+8 : o+8]
+				o += 4 * nr
+				u0, u1 := int64(int16(binary.LittleEndian.Uint16(w[0:]))), int64(int16(binary.LittleEndian.Uint16(w[2:])))
+				v0, v1 := int64(int16(binary.LittleEndian.Uint16(w[4:]))), int64(int16(binary.LittleEndian.Uint16(w[6:])))
+				r := &pa[p]
+				s0, t0 = s0+r[0]*u0+r[1]*u1, t0+r[0]*v0+r[1]*v1
+				s1, t1 = s1+r[2]*u0+r[3]*u1, t1+r[2]*v0+r[3]*v1
+				s2, t2 = s2+r[4]*u0+r[5]*u1, t2+r[4]*v0+r[5]*v1
 			}
+			unpackRowPairs(&acc, j, s0, s1, s2)
+			unpackRowPairs(&acc, j+1, t0, t1, t2)
 		}
 	}
 	storeTile(&acc, nr, mr, c, ldc, add)
+}
+
+// tileChunk is how many pairs of k the Go tiles take at a time: few enough
+// that their packed rows fit on the stack (12 KiB) and that no half of a
+// packed sum grows past 2^24 in magnitude.
+const tileChunk = 256
+
+// packRowPairs packs pairs of k [p0, p0+n) of the mr int16 rows of a (lda
+// bytes apart) for the Go tiles: for pair of k p and pair of rows g, pa[p]
+// holds rows 2g and 2g+1's values at k (entry 2g) and at k+1 (entry 2g+1)
+// as one int64, v(2g) + v(2g+1)·2^32, so that one multiplication by a
+// weight value multiplies both rows (unpackRowPairs separates the sums).
+// Rows past mr are zeros.
+func packRowPairs(a []byte, lda, mr, p0, n int, pa *[tileChunk][gemmRows]int64) {
+	for g := range gemmRows / 2 {
+		var lo, hi []byte // rows 2g and 2g+1 over the chunk, or nil past mr
+		if 2*g < mr {
+			lo = a[2*g*lda+4*p0 : 2*g*lda+4*(p0+n)]
+		}
+		if 2*g+1 < mr {
+			hi = a[(2*g+1)*lda+4*p0 : (2*g+1)*lda+4*(p0+n)]
+		}
+		for p := range n {
+			var l0, l1, h0, h1 int64
+			if lo != nil {
+				l0, l1 = int64(load16(lo, 4*p)), int64(load16(lo, 4*p+2))
+			}
+			if hi != nil {
+				h0, h1 = int64(load16(hi, 4*p)), int64(load16(hi, 4*p+2))
+			}
+			pa[p][2*g], pa[p][2*g+1] = l0+h0<<32, l1+h1<<32
+		}
+	}
+}
+
+// unpackRowPairs adds column j's sums of the three row pairs, each packed
+// as packRowPairs's values are (low half first; each half is below 2^31 in
+// magnitude), to the int32 sums of acc.
+func unpackRowPairs(acc *[gemmRows][32]int32, j int, s ...int64) {
+	for g, v := range s {
+		lo := int64(int32(v))
+		acc[2*g][j] += int32(lo)
+		acc[2*g+1][j] += int32((v - lo) >> 32)
+	}
 }
 
 // dotTileGeneric adds to sums the dot products of 4 int16 rows of x (ldx
@@ -94,15 +150,24 @@ func linearOutGeneric(out dtype.DType, acc []byte, xs float32, ws, bias []float3
 }
 
 // gemv8Generic sets int32 j of out to the dot product over k of the int16
-// row x and the int8 weight row j of w (8 rows, ldw bytes apart).
+// row x and the int8 weight row j of w (8 rows, ldw bytes apart), four
+// rows at a time so that each value of x is loaded once for four.
 func gemv8Generic(x, w []byte, ldw, k int, out []byte) {
-	for j := range 8 {
-		row := w[j*ldw : j*ldw+k]
-		var s int32
-		for q, v := range row {
-			s += load16(x, 2*q) * int32(int8(v))
+	x = x[:2*k]
+	for j := 0; j < 8; j += 4 {
+		r0 := w[j*ldw : j*ldw+k]
+		r1, r2, r3 := w[(j+1)*ldw:][:len(r0)], w[(j+2)*ldw:][:len(r0)], w[(j+3)*ldw:][:len(r0)]
+		var s0, s1, s2, s3 int32
+		for q, v := range r0 {
+			xq := load16(x, 2*q)
+			s0 += xq * int32(int8(v))
+			s1 += xq * int32(int8(r1[q]))
+			s2 += xq * int32(int8(r2[q]))
+			s3 += xq * int32(int8(r3[q]))
 		}
-		binary.LittleEndian.PutUint32(out[4*j:], uint32(s))
+		for i, s := range [4]int32{s0, s1, s2, s3} {
+			binary.LittleEndian.PutUint32(out[4*(j+i):], uint32(s))
+		}
 	}
 }
 
@@ -110,14 +175,24 @@ func gemv8Generic(x, w []byte, ldw, k int, out []byte) {
 // of k, nr columns of two int8 values (k's, then k+1's).
 func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	var acc [gemmRows][32]int32
-	for p := range kp {
-		bp := b[p*nr*2 : (p+1)*nr*2]
-		for i := range mr {
-			a0, a1 := load16(a, i*lda+4*p), load16(a, i*lda+4*p+2)
-			row := &acc[i]
-			for j := range nr {
-				row[j] += a0*int32(int8(bp[2*j])) + a1*int32(int8(bp[2*j+1]))
+	var pa [tileChunk][gemmRows]int64
+	for p0 := 0; p0 < kp; p0 += tileChunk {
+		n := min(tileChunk, kp-p0)
+		packRowPairs(a, lda, mr, p0, n, &pa)
+		for j := 0; j < nr; j += 2 {
+			var s0, s1, s2, t0, t1, t2 int64 // columns j and j+1, row pairs 0 to 2
+			o := p0*nr*2 + 2*j
+			for p := range pa[:n] {
+				w := b[o : o+4 : o+4]
+				o += 2 * nr
+				u0, u1, v0, v1 := int64(int8(w[0])), int64(int8(w[1])), int64(int8(w[2])), int64(int8(w[3]))
+				r := &pa[p]
+				s0, t0 = s0+r[0]*u0+r[1]*u1, t0+r[0]*v0+r[1]*v1
+				s1, t1 = s1+r[2]*u0+r[3]*u1, t1+r[2]*v0+r[3]*v1
+				s2, t2 = s2+r[4]*u0+r[5]*u1, t2+r[4]*v0+r[5]*v1
 			}
+			unpackRowPairs(&acc, j, s0, s1, s2)
+			unpackRowPairs(&acc, j+1, t0, t1, t2)
 		}
 	}
 	storeTile(&acc, nr, mr, c, ldc, add)
@@ -125,15 +200,28 @@ func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte
 
 // gemvRowsGeneric adds to int32 j of c, j < len(c)/4, the dot product
 // over kp pairs of k of the int16 row x and column j of the int8 rows of
-// b, ldb bytes apart (rows 2p and 2p+1 for pair p).
+// b, ldb bytes apart (rows 2p and 2p+1 for pair p): two pairs of k a pass
+// over c.
 func gemvRowsGeneric(x, b []byte, ldb, kp int, c []byte) {
 	n := len(c) / 4
-	for p := range kp {
+	c = c[:4*n]
+	p := 0
+	for ; p+1 < kp; p += 2 {
+		a0, a1, a2, a3 := load16(x, 4*p), load16(x, 4*p+2), load16(x, 4*p+4), load16(x, 4*p+6)
+		r0 := b[2*p*ldb : 2*p*ldb+n]
+		r1, r2, r3 := b[(2*p+1)*ldb:][:n], b[(2*p+2)*ldb:][:n], b[(2*p+3)*ldb:][:n]
+		for j, v := range r0 {
+			s := int32(binary.LittleEndian.Uint32(c[4*j:])) + a0*int32(int8(v)) + a1*int32(int8(r1[j])) +
+				a2*int32(int8(r2[j])) + a3*int32(int8(r3[j]))
+			binary.LittleEndian.PutUint32(c[4*j:], uint32(s))
+		}
+	}
+	if p < kp {
 		a0, a1 := load16(x, 4*p), load16(x, 4*p+2)
-		r0, r1 := b[2*p*ldb:2*p*ldb+n], b[(2*p+1)*ldb:(2*p+1)*ldb+n]
-		for j := range n {
-			v := int32(binary.LittleEndian.Uint32(c[4*j:])) + a0*int32(int8(r0[j])) + a1*int32(int8(r1[j]))
-			binary.LittleEndian.PutUint32(c[4*j:], uint32(v))
+		r0, r1 := b[2*p*ldb:2*p*ldb+n], b[(2*p+1)*ldb:][:n]
+		for j, v := range r0 {
+			s := int32(binary.LittleEndian.Uint32(c[4*j:])) + a0*int32(int8(v)) + a1*int32(int8(r1[j]))
+			binary.LittleEndian.PutUint32(c[4*j:], uint32(s))
 		}
 	}
 }
