@@ -48,7 +48,8 @@ func gemmTileGeneric(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte, 
 
 // tileChunk is how many pairs of k the Go tiles take at a time: few enough
 // that their packed rows fit on the stack (12 KiB) and that no half of a
-// packed sum grows past 2^24 in magnitude.
+// packed sum grows past 2^24 in magnitude (the rows and panels hold int8
+// values, widened: 256 pairs add at most 512 products of 2^14).
 const tileChunk = 256
 
 // packRowPairs packs pairs of k [p0, p0+n) of the mr int16 rows of a (lda
