@@ -6,8 +6,10 @@
 //
 // Each operation is a kernel function over byte slices and a small body
 // that runs it over a range of rows or elements; the kernels dispatch to
-// the best kernel set this CPU runs (kernels_amd64.go), and generic.go has
-// the portable ones they are tested against.
+// the best kernel set this CPU runs (kernels_amd64.go, linear_amd64.go),
+// and generic.go and linear_generic.go have the portable ones they are
+// tested against (tables.go the lookup tables the portable Q/DQ kernels
+// use for long runs).
 //
 // Results are bit-identical to the eager backend for every input, including
 // stochastic rounding, whose noise depends only on the seed and the flat
