@@ -143,7 +143,7 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 // misaligned one).
 func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, h hints) {
 	if impl == implGeneric {
-		quantizeGeneric(dt, src, dst, t, seed, base)
+		quantizeGenericHinted(dt, src, dst, t, seed, base, h)
 		return
 	}
 	size := dt.Size()

@@ -19,12 +19,12 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 	quantizeGeneric(dt, src, dst, t, seed, base)
 }
 
-func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, _ hints) {
-	quantizeGeneric(dt, src, dst, t, seed, base)
+func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint64, h hints) {
+	quantizeGenericHinted(dt, src, dst, t, seed, base, h)
 }
 
 func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, _ hints) uint32 {
-	quantizeGeneric(dt, src, dst, t, 0, 0)
+	quantizeGenericHinted(dt, src, dst, t, 0, 0, hints{bounded: true})
 	return absMaxBitsGeneric(dt, next)
 }
 

@@ -230,9 +230,10 @@ func checkQuantize(t *testing.T, dt dtype.DType, src []byte, td float32) {
 	}
 }
 
-// TestVeltkamp proves the lean kernels' rounding to T (_asm's veltkamp:
-// g = y·c, y' = g + (y - g), each rounded to float32, c = 2^(24-p) + 1
-// for T's p significant bits) against dtype's rounding: equal for every
+// TestVeltkamp proves the lean kernels' rounding to T (splitRound, which
+// _asm's veltkamp follows: g = y·c, y' = g + (y - g), each rounded to
+// float32, c = 2^(24-p) + 1 for T's p significant bits) against dtype's
+// rounding: equal for every
 // float32 y of three binades, which proves every binade in which y, y·c
 // and the result stay normal and finite, since scaling by a power of two
 // commutes with every step: all 2^-14 <= |y| < 2^15 for float16, 2^-126
@@ -255,12 +256,10 @@ func TestVeltkamp(t *testing.T) {
 		c     float32
 		low   int   // the least exponent of T's normal range
 		below []int // exponents below it to sample
-	}{{dtype.BFloat16, 65537, -126, []int{-127}}, {dtype.Float16, 8193, -14, []int{-15, -16, -127}}} {
-		split := func(y float32) float32 {
-			g := float32(y * tc.c)
-			d := float32(y - g)
-			return float32(g + d)
-		}
+	}{{dtype.BFloat16, splitBF16, -126, []int{-127}}, {dtype.Float16, splitF16, -14, []int{-15, -16, -127}}} {
+		// The Go kernels' split (quantizeBounded), which the assembly's
+		// follows step for step.
+		split := func(y float32) float32 { return splitRound(y, tc.c) }
 		for _, e := range []int{tc.low, 0, 14} {
 			for m := uint32(0); m < 1<<23; m += step {
 				y := float(e, m)
