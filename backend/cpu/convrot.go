@@ -108,7 +108,8 @@ func quantizeRow(dt dtype.DType, row, dst, scale []byte, seed int64, base uint64
 	}
 	s := scaleFor(widenBits(dt, bits))
 	binary.LittleEndian.PutUint32(scale, math.Float32bits(s))
-	quantize(dt, row, dst, divisor(dt, s), seed, base)
+	// A scale computed from the row bounds every quotient (hints.bounded).
+	quantizeHinted(dt, row, dst, divisor(dt, s), seed, base, hints{bounded: true})
 	return false
 }
 
