@@ -28,6 +28,16 @@ func infBits(dt dtype.DType) uint32 {
 	return 0x7f800000
 }
 
+// maxLanes returns the lane-wise maximum of m and v, words of lanes whose
+// top bits (top) are clear, each lane shift+1 bits wide: in each lane,
+// top + v - m keeps its top bit exactly where v >= m, and borrows from no
+// other lane.
+func maxLanes(m, v, top uint64, shift uint) uint64 {
+	h := ((v | top) - m) & top
+	mask := h | (h - h>>shift) // all of each lane where v >= m
+	return m ^ ((m ^ v) & mask)
+}
+
 // widenBits turns an abs-bits value of dt into the float32 it encodes.
 func widenBits(dt dtype.DType, bits uint32) float32 {
 	switch dt {
@@ -43,11 +53,23 @@ func widenBits(dt dtype.DType, bits uint32) float32 {
 // sign cleared. Clearing the sign makes the float order the unsigned integer
 // order, and puts NaN and infinity at or above infBits.
 func absMaxBitsGeneric(dt dtype.DType, src []byte) uint32 {
-	// Eight bytes at a time, the sign bits cleared in one AND, then the
+	// Words of 32 bytes as four running lane-wise maxima (maxLanes), then
+	// eight bytes at a time, the sign bits cleared in one AND, then the
 	// rest one element at a time.
 	var m uint32
 	i := 0
 	if dt.Size() == 2 {
+		const bits, top = 0x7fff7fff7fff7fff, 0x8000800080008000
+		var m0, m1, m2, m3 uint64
+		for ; i+32 <= len(src); i += 32 {
+			w := src[i : i+32 : i+32]
+			m0 = maxLanes(m0, binary.LittleEndian.Uint64(w)&bits, top, 15)
+			m1 = maxLanes(m1, binary.LittleEndian.Uint64(w[8:])&bits, top, 15)
+			m2 = maxLanes(m2, binary.LittleEndian.Uint64(w[16:])&bits, top, 15)
+			m3 = maxLanes(m3, binary.LittleEndian.Uint64(w[24:])&bits, top, 15)
+		}
+		v := maxLanes(maxLanes(m0, m1, top, 15), maxLanes(m2, m3, top, 15), top, 15)
+		m = max(uint32(v&0xffff), uint32(v>>16&0xffff), uint32(v>>32&0xffff), uint32(v>>48))
 		for ; i+8 <= len(src); i += 8 {
 			v := binary.LittleEndian.Uint64(src[i:]) & 0x7fff7fff7fff7fff
 			m = max(m, uint32(v&0xffff), uint32(v>>16&0xffff), uint32(v>>32&0xffff), uint32(v>>48))
@@ -57,6 +79,17 @@ func absMaxBitsGeneric(dt dtype.DType, src []byte) uint32 {
 		}
 		return m
 	}
+	const bits, top = 0x7fffffff7fffffff, 0x8000000080000000
+	var m0, m1, m2, m3 uint64
+	for ; i+32 <= len(src); i += 32 {
+		w := src[i : i+32 : i+32]
+		m0 = maxLanes(m0, binary.LittleEndian.Uint64(w)&bits, top, 31)
+		m1 = maxLanes(m1, binary.LittleEndian.Uint64(w[8:])&bits, top, 31)
+		m2 = maxLanes(m2, binary.LittleEndian.Uint64(w[16:])&bits, top, 31)
+		m3 = maxLanes(m3, binary.LittleEndian.Uint64(w[24:])&bits, top, 31)
+	}
+	v := maxLanes(maxLanes(m0, m1, top, 31), maxLanes(m2, m3, top, 31), top, 31)
+	m = max(uint32(v), uint32(v>>32))
 	for ; i+8 <= len(src); i += 8 {
 		v := binary.LittleEndian.Uint64(src[i:]) & 0x7fffffff7fffffff
 		m = max(m, uint32(v), uint32(v>>32))

@@ -456,6 +456,46 @@ func TestWidenF16(t *testing.T) {
 	}
 }
 
+// TestMaxLanes compares the Go abs-max's lane-wise maximum with one lane
+// at a time, for 16- and 32-bit lanes drawn from their edges (0, 1, the
+// middle, the largest) and at random, so that every lane meets equal,
+// smaller and larger values and its neighbours all three too.
+func TestMaxLanes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, w := range []struct {
+		bits      uint
+		mask, top uint64
+		edges     []uint64
+	}{
+		{16, 0x7fff7fff7fff7fff, 0x8000800080008000, []uint64{0, 1, 2, 0x3fff, 0x4000, 0x7ffe, 0x7fff}},
+		{32, 0x7fffffff7fffffff, 0x8000000080000000, []uint64{0, 1, 2, 0x3fffffff, 0x40000000, 0x7ffffffe, 0x7fffffff}},
+	} {
+		lane := func() uint64 {
+			if rng.IntN(2) == 0 {
+				return w.edges[rng.IntN(len(w.edges))]
+			}
+			return rng.Uint64() & (1<<(w.bits-1) - 1)
+		}
+		for range 200000 {
+			var m, v uint64
+			for l := uint(0); l < 64; l += w.bits {
+				a, b := lane(), lane()
+				if rng.IntN(4) == 0 {
+					b = a
+				}
+				m, v = m|a<<l, v|b<<l
+			}
+			got := maxLanes(m, v, w.top, w.bits-1)
+			for l := uint(0); l < 64; l += w.bits {
+				a, b := m>>l&(1<<w.bits-1), v>>l&(1<<w.bits-1)
+				if g := got >> l & (1<<w.bits - 1); g != max(a, b) {
+					t.Fatalf("%d-bit lanes %#x and %#x: lane %d is %#x, want %#x", w.bits, m, v, l/w.bits, g, max(a, b))
+				}
+			}
+		}
+	}
+}
+
 // TestAbsMaxBits compares absMaxBits on every kernel set with the largest
 // sign-cleared element found one element at a time, on lengths around
 // every unrolling and vector block, raising each element in turn to a
