@@ -45,7 +45,9 @@ after each backend's rounds) and their share of it ("of peak"), and, in the same
 how fast this machine streams memory that is only read (a parallel read, with the cpu
 kernels' vector loads, of a 64 MiB buffer or larger): "x stream" is the median time
 over the time to read the bytes moved at that speed, the figure for products of few
-rows, which read their weight once.`,
+rows, which read their weight once. On the host each product starts with its operands
+out of the caches (a parallel read of that buffer first, not timed), as a model's next
+layer finds its weight.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {

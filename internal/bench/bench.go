@@ -268,6 +268,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			}
 			for _, s := range all {
+				if gemm {
+					// Each product starts with its operands out of the
+					// caches, as the streaming reference does: otherwise
+					// every series after the round's first would find the
+					// weight that the one before it read (a few rows'
+					// products, whose weight fits the last-level cache,
+					// measured up to a third faster so). A read, which
+					// leaves no dirty lines for the product to write back.
+					parcopy.Read(streamBuf)
+				}
 				d, err := timeIt(s.run)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
