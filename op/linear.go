@@ -2,6 +2,7 @@ package op
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -250,23 +251,58 @@ func (a *LinearArgs) Result() (Dequantized, error) {
 	return Dequantized{Out: t}, err
 }
 
-// firstNotPositive reads a float tensor on the host and returns the first
-// element that is not finite and > 0, or -1.
+// firstNotPositive returns the index and value of the first element of t
+// that is not a finite number > 0, or -1. Finite and > 0 is a range of the
+// bits (the sign clear, from 1 up to the largest finite value), so each
+// element costs one comparison and nothing is converted or allocated: a
+// per-channel weight scale is checked on every int8_linear call.
 func firstNotPositive(t *tensor.Tensor) (int, float32, error) {
 	h, err := t.To(tensor.CPU())
 	if err != nil {
 		return 0, 0, err
 	}
-	v, err := h.Float32s()
+	b, err := h.Bytes()
 	if err != nil {
 		return 0, 0, err
 	}
-	for i, x := range v {
-		if !positive(x) {
-			return i, x, nil
+	dt := h.DType()
+	i := -1
+	switch dt {
+	case dtype.Float32:
+		i = firstOutside32(b, 0x7f7fffff)
+	case dtype.Float16:
+		i = firstOutside16(b, 0x7bff)
+	case dtype.BFloat16:
+		i = firstOutside16(b, 0x7f7f)
+	default:
+		return 0, 0, fmt.Errorf("op: a scale of %v", dt)
+	}
+	if i < 0 {
+		return -1, 0, nil
+	}
+	return i, dtype.Load(b, dt, i), nil
+}
+
+// firstOutside32 returns the index of the first little-endian uint32 of b
+// outside [1, top], or -1.
+func firstOutside32(b []byte, top uint32) int {
+	for i := 0; 4*i+4 <= len(b); i++ {
+		if binary.LittleEndian.Uint32(b[4*i:])-1 >= top {
+			return i
 		}
 	}
-	return -1, 0, nil
+	return -1
+}
+
+// firstOutside16 returns the index of the first little-endian uint16 of b
+// outside [1, top], or -1.
+func firstOutside16(b []byte, top uint32) int {
+	for i := 0; 2*i+2 <= len(b); i++ {
+		if uint32(binary.LittleEndian.Uint16(b[2*i:]))-1 >= top {
+			return i
+		}
+	}
+	return -1
 }
 
 // gemmShape reads a matrix-product workload's spec: M, K, N.
