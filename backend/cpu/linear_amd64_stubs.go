@@ -112,6 +112,12 @@ func peakAVX2(n int)
 //go:noescape
 func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
 
+// gemvPrefetchAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
+// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 16 and at least 16.
+//
+//go:noescape
+func gemvPrefetchAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
+
 // widenInt8AVX2 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 32 and dst must hold 2*len(q) bytes.
 //

@@ -331,7 +331,7 @@ func peak(name string, w width, vnni bool) {
 // gemv emits the one-row kernel (see above): registers 0 to 7 accumulate
 // channels 0 to 7, 8 holds the row, 9 and 10 the channels' values and
 // products in turn.
-func gemv(name string, w width) {
+func gemv(name string, w width, prefetch bool) {
 	step := 2 * w.lanes() // k per register of int16
 	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, k int, out []byte)")
 	Pragma("noescape")
@@ -351,6 +351,16 @@ func gemv(name string, w width) {
 	}
 	xr := w.phys(8)
 	wrow := append(rows(6, wp, ldw, wp3, 0), Mem{Base: wp6}, Mem{Base: wp6, Index: ldw, Scale: 1})
+	// With prefetch, pf walks the next group of 8 rows (contiguous where
+	// ldw = k, as in a plain weight), 8 lines per 4 registers of k (per
+	// line of each row, on AVX2), so that group's first lines are on their
+	// way when it starts: rows too short for the hardware's prefetchers
+	// to pick up.
+	var pf GPVirtual
+	if prefetch {
+		pf = GP64()
+		LEAQ(Mem{Base: wp, Index: ldw, Scale: 8}, pf)
+	}
 
 	// Four registers of k per iteration while k lasts (a cache line of
 	// each row on AVX2: more loads in flight, faster than one at a time in
@@ -367,11 +377,18 @@ func gemv(name string, w width) {
 				VPMOVSXBW(m.Offset(u*step), t)
 				VPMADDWD(xr, t, t)
 				VPADDD(t, acc[j], acc[j])
+				if prefetch && j%4 == 0 {
+					// Two lines of the next group of rows a step.
+					PREFETCHT0(Mem{Base: pf, Disp: 64 * (2*u + j/4)})
+				}
 			}
 		}
 		ADDQ(U32(8*step), xp)
 		for _, p := range []Register{wp, wp3, wp6} {
 			ADDQ(U32(4*step), p)
+		}
+		if prefetch {
+			ADDQ(U32(512), pf)
 		}
 		SUBQ(U32(4*step), k)
 		JMP(LabelRef(name + "_loop4"))
@@ -904,7 +921,10 @@ func linearKernels(w width) {
 	if w.bytes == 64 {
 		peak("peakVNNI"+w.name, w, true)
 	}
-	gemv("gemv"+w.name, w)
+	gemv("gemv"+w.name, w, false)
+	if w.bytes == 32 {
+		gemv("gemvPrefetch"+w.name, w, true)
+	}
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
 	packRows("packRowsI8"+w.name, w, true)
