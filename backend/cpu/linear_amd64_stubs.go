@@ -114,6 +114,7 @@ func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
 
 // gemvPrefetchAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
 // (8 rows, ldw bytes apart) over k steps. k must be a multiple of 16 and at least 16.
+// It prefetches up to 8·k bytes from wt + 8·ldw (the next 8 rows of a plain weight) as it goes.
 //
 //go:noescape
 func gemvPrefetchAVX2(x []byte, wt []byte, ldw int, k int, out []byte)

@@ -335,8 +335,12 @@ func gemv(name string, w width, prefetch bool) {
 	step := 2 * w.lanes() // k per register of int16
 	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, k int, out []byte)")
 	Pragma("noescape")
-	Doc(name+" sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt",
-		fmt.Sprintf("(8 rows, ldw bytes apart) over k steps. k must be a multiple of %d and at least %d.", step, step))
+	doc := []string{name + " sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt",
+		fmt.Sprintf("(8 rows, ldw bytes apart) over k steps. k must be a multiple of %d and at least %d.", step, step)}
+	if prefetch {
+		doc = append(doc, "It prefetches up to 8·k bytes from wt + 8·ldw (the next 8 rows of a plain weight) as it goes.")
+	}
+	Doc(doc...)
 	xp := Load(Param("x").Base(), GP64())
 	wp := Load(Param("wt").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -351,11 +355,11 @@ func gemv(name string, w width, prefetch bool) {
 	}
 	xr := w.phys(8)
 	wrow := append(rows(6, wp, ldw, wp3, 0), Mem{Base: wp6}, Mem{Base: wp6, Index: ldw, Scale: 1})
-	// With prefetch, pf walks the next group of 8 rows (contiguous where
-	// ldw = k, as in a plain weight), 8 lines per 4 registers of k (per
-	// line of each row, on AVX2), so that group's first lines are on their
-	// way when it starts: rows too short for the hardware's prefetchers
-	// to pick up.
+	// With prefetch (AVX2 only: a step there reads a line of each of the
+	// 8 rows), pf walks the next group of 8 rows, contiguous where ldw = k
+	// as in a plain weight, 8 lines a step, so that the group's lines are
+	// on their way when it starts: rows too short for the hardware's
+	// prefetchers to pick up.
 	var pf GPVirtual
 	if prefetch {
 		pf = GP64()
