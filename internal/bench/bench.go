@@ -262,6 +262,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					copies, freshCopies = append(copies, d), append(freshCopies, f)
 				}
 				if gemm {
+					// As the products do (below): a read first, so that
+					// the copies' dirty lines are written back before, not
+					// during, the measurement.
+					parcopy.Read(streamBuf)
 					if g := cpu.StreamGBPerS(streamBuf); g > 0 && measured {
 						streams = append(streams, g)
 					}
