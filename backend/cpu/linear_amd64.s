@@ -807,24 +807,40 @@ gemmTile6AVX2_store:
 // func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX2
 TEXT ·gemmTile6I8AVX2(SB), NOSPLIT, $0-97
-	MOVQ  a_base+0(FP), AX
-	MOVQ  lda+24(FP), CX
-	LEAQ  (AX)(CX*2), DX
-	ADDQ  CX, DX
-	MOVQ  b_base+32(FP), BX
-	MOVQ  kp+56(FP), SI
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	VPXOR Y8, Y8, Y8
-	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
-	VPXOR Y11, Y11, Y11
+	MOVQ    a_base+0(FP), AX
+	MOVQ    lda+24(FP), CX
+	LEAQ    (AX)(CX*2), DX
+	ADDQ    CX, DX
+	MOVQ    b_base+32(FP), BX
+	MOVQ    kp+56(FP), SI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	VPXOR   Y8, Y8, Y8
+	VPXOR   Y9, Y9, Y9
+	VPXOR   Y10, Y10, Y10
+	VPXOR   Y11, Y11, Y11
+	PCALIGN $0x40
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
+	BYTE    $0x90
 
 gemmTile6I8AVX2_loop:
 	VPMOVSXBW    (BX), Y12
