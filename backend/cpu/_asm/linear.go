@@ -295,7 +295,7 @@ func gemmTileWide(name string, mr int, w width, int8 bool) {
 // (12 VPMADDWD, 12 VPADDD, 8 loads and the loop's 5 instructions) runs at
 // the front end's limit on Zen 3, and where it starts in a 64-byte window
 // changed its speed: in the first-level cache, 0.92 of the peak loop's
-// at offsets 0, 47 and 56, 0.98-0.99 at 8, 15, 16 and 40 (BENCHMARKS.md,
+// at offsets 0, 47 and 56, 0.97-0.99 at 8, 15, 16, 32 and 40 (BENCHMARKS.md,
 // "The tile loop's alignment"); nothing else placed it.
 func pcalign(n int) {
 	Instruction(&ir.Instruction{Opcode: "PCALIGN", Operands: []Op{Imm(uint64(n))}})
