@@ -80,7 +80,8 @@ var (
 	}
 	// quantizeNextKernels are AVX2's quantizeBoundedKernels that also
 	// return the abs-max bits of the next row (quantizeRowNext). AVX-512
-	// has none yet (see _asm's quantForm).
+	// has none: it measured no faster than prefetching (see _asm's
+	// quantForm).
 	quantizeNextKernels = [3]func(src, dst []byte, t float32, next []byte, ahead int, nt bool) uint32{
 		quantizeNextBF16AVX2, quantizeNextF16AVX2, quantizeNextF32AVX2,
 	}

@@ -470,9 +470,12 @@ type quantForm struct {
 	next       bool // bounded and lean, also returning the next row's abs-max
 	// lean (bounded only): rounding to T by Veltkamp's splitting and
 	// bfloat16 widened by unpacking (for bfloat16, 38 instructions per 32
-	// elements instead of 48). Only AVX2 has the lean and next forms yet:
-	// the AVX-512 ones are to be generated once they can be run on an
-	// AVX-512 machine (qdqKernels).
+	// elements instead of 48). Only AVX2 has the next form: on a 2-core
+	// Zen 4 with AVX-512 (BENCHMARKS.md, "AVX-512 on a 2-core Zen 4") the
+	// lean bounded kernels took 0.94-0.98 of the plain ones' time for
+	// float16 and bfloat16 row-wise, but the next form was no faster than
+	// prefetching the next row (float32 1.07x slower), and dividing was
+	// not the limit (VMULPS in its place, timing only: no faster).
 	lean bool
 }
 
@@ -1299,10 +1302,9 @@ func qdqKernels(w width) {
 	tab := qdqTable(w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-		lean := w.bytes == 32
 		quantize("quantize"+short+w.name, dt, quantForm{}, w, tab)
-		quantize("quantizeBounded"+short+w.name, dt, quantForm{bounded: true, lean: lean}, w, tab)
-		if lean {
+		quantize("quantizeBounded"+short+w.name, dt, quantForm{bounded: true, lean: true}, w, tab)
+		if w.bytes == 32 {
 			quantize("quantizeNext"+short+w.name, dt, quantForm{bounded: true, next: true, lean: true}, w, tab)
 		}
 		quantize("quantizeSR"+short+w.name, dt, quantForm{stochastic: true}, w, tab)
