@@ -18,7 +18,7 @@ import (
 // _asm/linear.go, the rows of A widened to int16 first. The ways to lay
 // the work out, which pathFor, linearPath and mmInt8 choose by M:
 //
-//	int8_linear, plain weight, AVX2 set, K % 16 == 0:
+//	int8_linear, plain weight, AVX2 or AVX-512 set, K % 16 == 0:
 //	    1-2 rows one row at a time, 3-48 dot, 49-96 few, more many
 //	int8_linear, plain weight otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
@@ -46,10 +46,11 @@ import (
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
 //     are and multiplies them with a row of A, at the memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
-//     rows, K a multiple of 16, the AVX2 kernel set: linearPath takes it
-//     there instead of the two above): dotTile reads the weight rows as
+//     rows, K a multiple of 16, an assembly kernel set: linearPath takes
+//     it there instead of the two above): dotTile reads the weight rows as
 //     they are too, 4 rows of A by 3 channels at a time, each product a
-//     vector of partial sums along k (dotBody).
+//     vector of partial sums along k (dotBody; with VNNI, from
+//     dotVNNIMinRows rows, a register of 32 values of k a step).
 //
 // The few-row path packs its panels as int8 pairs (half the bytes of the
 // int16 ones, widened as the tiles load them). A prepared weight
@@ -133,25 +134,27 @@ func pathFor(m int) int {
 // row streams the plain weight instead, as fast or faster: gemv8 was
 // faster than the panels' one-row tiles in 7 of 8 same-run pairs,
 // 4096x4096, by up to 20%), and a plain weight takes the dot path for
-// dotMin to dotMax rows on the AVX2 kernel set only (unmeasured with
-// AVX-512, whose machines could run its kernel) when k is a multiple of
-// 16.
+// dotMin to dotMax rows with any assembly kernel set when k is a multiple
+// of 16.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
 	switch {
 	case prepared && m > 1 && path == oneRow:
 		return fewRows
-	case !prepared && impl == implAVX2 && k%16 == 0 && m >= dotMin && m <= dotMax:
+	case !prepared && impl != implGeneric && k%16 == 0 && m >= dotMin && m <= dotMax:
 		return dotRows
 	}
 	return path
 }
 
 // dotMin and dotMax bound the rows that take the dot path with a plain
-// weight. Measured on a 2-core Zen 3, 4096x4096, alternating with the
-// other paths in one process: the dot path took 0.72-0.97 of their time
-// from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row path),
-// 1.17-1.19 at 2 (it computes rows in fours), and as long at 64.
+// weight. Measured on a 2-core Zen 3 (AVX2), 4096x4096, alternating with
+// the other paths in one process: the dot path took 0.72-0.97 of their
+// time from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row
+// path), 1.17-1.19 at 2 (it computes rows in fours), and as long at 64.
+// On a 2-core Zen 4 (AVX-512), the same way: 0.60-0.91 of the few-row
+// path's time from 4 to 48 rows with VNNI (0.67 at 16), 0.38-0.94
+// without, and as long as the one-row path at 3; at 64, 0.96.
 const dotMin, dotMax = 3, 48
 
 // The ways to lay out a product.
@@ -160,7 +163,7 @@ const (
 	fewRows  // up to fewMax rows
 	oneRow   // up to gemvMax rows
 	colsRows // mm_int8 up to colsMax rows: b [K, N] read as it is
-	dotRows  // int8_linear, dotMin to dotMax rows, plain weight, AVX2: W read as it is (dotBody)
+	dotRows  // int8_linear, dotMin to dotMax rows, plain weight, assembly: W read as it is (dotBody)
 )
 
 // colsMax is the most rows of A for which mm_int8 multiplies b as it is
@@ -435,7 +438,7 @@ func (b *fewBody) run(lo, hi int) {
 // read from the cache for the rest, and the rows of x come from the
 // second-level cache. The sums wrap as the contract's int32 does, so the
 // fold in the kernel changes none. Go adds the values of a K that is not
-// a multiple of 16 past the last whole step (linearPath never chooses the
+// a multiple of the tile's step past the last whole step (linearPath never chooses the
 // path for such a K, but the path takes any shape, as the tests run it),
 // and pads a last group of fewer than 3 channels with zero rows.
 type dotBody struct{ p *product }
@@ -454,38 +457,39 @@ func (b *dotBody) run(lo, hi int) {
 	sums := make([]byte, dotChannels*lds) // [channel][row]
 	out := make([]byte, 4*p.m*dotChannels)
 	var pad []byte // a last group's weight rows, zero-padded to 3
-	k16 := p.k &^ 15
+	step := dotStep(p.m, p.k)
+	kd := p.k &^ (step - 1) // whole steps
 	for u := lo; u < hi; u++ {
 		c0 := u * dotChannels
 		cols := min(dotChannels, p.n-c0)
 		clear(sums)
-		for c := 0; c < cols && k16 > 0; c += 3 {
+		for c := 0; c < cols && kd > 0; c += 3 {
 			w, ldw := p.w[(c0+c)*p.k:], p.k
 			if c+3 > cols {
 				if pad == nil {
-					pad = make([]byte, 3*k16)
+					pad = make([]byte, 3*kd)
 				}
 				clear(pad)
 				for j := range cols - c {
-					copy(pad[j*k16:(j+1)*k16], p.w[(c0+c+j)*p.k:])
+					copy(pad[j*kd:(j+1)*kd], p.w[(c0+c+j)*p.k:])
 				}
-				w, ldw = pad, k16
+				w, ldw = pad, kd
 			}
 			for r := 0; r < mr; r += dotTileRows {
-				pf, step := b.prefetch(c0+c+3, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, k16/16)
+				pf, pfStep := b.prefetch(c0+c+3, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step, step)
 				if pf == nil {
 					pf = p.x[r*p.lda:] // in the cache already
 				}
-				dotTile(p.x[r*p.lda:], p.lda, w, ldw, k16/16, sums[c*lds+4*r:], lds, pf, step)
+				dotTile(step, p.x[r*p.lda:], p.lda, w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
 			}
 		}
 		for c := range cols {
 			cs := sums[c*lds : c*lds+4*p.m]
-			if k16 < p.k {
+			if kd < p.k {
 				row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
 				for r := range p.m {
 					s := int32(binary.LittleEndian.Uint32(cs[4*r:]))
-					for k := k16; k < p.k; k++ {
+					for k := kd; k < p.k; k++ {
 						s += load16(p.x, r*p.lda+2*k) * int32(int8(row[k]))
 					}
 					binary.LittleEndian.PutUint32(cs[4*r:], uint32(s))
@@ -504,21 +508,21 @@ func (b *dotBody) run(lo, hi int) {
 // weight rows from memory and the others read them from the cache, leaving
 // the memory idle, so the others fetch the next three rows (3·K contiguous
 // bytes, if channels next to next+3 are below end) spread evenly over
-// their tiles of steps steps, step bytes a step; a single group fetches
-// them as it goes. Nil if the tile has nothing to fetch. Measured on
-// 4-16 rows: 7-16% faster; at 48 rows no different.
-func (b *dotBody) prefetch(next, end, g, groups, steps int) (pf []byte, step int) {
+// their tiles of steps steps (of dotStep values of k), step bytes a step; a
+// single group fetches them as it goes. Nil if the tile has nothing to
+// fetch. Measured on 4-16 rows: 7-16% faster; at 48 rows no different.
+func (b *dotBody) prefetch(next, end, g, groups, steps, dotStep int) (pf []byte, step int) {
 	p := b.p
 	if next+3 > end {
 		return nil, 0
 	}
 	if groups == 1 {
-		return p.w[next*p.k:], 48
+		return p.w[next*p.k:], 3 * dotStep
 	}
 	if g == 0 {
 		return nil, 0
 	}
-	step = 16 * ((groups + 1) / (groups - 1)) // 16 bytes times 3/(groups-1), rounded up
+	step = dotStep * ((groups + 1) / (groups - 1)) // a step's bytes of a row times 3/(groups-1), rounded up
 	off := (g - 1) * step * steps
 	if off >= 3*p.k {
 		return nil, 0

@@ -1125,7 +1125,7 @@ gemvAVX2_loop:
 	VPMOVSXBW (DI)(DX*1), Y10
 	VPMADDWD  Y8, Y10, Y10
 	VPADDD    Y10, Y7, Y7
-	ADDQ      $0x00000020, AX
+	ADDQ      $0x20, AX
 	ADDQ      $0x00000010, CX
 	ADDQ      $0x00000010, SI
 	ADDQ      $0x00000010, DI
@@ -1319,7 +1319,7 @@ gemvPrefetchAVX2_loop:
 	VPMOVSXBW (DI)(DX*1), Y10
 	VPMADDWD  Y8, Y10, Y10
 	VPADDD    Y10, Y7, Y7
-	ADDQ      $0x00000020, AX
+	ADDQ      $0x20, AX
 	ADDQ      $0x00000010, CX
 	ADDQ      $0x00000010, SI
 	ADDQ      $0x00000010, DI
@@ -5259,7 +5259,7 @@ gemvAVX512_loop:
 	VPMOVSXBW (DI)(DX*1), Z10
 	VPMADDWD  Z8, Z10, Z10
 	VPADDD    Z10, Z7, Z7
-	ADDQ      $0x00000040, AX
+	ADDQ      $0x40, AX
 	ADDQ      $0x00000020, CX
 	ADDQ      $0x00000020, SI
 	ADDQ      $0x00000020, DI
@@ -5605,6 +5605,110 @@ packRowsI8AVX512_loop:
 	JMP             packRowsI8AVX512_loop
 
 packRowsI8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotTileAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, MMX+
+TEXT ·dotTileAVX512(SB), NOSPLIT, $0-136
+	MOVQ   x_base+0(FP), AX
+	MOVQ   ldx+24(FP), CX
+	MOVQ   wt_base+32(FP), DX
+	MOVQ   ldw+56(FP), BX
+	MOVQ   steps+64(FP), SI
+	MOVQ   pf_base+104(FP), DI
+	MOVQ   pfStep+128(FP), R8
+	LEAQ   (AX)(CX*2), R9
+	ADDQ   CX, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+dotTileAVX512_loop:
+	PREFETCHT0    (DI)
+	VPMOVSXBW     (DX), Z12
+	VPMOVSXBW     (DX)(BX*1), Z13
+	VPMOVSXBW     (DX)(BX*2), Z14
+	VMOVDQU32     (AX), Z15
+	VPDPWSSD      Z12, Z15, Z0
+	VPDPWSSD      Z13, Z15, Z1
+	VPDPWSSD      Z14, Z15, Z2
+	VMOVDQU32     (AX)(CX*1), Z16
+	VPDPWSSD      Z12, Z16, Z3
+	VPDPWSSD      Z13, Z16, Z4
+	VPDPWSSD      Z14, Z16, Z5
+	VMOVDQU32     (AX)(CX*2), Z17
+	VPDPWSSD      Z12, Z17, Z6
+	VPDPWSSD      Z13, Z17, Z7
+	VPDPWSSD      Z14, Z17, Z8
+	VMOVDQU32     (R9), Z18
+	VPDPWSSD      Z12, Z18, Z9
+	VPDPWSSD      Z13, Z18, Z10
+	VPDPWSSD      Z14, Z18, Z11
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R9
+	ADDQ          $0x20, DX
+	ADDQ          R8, DI
+	DECQ          SI
+	JNZ           dotTileAVX512_loop
+	VEXTRACTI64X4 $0x01, Z0, Y12
+	VPADDD        Y12, Y0, Y0
+	VEXTRACTI64X4 $0x01, Z1, Y12
+	VPADDD        Y12, Y1, Y1
+	VEXTRACTI64X4 $0x01, Z2, Y12
+	VPADDD        Y12, Y2, Y2
+	VEXTRACTI64X4 $0x01, Z3, Y12
+	VPADDD        Y12, Y3, Y3
+	VEXTRACTI64X4 $0x01, Z4, Y12
+	VPADDD        Y12, Y4, Y4
+	VEXTRACTI64X4 $0x01, Z5, Y12
+	VPADDD        Y12, Y5, Y5
+	VEXTRACTI64X4 $0x01, Z6, Y12
+	VPADDD        Y12, Y6, Y6
+	VEXTRACTI64X4 $0x01, Z7, Y12
+	VPADDD        Y12, Y7, Y7
+	VEXTRACTI64X4 $0x01, Z8, Y12
+	VPADDD        Y12, Y8, Y8
+	VEXTRACTI64X4 $0x01, Z9, Y12
+	VPADDD        Y12, Y9, Y9
+	VEXTRACTI64X4 $0x01, Z10, Y12
+	VPADDD        Y12, Y10, Y10
+	VEXTRACTI64X4 $0x01, Z11, Y12
+	VPADDD        Y12, Y11, Y11
+	MOVQ          sums_base+72(FP), AX
+	MOVQ          lds+96(FP), CX
+	VPHADDD       Y3, Y0, Y0
+	VPHADDD       Y9, Y6, Y6
+	VPHADDD       Y6, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X12
+	VPADDD        X12, X0, X0
+	VPADDD        (AX), X0, X0
+	VMOVDQU       X0, (AX)
+	ADDQ          CX, AX
+	VPHADDD       Y4, Y1, Y1
+	VPHADDD       Y10, Y7, Y7
+	VPHADDD       Y7, Y1, Y1
+	VEXTRACTI128  $0x01, Y1, X12
+	VPADDD        X12, X1, X1
+	VPADDD        (AX), X1, X1
+	VMOVDQU       X1, (AX)
+	ADDQ          CX, AX
+	VPHADDD       Y5, Y2, Y2
+	VPHADDD       Y11, Y8, Y8
+	VPHADDD       Y8, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X12
+	VPADDD        X12, X2, X2
+	VPADDD        (AX), X2, X2
+	VMOVDQU       X2, (AX)
 	VZEROUPPER
 	RET
 

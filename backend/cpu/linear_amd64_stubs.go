@@ -531,6 +531,13 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
+// dotTileAVX512 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt
+// (ldw bytes apart) over steps·32 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
+// wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+//
+//go:noescape
+func dotTileAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).
 // panels must be at least 1.

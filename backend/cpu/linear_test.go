@@ -406,7 +406,7 @@ func TestLinearPath(t *testing.T) {
 		{16, 4096, false, implAVX2, dotRows}, {48, 4096, false, implAVX2, dotRows},
 		{49, 4096, false, implAVX2, fewRows}, {97, 4096, false, implAVX2, manyRows},
 		{16, 4100, false, implAVX2, fewRows}, {8, 4100, false, implAVX2, oneRow},
-		{16, 4096, false, implAVX512, fewRows}, {16, 4096, false, implGeneric, fewRows},
+		{16, 4096, false, implAVX512, dotRows}, {2, 4096, false, implAVX512, oneRow}, {16, 4096, false, implGeneric, fewRows},
 		{16, 4096, true, implAVX2, fewRows}, {200, 4096, true, implAVX2, manyRows},
 	} {
 		impl = c.set

@@ -427,7 +427,7 @@ func gemv(name string, w width, prefetch bool) {
 		VPMADDWD(xr, t, t)
 		VPADDD(t, acc[j], acc[j])
 	}
-	ADDQ(U32(2*step), xp)
+	ADDQ(Imm(uint64(2*step)), xp)
 	for _, p := range []Register{wp, wp3, wp6} {
 		ADDQ(U32(step), p)
 	}
@@ -463,19 +463,27 @@ func gemv(name string, w width, prefetch bool) {
 
 // dotTile emits the dot path's kernel, which reads the weight as it is, [N,
 // K] rows, without packing it: 4 rows of A by 3 channels, each of the 12
-// products a vector of partial dot products along k (VPMOVSXBW widens 16
-// of a channel's int8 values, VPMADDWD multiplies them with 16 of a row's
-// int16 ones from memory), folded at the end by VPHADDD into the 4 rows'
-// sums of each channel, which it adds to sums. Registers 0 to 11
-// accumulate (row r, channel c at 3r+c), 12 to 14 hold the channels'
-// values, 15 the products. Each step also prefetches a line of pf, pfStep
-// bytes further each time: the caller's choice of what memory should
-// bring in while the tile computes (see dotBody.prefetch).
+// products a vector of partial dot products along k (VPMOVSXBW widens a
+// register's worth of a channel's int8 values, VPMADDWD multiplies them
+// with as many of a row's int16 ones from memory), folded at the end by
+// VPHADDD into the 4 rows' sums of each channel, which it adds to sums.
+// Registers 0 to 11 accumulate (row r, channel c at 3r+c), 12 to 14 hold
+// the channels' values, 15 the products. Each step also prefetches a line
+// of pf, pfStep bytes further each time: the caller's choice of what
+// memory should bring in while the tile computes (see dotBody.prefetch).
+//
+// The 512-bit form is VNNI's (AVX-512 without it runs the AVX2 kernel):
+// 32 values of k a step, each VPMADDWD and VPADDD pair one VPDPWSSD, and
+// the rows of A loaded into registers 15 to 18, since a VPDPWSSD
+// reading 64 bytes of memory costs two of the loads that the tile is
+// short of (the AVX2 kernel's 16 load 32 bytes). Its accumulators are
+// added down to 256 bits before the fold.
 func dotTile(name string, w width) {
+	step := w.bytes / 2 // values of k a step
 	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
 	Doc(name+" adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt",
-		"(ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
+		fmt.Sprintf("(ldw bytes apart) over steps·%d values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],", step),
 		"wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
 	xp := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
@@ -488,43 +496,62 @@ func dotTile(name string, w width) {
 	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
 	ADDQ(ldx, x3)
 	for i := range 12 {
-		VPXOR(w.phys(i), w.phys(i), w.phys(i))
+		w.xor(w.phys(i), w.phys(i), w.phys(i))
 	}
 	xrow := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
 	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2}}
-	t := w.phys(15)
+	wide := w.bytes == 64
 	Label(name + "_loop")
 	PREFETCHT0(Mem{Base: pfp})
 	for c := range 3 {
 		VPMOVSXBW(wrow[c], w.phys(12+c))
 	}
 	for r := range 4 {
+		if wide {
+			xr := w.phys(15 + r)
+			w.mov(xrow[r], xr)
+			for c := range 3 {
+				vpdpwssd(w.phys(12+c), xr, w.phys(3*r+c))
+			}
+			continue
+		}
+		t := w.phys(15)
 		for c := range 3 {
 			VPMADDWD(xrow[r], w.phys(12+c), t)
 			VPADDD(t, w.phys(3*r+c), w.phys(3*r+c))
 		}
 	}
-	ADDQ(Imm(32), xp)
-	ADDQ(Imm(32), x3)
-	ADDQ(Imm(16), wp)
+	ADDQ(Imm(uint64(2*step)), xp)
+	ADDQ(Imm(uint64(2*step)), x3)
+	ADDQ(Imm(uint64(step)), wp)
 	ADDQ(pfs, pfp)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 
+	if wide {
+		// Each accumulator's upper 256 bits onto its lower ones (the
+		// fold's VPHADDD has only the VEX form, for registers 0 to 15).
+		hi := Y12
+		for i := range 12 {
+			VEXTRACTI64X4(Imm(1), w.phys(i), hi)
+			VPADDD(hi, w.phys(i).AsY(), w.phys(i).AsY())
+		}
+	}
 	// Fold: for each channel, VPHADDD pairs the rows' lanes twice, then
 	// the two 128-bit halves are added: rows 0 to 3 of the channel.
 	sp := Load(Param("sums").Base(), GP64())
 	lds := Load(Param("lds"), GP64())
 	for c := range 3 {
-		a, b, cc, d := w.phys(c), w.phys(3+c), w.phys(6+c), w.phys(9+c)
+		a, b, cc, d := w.phys(c).AsY(), w.phys(3+c).AsY(), w.phys(6+c).AsY(), w.phys(9+c).AsY()
 		VPHADDD(b, a, a)   // rows 0 and 1, pairwise
 		VPHADDD(d, cc, cc) // rows 2 and 3
 		VPHADDD(cc, a, a)  // per 128-bit half: rows 0 to 3
-		hi := w.phys(12).AsX()
+		hi := X12
 		VEXTRACTI128(Imm(1), a, hi)
-		VPADDD(hi, a.AsX(), a.AsX())
-		VPADDD(Mem{Base: sp}, a.AsX(), a.AsX())
-		VMOVDQU(a.AsX(), Mem{Base: sp})
+		ax := w.phys(c).AsX()
+		VPADDD(hi, ax, ax)
+		VPADDD(Mem{Base: sp}, ax, ax)
+		VMOVDQU(ax, Mem{Base: sp})
 		if c < 2 {
 			ADDQ(lds, sp)
 		}
@@ -953,7 +980,9 @@ func linearKernels(w width) {
 	packRows("packRowsI8"+w.name, w, true)
 	if w.bytes == 32 {
 		gemvRows("gemvRows"+w.name, w) // memory-bound: AVX-512 machines run it too
-		dotTile("dotTile"+w.name, w)
+	}
+	dotTile("dotTile"+w.name, w) // the 512-bit form is VNNI's
+	if w.bytes == 32 {
 		packColsI8("packColsI8"+w.name, w)
 	}
 	packCols("packCols"+w.name, w)
