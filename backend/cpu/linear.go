@@ -91,10 +91,14 @@ const (
 const vnniMinRows = 3
 
 // wideMinRows is the fewest rows of a product for which the many-row path
-// uses tiles over two panels where the kernel set has them. Measured on
-// two cores of an Emerald Rapids host (BENCHMARKS.md): 10-20% faster at
-// 4096 rows, 7-24% slower at 512; between them is unmeasured.
-const wideMinRows = 2048
+// uses tiles over two panels where the kernel set has them: on AMD's
+// processors every product of the path, elsewhere those of 2048 rows or
+// more (wideMinRowsFor). Measured (BENCHMARKS.md) on two cores of an
+// Emerald Rapids host: 10-20% faster at 4096 rows, 7-24% slower at 512;
+// on a 2-core Zen 4, alternating in one process: 0.95-0.99 of the one-panel
+// tiles' time at 4096 rows, 0.93-0.96 at 512 and 1024, 0.97-0.99 at 128 and
+// 256.
+var wideMinRows = wideMinRowsFor()
 
 // fewMax is the largest M that takes the few-row path: up to a block of
 // rows, packing as it goes costs less than packing the whole weight

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "github.com/gokitchen/kitchen/dtype"
+import (
+	"github.com/klauspost/cpuid/v2"
+
+	"github.com/gokitchen/kitchen/dtype"
+)
 
 // The dispatch of the int8 product kernels (see _asm/linear.go); the
 // quantize and dequantize ones are in kernels_amd64.go.
@@ -258,6 +262,16 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 var gemmTilesWide = [2][gemmRows]func(a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool){
 	{gemmTileWide1VNNIAVX512, gemmTileWide2VNNIAVX512, gemmTileWide3VNNIAVX512, gemmTileWide4VNNIAVX512, gemmTileWide5VNNIAVX512, gemmTileWide6VNNIAVX512},
 	{gemmTileWide1I8VNNIAVX512, gemmTileWide2I8VNNIAVX512, gemmTileWide3I8VNNIAVX512, gemmTileWide4I8VNNIAVX512, gemmTileWide5I8VNNIAVX512, gemmTileWide6I8VNNIAVX512},
+}
+
+// wideMinRowsFor is wideMinRows for this processor: its vendor, since
+// the one measurement of each (Zen 4, Emerald Rapids) disagreed below
+// 2048 rows.
+func wideMinRowsFor() int {
+	if cpuid.CPU.VendorID == cpuid.AMD {
+		return fewMax + 1
+	}
+	return 2048
 }
 
 // hasWideTiles reports whether the kernel set has tiles over two panels

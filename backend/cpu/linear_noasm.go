@@ -12,6 +12,8 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 
 func hasWideTiles() bool { return false }
 
+func wideMinRowsFor() int { return 2048 }
+
 func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 	panic("cpu: no wide tiles without assembly")
 }
