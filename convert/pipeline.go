@@ -11,7 +11,8 @@ import (
 )
 
 // The conversion runs as two stages: a producer goroutine reads the input
-// (hinting the kernel to read the next tensor ahead) and computes each
+// (hinting the kernel to read the next tensor ahead, and with a
+// prefaulter mapping its pages ahead of it) and computes each
 // unit's output, in pieces of a few MiB, while the caller's goroutine
 // writes the pieces out in order (see writeback for the disk side). The
 // stages overlap, so the disk, the kernel's page copies and the kernels
@@ -304,10 +305,13 @@ func (p *producer) run(ctx context.Context, units []unit, ord []int32) error {
 	if len(ord) > 0 {
 		units[ord[0]].inputs(f, p.readAhead)
 	}
+	pf := startPrefault(ctx, f, units, ord)
+	defer pf.stopAndWait() // before the file can be closed
 	for k, i := range ord {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		pf.advance(k)
 		if k+1 < len(ord) {
 			// The next unit's input streams in while this one is computed.
 			units[ord[k+1]].inputs(f, p.readAhead)
