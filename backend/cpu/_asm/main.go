@@ -472,10 +472,10 @@ type quantForm struct {
 	// bfloat16 widened by unpacking (for bfloat16, 38 instructions per 32
 	// elements instead of 48). Only AVX2 has the next form: on a 2-core
 	// Zen 4 with AVX-512 (BENCHMARKS.md, "AVX-512 on a 2-core Zen 4") the
-	// lean bounded kernels took 0.94-0.98 of the plain ones' time for
+	// lean bounded kernels took 0.94-0.99 of the plain ones' time for
 	// float16 and bfloat16 row-wise, but the next form was no faster than
-	// prefetching the next row (float32 1.07x slower), and dividing was
-	// not the limit (VMULPS in its place, timing only: no faster).
+	// prefetching the next row (float32 1.07-1.09x slower), and dividing
+	// was not the limit (VMULPS in its place, timing only: no faster).
 	lean bool
 }
 
