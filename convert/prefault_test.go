@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,12 +83,12 @@ func TestPrefaulter(t *testing.T) {
 		t.Fatalf("prefaulter %+v, want one with a 4 MiB window", p)
 	}
 	touched := settle(p, 4*mib)
-	if want := []int64{0, mib, mib, mib, mib, 0, 0, 0}; !equalInt64s(touched, want) {
+	if want := []int64{0, mib, mib, mib, mib, 0, 0, 0}; !slices.Equal(touched, want) {
 		t.Fatalf("with the producer on unit 0, touched %v, want %v", touched, want)
 	}
 	p.advance(2) // units 1 and 2 are no longer ahead: two more fit
 	touched = settle(p, 4*mib)
-	if want := []int64{0, mib, mib, mib, mib, mib, mib, 0}; !equalInt64s(touched, want) {
+	if want := []int64{0, mib, mib, mib, mib, mib, mib, 0}; !slices.Equal(touched, want) {
 		t.Fatalf("with the producer on unit 2, touched %v, want %v", touched, want)
 	}
 	p.advance(7) // past everything: unit 7 is the producer's, so nothing is left
@@ -114,16 +115,4 @@ func TestPrefaulter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("prefaulter did not end with its context")
 	}
-}
-
-func equalInt64s(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

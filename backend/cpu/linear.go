@@ -156,9 +156,9 @@ func linearPath(m, k int, prepared bool) int {
 // the other paths in one process: the dot path took 0.72-0.97 of their
 // time from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row
 // path), 1.17-1.19 at 2 (it computes rows in fours), and as long at 64.
-// On a 2-core Zen 4 (AVX-512), the same way: 0.60-0.91 of the few-row
-// path's time from 4 to 48 rows with VNNI (0.67 at 16), 0.38-0.94
-// without, and as long as the one-row path at 3; at 64, 0.96.
+// On a 2-core Zen 4 (AVX-512), the same way: 0.41-0.91 of the few-row
+// path's time from 3 to 48 rows with VNNI (0.66-0.67 at 16), 0.38-0.94
+// without, and 1.00-1.11 of the one-row path's at 3; at 64, 0.94-0.96.
 const dotMin, dotMax = 3, 48
 
 // The ways to lay out a product.
@@ -442,9 +442,10 @@ func (b *fewBody) run(lo, hi int) {
 // read from the cache for the rest, and the rows of x come from the
 // second-level cache. The sums wrap as the contract's int32 does, so the
 // fold in the kernel changes none. Go adds the values of a K that is not
-// a multiple of the tile's step past the last whole step (linearPath never chooses the
-// path for such a K, but the path takes any shape, as the tests run it),
-// and pads a last group of fewer than 3 channels with zero rows.
+// a multiple of the tile's step past the last whole step (linearPath
+// never chooses the path for a K that is not a multiple of 16, but the
+// path takes any shape, as the tests run it), and pads a last group of
+// fewer than 3 channels with zero rows.
 type dotBody struct{ p *product }
 
 // dotChannels is the number of channels in a block of the dot path (a

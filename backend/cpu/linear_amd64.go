@@ -196,7 +196,9 @@ func gemv8(x, w []byte, ldw, k int, out []byte) {
 // calling the cpu kernel, the weight out of the caches, one row by 4096
 // channels, test binaries with and without it alternated: k = 1024 0.65-0.79
 // of the time, 2048 0.73-0.88; 3072 and 4096 0.83-1.04 on two threads but,
-// at 4096, 1.23 on one; 1024 by 1024 channels 0.8.
+// at 4096, 1.23 on one; 1024 by 1024 channels 0.8. The same form for
+// AVX-512, on a 2-core Zen 4: 0.91 at k = 1024, 1.04-1.33 from 2048, so
+// the AVX-512 kernel has none.
 const gemvPrefetchMaxK = 2048
 
 // dotStep is the values of k a dotTile step takes in a product of m rows
@@ -212,8 +214,8 @@ func dotStep(m, k int) int {
 
 // dotVNNIMinRows is the fewest rows for which the dot path runs the VNNI
 // tile. Measured on a 2-core Zen 4, 4096x4096, the weight out of the
-// caches, alternating in one process: from 12 rows it takes 0.77-0.88 of
-// the AVX2 tile's time (0.77-0.81 at 16 to 64), up to 8 rows 1.02-1.15,
+// caches, alternating in one process: from 12 rows it takes 0.76-0.89 of
+// the AVX2 tile's time (0.76-0.81 at 16 to 96), up to 8 rows 1.02-1.15,
 // where memory, not arithmetic, is the limit.
 const dotVNNIMinRows = 12
 

@@ -570,7 +570,7 @@ func dotTile(name string, w width) {
 // both pairs' products are added to c in memory (which stays in the cache
 // while b streams past). Each step prefetches the same columns of the
 // rows two passes on (measured on a 2-core Zen 4, one row of A, b out of
-// the caches: 0.94-0.96 of the time at 4096 by 4096, 0.82 at 8192 by
+// the caches: 0.94-0.97 of the time at 4096 by 4096, 0.82 at 8192 by
 // 2048). Registers: 0 and 1 the row's pairs, 2 to 5 the rows' bytes, 6
 // to 9 their products.
 func gemvRows(name string, w width) {
