@@ -24,16 +24,16 @@ import (
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	int8_linear, prepared weight:
 //	    1 row one row at a time (the plain weight), up to 96 few, more many
-//	mm_int8 (b is [K, N]), AVX2 set:
+//	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to 8 rows cols, up to 96 few, more many (b packed whole, int8 panels)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
 //   - many rows (M > fewMax): W packed once per call into panels of
 //     gemmCols channels (per pair of k, each channel's two values, as
-//     int8 on the AVX2 set, else int16); then blocks of blockRows rows
-//     by blockCols channels in parallel, each in passes of blockPairs
-//     pairs of k (twice as many with AVX2's int8 panels), gemmTile
+//     int8 on the assembly sets, else int16); then blocks of blockRows
+//     rows by blockCols channels in parallel, each in passes of
+//     blockPairs pairs of k (twice as many with int8 panels), gemmTile
 //     computing tiles of up to gemmRows rows by one panel (the panel's
 //     part, 16 KiB, stays in the first-level cache while the block's rows
 //     go by; 32 KiB with AVX-512), or, for products of wideMinRows rows
@@ -42,7 +42,7 @@ import (
 //   - few rows (M > gemvMax): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches (a prepared
-//     weight, and mm_int8's b on AVX2, come packed whole instead);
+//     weight, and mm_int8's b, come packed whole instead);
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
 //     are and multiplies them with a row of A, at the memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
@@ -58,14 +58,16 @@ import (
 // such panels: with it the few-row path packs nothing and also serves 2 to
 // gemvMax rows, and the many-row path skips the call's packing. mm_int8
 // at up to colsMax rows reads b [K, N] as it is, row by row (colsBody),
-// instead of packing it; with more, on the AVX2 set, it packs b whole
-// into int8 panels, four rows of b at a time so that each store is a
-// whole line of a panel where the pairs of k are even in number
-// (packColsI8Body: non-temporal when b and the panels outgrow the
+// instead of packing it; with more, on the assembly sets, it packs b
+// whole into int8 panels, four rows of b at a time so that each store is
+// a whole line of a panel (on AVX2 where the pairs of k are even in
+// number; packColsI8Body: non-temporal when b and the panels outgrow the
 // last-level cache), and the few- and many-row paths run on them as on a
 // prepared weight. Same-process A/B against packing int16 panels for the
-// many-row path, on a 2-core Zen 3: 0.75-0.83 of the time at 16 to 96
-// rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072.
+// many-row path: on a 2-core Zen 3, 0.75-0.83 of the time at 16 to 96
+// rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072; on a 2-core
+// Zen 4 (AVX-512), 0.66-0.86 at 9 to 96 rows, 0.93 at 512, 0.95 at
+// 4096x3072x3072.
 //
 // Every way, a block's int32 sums, held in a small buffer, are finished as
 // soon as they are complete: written as int32 (mm_int8) or through the
@@ -77,7 +79,7 @@ const (
 	gemmRows   = 6    // the most rows of a gemmTile tile
 	blockRows  = 96   // rows per block of the many-row path (a multiple of gemmRows)
 	blockCols  = 256  // channels per block (a multiple of every gemmCols)
-	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with AVX2's int8 panels)
+	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with int8 panels)
 	fewPairs   = 2048 // pairs of k per pass of the few-row path
 	// grainMACs is the least work worth handing to another thread.
 	grainMACs = 1 << 21
@@ -185,7 +187,7 @@ type product struct {
 	x       []byte // the rows of A as int16, lda bytes apart
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
-	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's, mm_int8's b on AVX2)
+	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's, and on the assembly sets every call's)
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows: b, [K, N]
@@ -366,8 +368,7 @@ func (b *manyBody) run(lo, hi int) {
 	// bytes as blockPairs of int16 ones: twice the pairs. Same-process A/B
 	// on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
 	// at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
-	// 4096x3072x12288 (768 and 1024 about as 512). Unmeasured on the
-	// AVX-512 set, whose prepared weights keep their 256.
+	// 4096x3072x12288 (768 and 1024 about as 512).
 	passPairs := blockPairs
 	if p.i8 && int8Panels() {
 		passPairs *= 2
@@ -701,12 +702,13 @@ func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 // int8Panels reports whether the many-row path packs a plain weight into
 // int8 pairs, as a prepared weight's panels are (the tiles widen them as
 // they load them: half the bytes to write and read again), rather than
-// int16 ones: on the AVX2 set, where same-process A/B against int16 panels
-// on a 2-core Zen 3 measured 0.90-0.96 of the time from 128 to 1024 rows
-// and as long at 4096; the AVX-512 set keeps the int16 panels it was
-// measured with. A variable so that tests also run the int16 layout where
+// int16 ones: on the assembly sets. Same-process A/B against int16 panels
+// (each with its passes of pairs, see manyBody.run): on a 2-core Zen 3
+// (AVX2) 0.90-0.96 of the time from 128 to 1024 rows and as long at 4096;
+// on a 2-core Zen 4 (AVX-512) 0.85-0.96 from 128 to 4096 rows, with VNNI
+// or without. A variable so that tests also run the int16 layout where
 // the set would pack int8 panels.
-var int8Panels = func() bool { return impl == implAVX2 }
+var int8Panels = func() bool { return impl != implGeneric }
 
 // packBody packs whole panels [lo, hi) of an [N, K] weight of k values a
 // row and n rows into dst, kp pairs of k a panel, as int8 pairs (i8) or
@@ -870,12 +872,14 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 	}
 	out := res.Out
 	// b is [K, N]: read as it is for up to colsMax rows, else packed
-	// whole (int8 panels on AVX2, which the few-row path takes too).
+	// whole (int8 panels with the assembly sets, which the few-row path
+	// takes too: on a 2-core Zen 4, 16 rows by 4096x4096 took 3.06 ms so
+	// against 3.40 on the many-row path and 4.57 with int16 panels).
 	path := manyRows
 	switch {
 	case m <= colsMax:
 		path = colsRows
-	case m <= fewMax && impl == implAVX2:
+	case m <= fewMax && impl != implGeneric:
 		path = fewRows
 	}
 	p := newProduct(m, k, n, path)

@@ -134,9 +134,9 @@ func packRowsPanel(src []byte, ldw, kp int, dst []byte) int {
 
 // packColsPair packs one pair of rows of a [K, N] matrix (the second ldb
 // bytes after the first) into panels whole int16 panels, pstride bytes
-// apart, and returns how many it packed: the AVX-512 kernel set's packing
-// of mm_int8's b (the AVX2 set packs int8 panels, packColsQuad, and runs
-// this only where tests ask for the int16 layout).
+// apart, and returns how many it packed. The assembly sets pack int8
+// panels (packColsQuad) and run this only where tests ask for the int16
+// layout.
 func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
 	if panels == 0 {
 		return 0
@@ -154,16 +154,20 @@ func packColsPair(src []byte, ldb, panels int, dst []byte, pstride int) int {
 
 // packColsQuad packs two pairs of rows of a [K, N] matrix (four rows,
 // ldb bytes apart) into panels whole int8 panels, pstride bytes apart, and
-// returns how many it packed: none but with AVX2, whose panels hold two
-// pairs in a line. With stream set the stores are non-temporal where each
-// panel's two pairs are a whole line (dst and pstride multiples of 64: an
-// even number of pairs).
+// returns how many it packed (none with the Go kernels). With stream set
+// the stores are non-temporal where each store fills whole lines (dst and
+// pstride multiples of 64: on AVX2, whose panels hold two pairs in a
+// line, an even number of pairs).
 func packColsQuad(src []byte, ldb, panels int, dst []byte, pstride int, stream bool) int {
-	if panels == 0 || impl != implAVX2 {
+	if panels == 0 || impl == implGeneric {
 		return 0
 	}
 	nt := stream && alignHead(dst, 1, 64) == 0 && pstride%64 == 0 // whole lines
-	packColsI8AVX2(src, ldb, panels, dst, pstride, nt)
+	if impl == implAVX512 {
+		packColsI8AVX512(src, ldb, panels, dst, pstride, nt)
+	} else {
+		packColsI8AVX2(src, ldb, panels, dst, pstride, nt)
+	}
 	return panels
 }
 

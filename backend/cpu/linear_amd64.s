@@ -5728,6 +5728,72 @@ dotTileAVX512_loop:
 	VZEROUPPER
 	RET
 
+// func packColsI8AVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+// Requires: AVX, AVX2
+TEXT ·packColsI8AVX512(SB), NOSPLIT, $0-73
+	MOVQ  src_base+0(FP), AX
+	MOVQ  ldb+24(FP), CX
+	MOVQ  panels+32(FP), DX
+	MOVQ  dst_base+40(FP), BX
+	MOVQ  pstride+64(FP), SI
+	LEAQ  (CX)(CX*2), DI
+	MOVB  nt+72(FP), R8
+	TESTB R8, R8
+	JNZ   packColsI8AVX512_nt
+
+packColsI8AVX512_loop:
+	CMPQ       DX, $0x00
+	JE         packColsI8AVX512_done
+	VMOVDQU    (AX), Y0
+	VMOVDQU    (AX)(CX*1), Y1
+	VMOVDQU    (AX)(CX*2), Y2
+	VMOVDQU    (AX)(DI*1), Y3
+	VPUNPCKLBW Y1, Y0, Y4
+	VPUNPCKHBW Y1, Y0, Y0
+	VPERM2I128 $0x20, Y0, Y4, Y1
+	VPERM2I128 $0x31, Y0, Y4, Y0
+	VMOVDQU    Y1, (BX)
+	VMOVDQU    Y0, 32(BX)
+	VPUNPCKLBW Y3, Y2, Y0
+	VPUNPCKHBW Y3, Y2, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y0
+	VMOVDQU    Y2, 64(BX)
+	VMOVDQU    Y0, 96(BX)
+	ADDQ       $0x20, AX
+	ADDQ       SI, BX
+	DECQ       DX
+	JMP        packColsI8AVX512_loop
+
+packColsI8AVX512_nt:
+	CMPQ       DX, $0x00
+	JE         packColsI8AVX512_ntdone
+	VMOVDQU    (AX), Y0
+	VMOVDQU    (AX)(CX*1), Y1
+	VMOVDQU    (AX)(CX*2), Y2
+	VMOVDQU    (AX)(DI*1), Y3
+	VPUNPCKLBW Y1, Y0, Y4
+	VPUNPCKHBW Y1, Y0, Y0
+	VPERM2I128 $0x20, Y0, Y4, Y1
+	VPERM2I128 $0x31, Y0, Y4, Y0
+	VMOVNTDQ   Y1, (BX)
+	VMOVNTDQ   Y0, 32(BX)
+	VPUNPCKLBW Y3, Y2, Y0
+	VPUNPCKHBW Y3, Y2, Y1
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y0
+	VMOVNTDQ   Y2, 64(BX)
+	VMOVNTDQ   Y0, 96(BX)
+	ADDQ       $0x20, AX
+	ADDQ       SI, BX
+	DECQ       DX
+	JMP        packColsI8AVX512_nt
+
+packColsI8AVX512_ntdone:
+packColsI8AVX512_done:
+	VZEROUPPER
+	RET
+
 // func packColsAVX512(src []byte, ldb int, panels int, dst []byte, pstride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F
 TEXT ·packColsAVX512(SB), NOSPLIT, $0-72

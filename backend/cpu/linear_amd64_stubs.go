@@ -538,6 +538,13 @@ func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func dotTileAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
+// packColsI8AVX512 packs four int8 rows of src (ldb bytes apart), 32 columns for each of panels panels, into dst:
+// per panel, pstride bytes apart, the first two rows' bytes interleaved (64 bytes), then the last two's.
+// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.
+//
+//go:noescape
+func packColsI8AVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).
 // panels must be at least 1.

@@ -886,15 +886,18 @@ func packRows(name string, w width, int8 bool) {
 
 // packColsI8 emits the kernel that packs two pairs of k of whole int8
 // panels (the few-row path's and a prepared weight's layout) from a [K, N]
-// matrix: rows 4q to 4q+3, 16 columns at a time, each pair's two rows'
-// bytes interleaved (VPUNPCKLBW and VPUNPCKHBW), the two pairs' 64 bytes
-// one line of the panel, stored non-temporally if asked. AVX2 (16
-// columns a panel) only.
+// matrix: rows 4q to 4q+3, a panel's columns at a time (16 on AVX2, 32 on
+// AVX-512), each pair's two rows' bytes interleaved (VPUNPCKLBW and
+// VPUNPCKHBW, which work within 128-bit lanes, so the 256-bit form puts
+// the lanes back in order with VPERM2I128), stored non-temporally if
+// asked: on AVX2 the two pairs' 64 bytes are one line of the panel, on
+// AVX-512 each pair's.
 func packColsI8(name string, w width) {
+	nr, pairBytes, _ := w.panel(true)
 	TEXT(name, NOSPLIT, "func(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)")
 	Pragma("noescape")
-	Doc(name+" packs four int8 rows of src (ldb bytes apart), 16 columns for each of panels panels, into dst:",
-		"per panel, pstride bytes apart, the first two rows' bytes interleaved (32 bytes), then the last two's.",
+	Doc(fmt.Sprintf("%s packs four int8 rows of src (ldb bytes apart), %d columns for each of panels panels, into dst:", name, nr),
+		fmt.Sprintf("per panel, pstride bytes apart, the first two rows' bytes interleaved (%d bytes), then the last two's.", pairBytes),
 		"panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.")
 	sp := Load(Param("src").Base(), GP64())
 	ldb := Load(Param("ldb"), GP64())
@@ -903,24 +906,41 @@ func packColsI8(name string, w width) {
 	ps := Load(Param("pstride"), GP64())
 	l3 := GP64()
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, l3)
+	store := func(nt bool, v Op, m Mem) {
+		if nt {
+			VMOVNTDQ(v, m)
+		} else {
+			VMOVDQU(v, m)
+		}
+	}
 	ntLoops(name, n, Load(Param("nt"), GP8()), func(nt bool) {
 		rows := make([]VecVirtual, 4)
 		for i, m := range []Mem{{Base: sp}, {Base: sp, Index: ldb, Scale: 1}, {Base: sp, Index: ldb, Scale: 2}, {Base: sp, Index: l3, Scale: 1}} {
-			rows[i] = XMM()
+			if nr == 16 {
+				rows[i] = XMM()
+			} else {
+				rows[i] = YMM()
+			}
 			VMOVDQU(m, rows[i])
 		}
 		for q := range 2 {
-			lo, hi, y := XMM(), XMM(), YMM()
-			VPUNPCKLBW(rows[2*q+1], rows[2*q], lo) // columns 0 to 7
-			VPUNPCKHBW(rows[2*q+1], rows[2*q], hi) // 8 to 15
-			VINSERTI128(Imm(1), hi, lo.AsY(), y)
-			if nt {
-				VMOVNTDQ(y, Mem{Base: dp, Disp: 32 * q})
-			} else {
-				VMOVDQU(y, Mem{Base: dp, Disp: 32 * q})
+			if nr == 16 {
+				lo, hi, y := XMM(), XMM(), YMM()
+				VPUNPCKLBW(rows[2*q+1], rows[2*q], lo) // columns 0 to 7
+				VPUNPCKHBW(rows[2*q+1], rows[2*q], hi) // 8 to 15
+				VINSERTI128(Imm(1), hi, lo.AsY(), y)
+				store(nt, y, Mem{Base: dp, Disp: pairBytes * q})
+				continue
 			}
+			lo, hi, a, b := YMM(), YMM(), YMM(), YMM()
+			VPUNPCKLBW(rows[2*q+1], rows[2*q], lo) // columns 0 to 7, then 16 to 23
+			VPUNPCKHBW(rows[2*q+1], rows[2*q], hi) // 8 to 15, then 24 to 31
+			VPERM2I128(Imm(0x20), hi, lo, a)       // 0 to 15
+			VPERM2I128(Imm(0x31), hi, lo, b)       // 16 to 31
+			store(nt, a, Mem{Base: dp, Disp: pairBytes * q})
+			store(nt, b, Mem{Base: dp, Disp: pairBytes*q + 32})
 		}
-		ADDQ(Imm(16), sp)
+		ADDQ(Imm(uint64(nr)), sp)
 		ADDQ(ps, dp)
 		DECQ(n)
 	})
@@ -999,9 +1019,7 @@ func linearKernels(w width) {
 		gemvRows("gemvRows"+w.name, w) // memory-bound: AVX-512 machines run it too
 	}
 	dotTile("dotTile"+w.name, w) // the 512-bit form is VNNI's
-	if w.bytes == 32 {
-		packColsI8("packColsI8"+w.name, w)
-	}
+	packColsI8("packColsI8"+w.name, w)
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
