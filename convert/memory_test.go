@@ -100,7 +100,9 @@ func TestMemoryBound(t *testing.T) {
 		slow    bool   // the writer takes 10 ns a byte (100 MB/s), so the producer keeps the flow full
 		procs   int    // the child's GOMAXPROCS, if set: the bound does not depend on the number of cores
 	}{
-		{name: "large tensors", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true},  // 4 MiB each, 384 MiB
+		{name: "large tensors", write: func(p string) { writeBig(t, p, 96, []int{1024, 2048}, 0, nil) }, large: true}, // 4 MiB each, 384 MiB
+		// The prefaulter maps up to a largest tensor ahead of the producer.
+		{name: "48 MiB tensors", write: func(p string) { writeBig(t, p, 8, []int{8192, 3072}, 0, nil) }},               // 384 MiB
 		{name: "small tensors", write: func(p string) { writeBig(t, p, 11000, []int{128, 128}, 0, nil) }, large: true}, // 32 KiB each, 344 MiB
 		{name: "95 MB metadata", write: func(p string) {
 			writeBig(t, p, 4, []int{1024, 2048}, 0, map[string]string{"big": strings.Repeat("m", 95_000_000)})

@@ -13,16 +13,22 @@ import (
 // (willNeed), but each page still has to be mapped into the process by a
 // page fault (a few pages at a time), and taken on the producer's thread
 // those faults do not overlap the computation: on a 2-core virtual machine
-// whose disk reads 2.3 GB/s, a 3.17 GB conversion took 3.6-3.8 s with the
-// faults on the producer's thread and 2.8-2.9 s with a goroutine touching
-// each page of the next unit first (BENCHMARKS.md, "The converter on a
-// faster disk"). Only for a mapped input: elsewhere reading a tensor is
-// what the producer does anyway.
+// with a fast disk, a 3.17 GB conversion took 3.4-3.8 s with the faults on
+// the producer's thread and 2.8-3.2 s with this goroutine touching the
+// pages first (BENCHMARKS.md, "The converter on a faster disk"). Only for
+// a mapped input: elsewhere reading a tensor is what the producer does
+// anyway.
 //
-// It touches the units' inputs in the producer's order, one page at a
-// time, at most window bytes past the end of the unit the producer is on,
-// so the input's pages in memory stay under the largest tensor plus the
-// window (the converter's memory bound counts mapped pages).
+// It touches the units' inputs (a weight and its scale) in the producer's
+// order, one page at a time, at most window bytes past the end of the
+// unit the producer is on: no more than half the largest tensor (or 4
+// MiB, for files of small tensors), so that the pages mapped ahead fit
+// the README's memory bound with room to spare: it counts mapped pages
+// and allows twice the largest tensor (a case of TestMemoryBound with 48
+// MiB tensors checks it). Touched pages may be dropped again before
+// the producer reads them (the mapping's sweeps of released ranges, since
+// units run in the output's order, not the file's): they are then read by
+// a fault as before, and the window counts them all the same.
 type prefaulter struct {
 	f      *safetensors.File
 	units  []unit
@@ -39,16 +45,16 @@ type prefaulter struct {
 	sink    byte // what the touches read, so that they are not dropped
 }
 
-// prefaultWindow bounds the bytes a prefaulter maps ahead of the producer:
-// the largest tensor's size, within [prefaultMin, prefaultMax].
+// prefaultMin and prefaultMax bound a prefaulter's window, the bytes it
+// maps ahead of the producer: half the largest tensor's size, within them.
 const (
 	prefaultMin = 4 << 20
 	prefaultMax = 64 << 20
 )
 
 // startPrefault starts a prefaulter for a mapped input, or returns nil.
-// Its stop must be called before the file is closed: the goroutine reads
-// the mapping.
+// Its stopAndWait must be called before the file is closed: the goroutine
+// reads the mapping.
 func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord []int32) *prefaulter {
 	if !f.Mapped() || len(ord) < 2 {
 		return nil
@@ -57,7 +63,7 @@ func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord [
 	for _, t := range f.Tensors {
 		largest = max(largest, t.Size())
 	}
-	p := &prefaulter{f: f, units: units, ord: ord, window: min(max(largest, prefaultMin), prefaultMax),
+	p := &prefaulter{f: f, units: units, ord: ord, window: min(max(largest/2, prefaultMin), prefaultMax),
 		touched: make([]int64, len(ord)), done: make(chan struct{})}
 	p.wake = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, p.halt)

@@ -59,11 +59,11 @@ import (
 // gemvMax rows, and the many-row path skips the call's packing. mm_int8
 // at up to colsMax rows reads b [K, N] as it is, row by row (colsBody),
 // instead of packing it; with more, on the assembly sets, it packs b
-// whole into int8 panels, four rows of b at a time so that each store is
-// a whole line of a panel (on AVX2 where the pairs of k are even in
-// number; packColsI8Body: non-temporal when b and the panels outgrow the
-// last-level cache), and the few- and many-row paths run on them as on a
-// prepared weight. Same-process A/B against packing int16 panels for the
+// whole into int8 panels, four rows of b at a time so that each panel's
+// part is written in whole lines (on AVX2 where the pairs of k are even
+// in number; packColsI8Body: non-temporal when b and the panels outgrow
+// the last-level cache), and the few- and many-row paths run on them as
+// on a prepared weight. Same-process A/B against packing int16 panels for the
 // many-row path: on a 2-core Zen 3, 0.75-0.83 of the time at 16 to 96
 // rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072; on a 2-core
 // Zen 4 (AVX-512), 0.66-0.86 at 9 to 96 rows, 0.93 at 512, 0.95 at
@@ -187,7 +187,7 @@ type product struct {
 	x       []byte // the rows of A as int16, lda bytes apart
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
-	i8      bool   // panels hold int8 pairs, not int16 (the few-row path's, a prepared weight's, and on the assembly sets every call's)
+	i8      bool   // panels hold int8 pairs, not int16 (on the assembly sets, and the few-row path's and a prepared weight's everywhere)
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows: b, [K, N]
@@ -516,7 +516,10 @@ func (b *dotBody) run(lo, hi int) {
 // bytes, if channels next to next+3 are below end) spread evenly over
 // their tiles of steps steps (of dotStep values of k), step bytes a step; a
 // single group fetches them as it goes. Nil if the tile has nothing to
-// fetch. Measured on 4-16 rows: 7-16% faster; at 48 rows no different.
+// fetch. Measured on 4-16 rows: 7-16% faster; at 48 rows no different. A
+// step prefetches one line, so a step above 64 bytes skips lines: 48 or
+// 96 bytes with one or two groups (96 only with the VNNI tile's 32-value
+// steps, which dotVNNIMinRows keeps to 3 groups or more).
 func (b *dotBody) prefetch(next, end, g, groups, steps, dotStep int) (pf []byte, step int) {
 	p := b.p
 	if next+3 > end {
@@ -732,7 +735,7 @@ func (b *packBody) run(lo, hi int) {
 
 // packColsI8Body packs quads [lo, hi) of k (two pairs) of every int8
 // panel from a [K, N] matrix, reading its rows in order: the kernel the
-// whole panels of four rows (each panel's part a line), Go the rest (the
+// whole panels of four rows (each panel's part whole lines), Go the rest (the
 // last panel's part, and the last rows of a K that is not a multiple of
 // 4, zero past K).
 type packColsI8Body struct {

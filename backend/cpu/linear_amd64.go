@@ -208,7 +208,7 @@ const gemvPrefetchMaxK = 2048
 // dotStep is the values of k a dotTile step takes in a product of m rows
 // of k: 32 where AVX512-VNNI's tile runs (dotVNNIMinRows rows or more, k a
 // multiple of 32), else 16, a register of int16 for the AVX2 tile (which
-// AVX-512 without VNNI runs too).
+// AVX-512 runs for the rest, with or without VNNI).
 func dotStep(m, k int) int {
 	if impl == implAVX512 && vnni && m >= dotVNNIMinRows && k%32 == 0 {
 		return 32
