@@ -48,9 +48,9 @@ import (
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
 //     rows, K a multiple of 16, an assembly kernel set: linearPath takes
 //     it there instead of the two above): dotTile reads the weight rows as
-//     they are too, 4 rows of A by 3 channels at a time, each product a
-//     vector of partial sums along k (dotBody; with VNNI, from
-//     dotVNNIMinRows rows, a register of 32 values of k a step).
+//     they are too, 4 rows of A by 3 channels at a time (6 with VNNI, K a
+//     multiple of 32), each product a vector of partial sums along k
+//     (dotBody).
 //
 // The few-row path packs its panels as int8 pairs (half the bytes of the
 // int16 ones, widened as the tiles load them). A prepared weight
@@ -437,20 +437,20 @@ func (b *fewBody) run(lo, hi int) {
 // dotBody runs blocks [lo, hi) of dotChannels channels over every row with
 // dotTile, which reads the weight rows as they are: no packing, so the
 // weight streams from memory while the tiles compute (the few-row path
-// packs each panel first, memory-bound, then computes it). For each three
-// channels, the tiles run over all of k for each four rows in turn: the
-// three weight rows stream from memory for the first four rows and are
-// read from the cache for the rest, and the rows of x come from the
-// second-level cache. The sums wrap as the contract's int32 does, so the
+// packs each panel first, memory-bound, then computes it). For each tile's
+// channels (3, or 6 with VNNI), the tiles run over all of k for each four
+// rows in turn: the channels' weight rows stream from memory for the
+// first four rows and are read from the cache for the rest, and the rows
+// of x come from the second-level cache. The sums wrap as the contract's int32 does, so the
 // fold in the kernel changes none. Go adds the values of a K that is not
 // a multiple of the tile's step past the last whole step (linearPath
 // never chooses the path for a K that is not a multiple of 16, but the
 // path takes any shape, as the tests run it), and pads a last group of
-// fewer than 3 channels with zero rows.
+// fewer channels than a tile's with zero rows.
 type dotBody struct{ p *product }
 
 // dotChannels is the number of channels in a block of the dot path (a
-// multiple of 3); dotTileRows the rows of a dotTile.
+// multiple of every dotTileChannels); dotTileRows the rows of a dotTile.
 const (
 	dotChannels = 48
 	dotTileRows = 4
@@ -462,18 +462,19 @@ func (b *dotBody) run(lo, hi int) {
 	lds := 4 * mr
 	sums := make([]byte, dotChannels*lds) // [channel][row]
 	out := make([]byte, 4*p.m*dotChannels)
-	var pad []byte // a last group's weight rows, zero-padded to 3
-	step := dotStep(p.m, p.k)
+	step := dotStep(p.k)
+	ch := dotTileChannels(step)
+	var pad []byte          // a last group's weight rows, zero-padded to ch
 	kd := p.k &^ (step - 1) // whole steps
 	for u := lo; u < hi; u++ {
 		c0 := u * dotChannels
 		cols := min(dotChannels, p.n-c0)
 		clear(sums)
-		for c := 0; c < cols && kd > 0; c += 3 {
+		for c := 0; c < cols && kd > 0; c += ch {
 			w, ldw := p.w[(c0+c)*p.k:], p.k
-			if c+3 > cols {
+			if c+ch > cols {
 				if pad == nil {
-					pad = make([]byte, 3*kd)
+					pad = make([]byte, ch*kd)
 				}
 				clear(pad)
 				for j := range cols - c {
@@ -482,7 +483,7 @@ func (b *dotBody) run(lo, hi int) {
 				w, ldw = pad, kd
 			}
 			for r := 0; r < mr; r += dotTileRows {
-				pf, pfStep := b.prefetch(c0+c+3, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step, step)
+				pf, pfStep := b.prefetch(c0+c+ch, ch, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step, step)
 				if pf == nil {
 					pf = p.x[r*p.lda:] // in the cache already
 				}
@@ -509,31 +510,32 @@ func (b *dotBody) run(lo, hi int) {
 	}
 }
 
-// prefetch returns what the tile of row group g (of groups) over the
-// channels before next prefetches: the first group streams its three
-// weight rows from memory and the others read them from the cache, leaving
-// the memory idle, so the others fetch the next three rows (3·K contiguous
-// bytes, if channels next to next+3 are below end) spread evenly over
+// prefetch returns what the tile of row group g (of groups) over the ch
+// channels before next prefetches: the first group streams its ch weight
+// rows from memory and the others read them from the cache, leaving the
+// memory idle, so the others fetch the next ch rows (ch·K contiguous
+// bytes, if channels next to next+ch are below end) spread evenly over
 // their tiles of steps steps (of dotStep values of k), step bytes a step; a
 // single group fetches them as it goes. Nil if the tile has nothing to
-// fetch. Measured on 4-16 rows: 7-16% faster; at 48 rows no different. A
-// step prefetches one line, so a step above 64 bytes skips lines: 48 or
-// 96 bytes with one or two groups (96 only with the VNNI tile's 32-value
-// steps, which dotVNNIMinRows keeps to 3 groups or more).
-func (b *dotBody) prefetch(next, end, g, groups, steps, dotStep int) (pf []byte, step int) {
+// fetch. Measured on 4-16 rows (AVX2): 7-16% faster; at 48 rows no
+// different. A step prefetches one line, so a step above 64 bytes leaves
+// lines to the hardware's prefetchers: 48 bytes with the AVX2 tile and one
+// group, 96 or 192 with the VNNI tile and one or two groups (up to 8
+// rows), 96 with three.
+func (b *dotBody) prefetch(next, ch, end, g, groups, steps, dotStep int) (pf []byte, step int) {
 	p := b.p
-	if next+3 > end {
+	if next+ch > end {
 		return nil, 0
 	}
 	if groups == 1 {
-		return p.w[next*p.k:], 3 * dotStep
+		return p.w[next*p.k:], ch * dotStep
 	}
 	if g == 0 {
 		return nil, 0
 	}
-	step = dotStep * ((groups + 1) / (groups - 1)) // a step's bytes of a row times 3/(groups-1), rounded up
+	step = dotStep * ((ch + groups - 2) / (groups - 1)) // a step's bytes of a row times ch/(groups-1), rounded up
 	off := (g - 1) * step * steps
-	if off >= 3*p.k {
+	if off >= ch*p.k {
 		return nil, 0
 	}
 	return p.w[next*p.k+off:], step

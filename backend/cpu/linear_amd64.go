@@ -205,33 +205,38 @@ func gemv8(x, w []byte, ldw, k int, out []byte) {
 // the AVX-512 kernel has none.
 const gemvPrefetchMaxK = 2048
 
-// dotStep is the values of k a dotTile step takes in a product of m rows
-// of k: 32 where AVX512-VNNI's tile runs (dotVNNIMinRows rows or more, k a
-// multiple of 32), else 16, a register of int16 for the AVX2 tile (which
-// AVX-512 runs for the rest, with or without VNNI).
-func dotStep(m, k int) int {
-	if impl == implAVX512 && vnni && m >= dotVNNIMinRows && k%32 == 0 {
+// dotStep is the values of k a dotTile step takes in a product of rows
+// of k: 32 where AVX512-VNNI's tile runs (k a multiple of 32), else 16, a
+// register of int16 for the AVX2 tile (which AVX-512 runs for the rest,
+// with or without VNNI). Measured on a 2-core Zen 4, 4096x4096, the weight
+// out of the caches, alternating in one process: the VNNI tile (over 6
+// channels) took 0.79-0.89 of the AVX2 tile's time from 3 to 16 rows.
+func dotStep(k int) int {
+	if impl == implAVX512 && vnni && k%32 == 0 {
 		return 32
 	}
 	return 16
 }
 
-// dotVNNIMinRows is the fewest rows for which the dot path runs the VNNI
-// tile. Measured on a 2-core Zen 4, 4096x4096, the weight out of the
-// caches, alternating in one process: from 12 rows it takes 0.76-0.89 of
-// the AVX2 tile's time (0.76-0.81 at 16 to 96), up to 8 rows 1.02-1.15,
-// where memory, not arithmetic, is the limit.
-const dotVNNIMinRows = 12
+// dotTileChannels is the channels of a dot tile of step values of k a
+// step: 6 for the VNNI tile, 3 for the others.
+func dotTileChannels(step int) int {
+	if step == 32 {
+		return 6
+	}
+	return 3
+}
 
 // dotTile computes dotTileGeneric's sums over steps of step values of k
-// (dotStep's): the assembly sets run the VNNI tile for 32, the AVX2 one
-// for 16, both also prefetching pf as dotTileAVX2 says; Go ignores pf.
+// (dotStep's) for 4 rows by dotTileChannels(step) channels: the VNNI tile
+// for 32, the AVX2 one for 16, both also prefetching pf as dotTileAVX2
+// says; Go ignores pf.
 func dotTile(step int, x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	switch {
 	case impl == implGeneric:
-		dotTileGeneric(x, ldx, w, ldw, step*steps/16, sums, lds)
+		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
 	case step == 32:
-		dotTileAVX512(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
+		dotTile6VNNIAVX512(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
 	default:
 		dotTileAVX2(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
 	}

@@ -531,12 +531,12 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
-// dotTileAVX512 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt
+// dotTile6VNNIAVX512 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 6 int8 rows of wt
 // (ldw bytes apart) over steps·32 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
 // wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
-func dotTileAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+func dotTile6VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
 // packColsI8AVX512 packs four int8 rows of src (ldb bytes apart), 32 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (64 bytes), then the last two's.

@@ -20,7 +20,9 @@ func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func dotStep(int, int) int { return 16 }
+func dotStep(int) int { return 16 }
+
+func dotTileChannels(int) int { return 3 }
 
 func dotTile(_ int, x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
 	dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
