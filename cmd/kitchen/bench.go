@@ -84,7 +84,7 @@ layer finds its weight.`,
 	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
-	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file or a sharded index) against reading it and writing+syncing its output's size (--runs rounds, default 3)")
+	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file or a sharded index) against reading it, writing+syncing its output's size, and doing both at once (--runs rounds, default 3)")
 	return cmd
 }
 

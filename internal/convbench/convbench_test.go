@@ -14,8 +14,9 @@ import (
 )
 
 // TestRun measures a conversion of the shipped checkpoint: every time is
-// positive, the ratios are the conversion over the floors, the output's
-// size is the converter's, and no temporary file is left.
+// positive (reading and writing at once too), the ratios are the
+// conversion over the floors, the output's size is the converter's, and
+// no temporary file is left.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Config{Input: "../../testdata/tiny-dit.safetensors", Dir: dir, Runs: 2})
@@ -26,7 +27,8 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	for _, r := range res.Rounds {
-		if r.Convert <= 0 || r.Read <= 0 || r.Write <= 0 || r.RatioBuffered != r.Convert/max(r.Read, r.Write) || r.Ratio < r.RatioBuffered {
+		if r.Convert <= 0 || r.Read <= 0 || r.Write <= 0 || r.ReadWrite <= 0 || r.RatioBuffered != r.Convert/max(r.Read, r.Write) ||
+			r.Ratio < r.RatioBuffered || r.RatioConcurrent != r.Convert/r.ReadWrite {
 			t.Errorf("round %+v", r)
 		}
 	}
