@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"runtime"
 	"sync"
@@ -59,6 +60,26 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 	}
 	es := x.DType().Size()
 	step := max(1, errorRows/k)
+	if group == 0 {
+		// No rotation: each dequantized value is q·scale, computed as the
+		// sums go (cpu.QuantizedSquaredError), in the same order as
+		// dequantizing each step into a float32 buffer and summing that,
+		// which the rotated weights still do.
+		scales := make([]float32, scale.Numel())
+		for i := range scales {
+			scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(sb[4*i:]))
+		}
+		for r0 := 0; r0 < n; r0 += step {
+			r1 := min(n, r0+step)
+			sc, kc := scales, (r1-r0)*k // one scale: one row of the whole step
+			if len(scales) > 1 {
+				sc, kc = scales[r0:r1], k
+			}
+			dd, nn := sumQuantized(x.DType(), xb[r0*k*es:r1*k*es], qb[r0*k:r1*k], sc, kc)
+			e.diff, e.norm = e.diff+dd, e.norm+nn
+		}
+		return nil
+	}
 	for r0 := 0; r0 < n; r0 += step {
 		r1 := min(n, r0+step)
 		qc, err := tensor.FromBytes(kitchen.Int8, qb[r0*k:r1*k], r1-r0, k)
@@ -122,7 +143,26 @@ const sumBlock = 1 << 14
 // kernel set follows), and the block sums in block order, so the result
 // depends neither on the number of processors nor on the CPU.
 func sumSquares(dt dtype.DType, xb, db []byte) (diff, norm float64) {
-	n, es := len(db)/4, dt.Size()
+	es := dt.Size()
+	return sumBlocks(len(db)/4, func(lo, hi int) (float64, float64) {
+		return cpu.SquaredError(dt, xb[es*lo:es*hi], db[4*lo:4*hi])
+	})
+}
+
+// sumQuantized is sumSquares with d the dequantized int8 values in qb
+// (rows of k, scales[r] that of row r), the same blocks in the same
+// order, each in cpu.QuantizedSquaredError's (that is, SquaredError's)
+// order: the same bits as sumSquares of the dequantized rows.
+func sumQuantized(dt dtype.DType, xb, qb []byte, scales []float32, k int) (diff, norm float64) {
+	es := dt.Size()
+	return sumBlocks(len(qb), func(lo, hi int) (float64, float64) {
+		return cpu.QuantizedSquaredError(dt, xb[es*lo:es*hi], qb[lo:hi], scales, k, lo)
+	})
+}
+
+// sumBlocks sums n values in blocks of sumBlock, sum(lo, hi) giving each
+// block's two sums, in parallel, and adds the blocks' sums in block order.
+func sumBlocks(n int, sum func(lo, hi int) (float64, float64)) (diff, norm float64) {
 	blocks := (n + sumBlock - 1) / sumBlock
 	sums := make([][2]float64, blocks)
 	workers := min(runtime.GOMAXPROCS(0), blocks)
@@ -130,8 +170,7 @@ func sumSquares(dt dtype.DType, xb, db []byte) (diff, norm float64) {
 	for w := range workers {
 		wg.Go(func() {
 			for b := w; b < blocks; b += workers {
-				lo, hi := b*sumBlock, min(n, (b+1)*sumBlock)
-				sums[b][0], sums[b][1] = cpu.SquaredError(dt, xb[es*lo:es*hi], db[4*lo:4*hi])
+				sums[b][0], sums[b][1] = sum(b*sumBlock, min(n, (b+1)*sumBlock))
 			}
 		})
 	}

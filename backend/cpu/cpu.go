@@ -17,7 +17,8 @@
 //
 // Beside the operations it exports a few host helpers that are not
 // operations: KernelSet, the measurements PeakGOPS and StreamGBPerS for
-// kitchen bench, and SquaredError, the converter's weight-error sums.
+// kitchen bench, and SquaredError and QuantizedSquaredError, the
+// converter's weight-error sums.
 package cpu
 
 import (

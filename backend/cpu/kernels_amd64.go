@@ -355,3 +355,22 @@ func squaresKernel(dt dtype.DType, x, d []byte, acc *[8]float64) int {
 	}
 	return len(d) / 4
 }
+
+// squaresQKernel adds the values of x and of the dequantized q (float32(q)·s)
+// to acc as squaresKernel does, with the AVX2 kernel, and returns how many
+// it took: all of q's (len(q) a multiple of 4), or none with the generic
+// set.
+func squaresQKernel(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) int {
+	if impl == implGeneric || len(q) == 0 {
+		return 0
+	}
+	switch dt {
+	case dtype.BFloat16:
+		squaresQBF16AVX2(x, q, s, acc)
+	case dtype.Float16:
+		squaresQF16AVX2(x, q, s, acc)
+	default:
+		squaresQF32AVX2(x, q, s, acc)
+	}
+	return len(q)
+}

@@ -2815,6 +2815,44 @@ squaresBF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// Requires: AVX, AVX2, SSE
+TEXT ·squaresQBF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, X0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Y1
+	VMOVUPD      32(BX), Y2
+	SHRQ         $0x02, DX
+	JZ           squaresQBF16AVX2_done
+
+squaresQBF16AVX2_loop:
+	VPMOVZXWD (AX), X3
+	VPSLLD    $0x10, X3, X3
+	VCVTPS2PD X3, Y3
+	VPMOVSXBD (CX), X4
+	VCVTDQ2PS X4, X4
+	VMULPS    X0, X4, X4
+	VCVTPS2PD X4, Y4
+	VSUBPD    Y3, Y4, Y4
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y2, Y2
+	ADDQ      $0x08, AX
+	ADDQ      $0x04, CX
+	DECQ      DX
+	JNZ       squaresQBF16AVX2_loop
+
+squaresQBF16AVX2_done:
+	VMOVUPD Y1, (BX)
+	VMOVUPD Y2, 32(BX)
+	VZEROUPPER
+	RET
+
 // func squaresF16AVX2(x []byte, d []byte, acc *[8]float64)
 // Requires: AVX, F16C
 TEXT ·squaresF16AVX2(SB), NOSPLIT, $0-56
@@ -2847,6 +2885,43 @@ squaresF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·squaresQF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, X0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Y1
+	VMOVUPD      32(BX), Y2
+	SHRQ         $0x02, DX
+	JZ           squaresQF16AVX2_done
+
+squaresQF16AVX2_loop:
+	VCVTPH2PS (AX), X3
+	VCVTPS2PD X3, Y3
+	VPMOVSXBD (CX), X4
+	VCVTDQ2PS X4, X4
+	VMULPS    X0, X4, X4
+	VCVTPS2PD X4, Y4
+	VSUBPD    Y3, Y4, Y4
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y2, Y2
+	ADDQ      $0x08, AX
+	ADDQ      $0x04, CX
+	DECQ      DX
+	JNZ       squaresQF16AVX2_loop
+
+squaresQF16AVX2_done:
+	VMOVUPD Y1, (BX)
+	VMOVUPD Y2, 32(BX)
+	VZEROUPPER
+	RET
+
 // func squaresF32AVX2(x []byte, d []byte, acc *[8]float64)
 // Requires: AVX
 TEXT ·squaresF32AVX2(SB), NOSPLIT, $0-56
@@ -2875,6 +2950,42 @@ squaresF32AVX2_loop:
 squaresF32AVX2_done:
 	VMOVUPD Y0, (BX)
 	VMOVUPD Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// Requires: AVX, AVX2, SSE
+TEXT ·squaresQF32AVX2(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, X0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Y1
+	VMOVUPD      32(BX), Y2
+	SHRQ         $0x02, DX
+	JZ           squaresQF32AVX2_done
+
+squaresQF32AVX2_loop:
+	VCVTPS2PD (AX), Y3
+	VPMOVSXBD (CX), X4
+	VCVTDQ2PS X4, X4
+	VMULPS    X0, X4, X4
+	VCVTPS2PD X4, Y4
+	VSUBPD    Y3, Y4, Y4
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y3, Y2, Y2
+	ADDQ      $0x10, AX
+	ADDQ      $0x04, CX
+	DECQ      DX
+	JNZ       squaresQF32AVX2_loop
+
+squaresQF32AVX2_done:
+	VMOVUPD Y1, (BX)
+	VMOVUPD Y2, 32(BX)
 	VZEROUPPER
 	RET
 

@@ -244,17 +244,38 @@ func mulInt8AVX2(q []byte, s []float32, dst []float32)
 //go:noescape
 func squaresBF16AVX2(x []byte, d []byte, acc *[8]float64)
 
+// squaresQBF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// for the bfloat16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 4.
+//
+//go:noescape
+func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+
 // squaresF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
 // for the float16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 16.
 //
 //go:noescape
 func squaresF16AVX2(x []byte, d []byte, acc *[8]float64)
 
+// squaresQF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// for the float16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 4.
+//
+//go:noescape
+func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+
 // squaresF32AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
 // for the float32 values of x and the float32 values of d, in float64; len(d) must be a multiple of 16.
 //
 //go:noescape
 func squaresF32AVX2(x []byte, d []byte, acc *[8]float64)
+
+// squaresQF32AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// for the float32 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 4.
+//
+//go:noescape
+func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[8]float64)
 
 // absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.

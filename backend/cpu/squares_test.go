@@ -61,3 +61,54 @@ func TestSquaredError(t *testing.T) {
 		}
 	})
 }
+
+// TestQuantizedSquaredError checks QuantizedSquaredError on every kernel
+// set against SquaredError of the dequantization computed apart (each
+// product rounded to float32, as dequantize_int8_simple rounds it): the
+// same bits, for row lengths that are and are not multiples of 4, runs
+// of values starting inside a row, one scale for all, every int8 value
+// (-128 included) and scales over many binades (float16
+// subnormals among x).
+func TestQuantizedSquaredError(t *testing.T) {
+	forEachKernelSet(t, true, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, dt := range dtype.Floats() {
+			for _, c := range []struct{ k, first, n int }{
+				{1, 0, 7}, {4, 0, 64}, {8, 4, 61}, {12, 0, 1000}, {16, 8, 4099}, {3, 0, 30}, {5, 2, 101}, {4, 1, 40},
+				{3072, 0, 3 * 3072}, {3072, 1024, 16384}, {4099, 0, 8198},
+			} {
+				rows := (c.first+c.n+c.k-1)/c.k + 1
+				scales := make([]float32, rows)
+				for r := range scales {
+					scales[r] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(24)-32)) // float16 subnormals among x, no infinities
+				}
+				xb, q := make([]byte, c.n*dt.Size()), make([]byte, c.n)
+				db := make([]byte, 4*c.n)
+				for i := range c.n {
+					q[i] = byte(rng.IntN(256))
+					if i%61 == 3 {
+						q[i] = 0x80 // -128
+					}
+					s := scales[(c.first+i)/c.k]
+					d := float32(int8(q[i])) * s
+					binary.LittleEndian.PutUint32(db[4*i:], math.Float32bits(d))
+					dtype.Store(xb, dt, i, d*(1+float32(rng.NormFloat64())/128))
+				}
+				wantDiff, wantNorm := SquaredError(dt, xb, db)
+				diff, norm := QuantizedSquaredError(dt, xb, q, scales, c.k, c.first)
+				if diff != wantDiff || norm != wantNorm {
+					t.Errorf("%v %+v: %v, %v; want %v, %v", dt, c, diff, norm, wantDiff, wantNorm)
+				}
+				// One scale for all.
+				one := []float32{scales[0]}
+				for i := range c.n {
+					binary.LittleEndian.PutUint32(db[4*i:], math.Float32bits(float32(int8(q[i]))*one[0]))
+				}
+				wantDiff, wantNorm = SquaredError(dt, xb, db)
+				if diff, norm := QuantizedSquaredError(dt, xb, q, one, c.n, 0); diff != wantDiff || norm != wantNorm {
+					t.Errorf("%v %+v, one scale: %v, %v; want %v, %v", dt, c, diff, norm, wantDiff, wantNorm)
+				}
+			}
+		}
+	})
+}

@@ -1328,7 +1328,8 @@ func qdqKernels(w width) {
 		// an AVX-512 machine runs with these too.
 		for _, dt := range []string{"bfloat16", "float16", "float32"} {
 			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-			squares("squares"+short+w.name, dt)
+			squares("squares"+short+w.name, dt, false)
+			squares("squaresQ"+short+w.name, dt, true)
 		}
 	}
 }
