@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"sync"
 	"unsafe"
 
@@ -245,6 +246,41 @@ func getBuf(n int) []byte {
 	return b[off : off+n]
 }
 
+// A pool keeps the smaller arrays of calls and of their parts (kilobytes
+// to a few hundred: the epilogue's per-channel scales and bias, the row
+// scales, each part's sums and panels) for the next ones. Freshly
+// allocated, such arrays are often memory the runtime has just returned to
+// the system, whose first touch is a page fault that clears a whole huge
+// page: on the 2-core virtual machines here about 50 µs for each, which
+// was a quarter of a one-row product of 4096x4096 (BENCHMARKS.md). Arrays
+// are kept by power-of-two capacity, so that any array kept for a size
+// serves it.
+type pool[T any] struct{ sizes [48]sync.Pool }
+
+var (
+	floats    pool[float32]
+	smallBufs pool[byte]
+)
+
+// get returns n elements with any contents.
+func (p *pool[T]) get(n int) []T {
+	if n <= 0 {
+		return nil
+	}
+	c := bits.Len(uint(n - 1))
+	if b, ok := p.sizes[c].Get().(*[]T); ok {
+		return (*b)[:n]
+	}
+	return make([]T, n, 1<<c)
+}
+
+// put gives back an array that get returned.
+func (p *pool[T]) put(b []T) {
+	if c := bits.Len(uint(cap(b) - 1)); cap(b) > 0 && cap(b) == 1<<c {
+		p.sizes[c].Put(&b)
+	}
+}
+
 func putBuf(b []byte) {
 	if cap(b) > 0 {
 		bufs.Put(&b)
@@ -362,7 +398,8 @@ func (b *manyBody) run(lo, hi int) {
 	p := b.p
 	nr := gemmCols()
 	ldc := 4*blockCols + 64
-	c := make([]byte, blockRows*ldc)
+	c := smallBufs.get(blockRows * ldc)
+	defer smallBufs.put(c)
 	pb := p.pairBytes()
 	// Where the set packs int8 panels, a pass covers as many of their
 	// bytes as blockPairs of int16 ones: twice the pairs. Same-process A/B
@@ -411,10 +448,12 @@ func (b *fewBody) run(lo, hi int) {
 	pairs := min(fewPairs, p.kp)
 	var panel []byte
 	if p.wp == nil {
-		panel = make([]byte, pairs*pb)
+		panel = smallBufs.get(pairs * pb)
+		defer smallBufs.put(panel)
 	}
 	ldc := 4*nr + 64
-	c := make([]byte, p.m*ldc)
+	c := smallBufs.get(p.m * ldc)
+	defer smallBufs.put(c)
 	for pn := lo; pn < hi; pn++ {
 		n0 := pn * nr
 		for pc := 0; pc < p.kp; pc += pairs {
@@ -460,8 +499,10 @@ func (b *dotBody) run(lo, hi int) {
 	p := b.p
 	mr := roundUp(p.m, dotTileRows)
 	lds := 4 * mr
-	sums := make([]byte, dotChannels*lds) // [channel][row]
-	out := make([]byte, 4*p.m*dotChannels)
+	sums := smallBufs.get(dotChannels * lds) // [channel][row]
+	defer smallBufs.put(sums)
+	out := smallBufs.get(4 * p.m * dotChannels)
+	defer smallBufs.put(out)
 	step := dotStep(p.k)
 	ch := dotTileChannels(step)
 	var pad []byte          // a last group's weight rows, zero-padded to ch
@@ -555,7 +596,8 @@ func (b *gemvBody) run(lo, hi int) {
 	p := b.p
 	kf := p.k / gemvStep() * gemvStep()
 	lds := 4 * gemvChannels
-	c := make([]byte, lds*p.m) // the block's sums
+	c := smallBufs.get(lds * p.m) // the block's sums
+	defer smallBufs.put(c)
 	for u := lo; u < hi; u++ {
 		c0 := u * gemvChannels
 		cols := min(gemvChannels, p.n-c0)
@@ -948,7 +990,8 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		prod.wp, prod.i8, prod.shared = panels, true, true
 	}
 	p := &prepareBody{dt: a.X.DType(), src: xb, kx: a.X.Dim(-1), k: k, g: a.Group, act: a.InputAct,
-		prod: prod, scales: make([]byte, 4*m)}
+		prod: prod, scales: smallBufs.get(4 * m)}
+	defer smallBufs.put(p.scales)
 	p.bad.reset()
 	if err := parallelFor(ctx, p, m, max(1, grainBytes/(k*p.dt.Size()))); err != nil {
 		return res, err
@@ -960,7 +1003,8 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err := prod.setWeight(ctx, wb, false); err != nil {
 		return res, err
 	}
-	f := &linearFinish{out: a.OutDType, n: n, xs: p.scales, ws: make([]float32, n)}
+	f := &linearFinish{out: a.OutDType, n: n, xs: p.scales, ws: floats.get(n)}
+	defer floats.put(f.ws)
 	sdt := a.WeightScale.DType()
 	if a.WeightScale.Numel() == 1 {
 		s := loadScale(sdt, sb, 0)
@@ -974,12 +1018,14 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		// rOut(bias), by a round trip through the output type. F16C
 		// quiets a signaling float16 NaN, which rounding to float16 or
 		// bfloat16 does anyway, and adding it (float32) does too.
-		f.bias = make([]float32, n)
+		f.bias = floats.get(n)
+		defer floats.put(f.bias)
 		widenRow(a.Bias.DType(), bb, f.bias)
 		if out := a.OutDType; out != dtype.Float32 {
-			b := make([]byte, n*out.Size())
+			b := smallBufs.get(n * out.Size())
 			storeRow(out, b, f.bias)
 			widenRow(out, b, f.bias)
+			smallBufs.put(b)
 		}
 	}
 	f.dst, _ = out.Bytes()
@@ -1006,7 +1052,8 @@ type prepareBody struct {
 func (w *prepareBody) run(lo, hi int) {
 	buf := getRowBufs(w.kx, w.dt.Size())
 	defer rowBufPool.Put(buf)
-	q := make([]byte, w.k)
+	q := smallBufs.get(w.k)
+	defer smallBufs.put(q)
 	for r := lo; r < hi; r++ {
 		row := w.src[r*w.kx*w.dt.Size() : (r+1)*w.kx*w.dt.Size()]
 		if w.act == "" && w.g == 0 {
