@@ -20,9 +20,12 @@ import (
 // those: a tensor over caller memory (FromBytes), a zeroed one (Zeros) and a
 // view (Reshape) are never recycled.
 
-// poolMin is the smallest buffer worth recycling: below it, zeroing costs
-// less than the bookkeeping.
-const poolMin = 1 << 20
+// poolMin is the smallest buffer worth recycling. Not zeroing is worth
+// little below a megabyte, but fresh memory's first touch takes page
+// faults, which the virtual machines BENCHMARKS.md describes take slowly
+// (about 50 µs for 16 KiB): more than the list's bookkeeping for outputs
+// of a few KiB too, such as a one-row product's.
+const poolMin = 4 << 10
 
 // free holds the released buffers, by size, for Empty to reuse. It is one
 // list for the process: a sync.Pool keeps the last buffer each processor

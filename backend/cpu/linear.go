@@ -249,10 +249,10 @@ func getBuf(n int) []byte {
 // A pool keeps the smaller arrays of calls and of their parts (kilobytes
 // to a few hundred: the epilogue's per-channel scales and bias, the row
 // scales, each part's sums and panels) for the next ones. Freshly
-// allocated, such arrays are often memory the runtime has just returned to
-// the system, whose first touch is a page fault that clears a whole huge
-// page: on the 2-core virtual machines here about 50 µs for each, which
-// was a quarter of a one-row product of 4096x4096 (BENCHMARKS.md). Arrays
+// allocated, such arrays are often memory new to the process or given back
+// to the system since, and their first touch takes page faults, which the
+// virtual machines here take slowly: about 50 µs for a 16 KiB array, in
+// all a quarter of a one-row product of 4096x4096 (BENCHMARKS.md). Arrays
 // are kept by power-of-two capacity, so that any array kept for a size
 // serves it.
 type pool[T any] struct{ sizes [48]sync.Pool }
