@@ -76,9 +76,9 @@ func putFree(b []byte) {
 }
 
 // Empty makes a host tensor of unspecified contents, as the host's Alloc
-// does: a large one reuses the memory of a released tensor of its size
-// when there is one (see Tensor.Release), for outputs that are about to be
-// overwritten whole.
+// does: one of 4 KiB or more reuses the memory of a released tensor of its
+// size when there is one (see Tensor.Release), for outputs that are about
+// to be overwritten whole.
 func Empty(dt dtype.DType, shape ...int) (*Tensor, error) {
 	if !dt.Valid() {
 		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)

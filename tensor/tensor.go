@@ -143,8 +143,8 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 }
 
 // Release returns the tensor's memory to its device. Using t, its bytes or
-// a view of it (Reshape) afterwards is an error. On the host, a large
-// tensor that an operation allocated is recycled for a later output (its
+// a view of it (Reshape) afterwards is an error. On the host, a tensor of
+// 4 KiB or more that an operation allocated is recycled for a later output (its
 // bytes may change at any time after Release); other host tensors are left
 // to the garbage collector. Either way the tensor is marked released:
 // Bytes fails and operations refuse it. Releasing twice does nothing;
