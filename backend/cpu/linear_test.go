@@ -210,7 +210,8 @@ func testPairsMixed(t *testing.T, k int) {
 
 // TestProductRagged checks the product on every path against dotInt8 for
 // ragged shapes: M, K and N that are not multiples of the tiles, the
-// registers, the blocks or the passes of k.
+// registers, the blocks or the passes of k; each path starts with the
+// scratch pools poisoned (poisonPools).
 func TestProductRagged(t *testing.T) {
 	forEachKernelSet(t, true, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
@@ -252,6 +253,7 @@ func TestProductRagged(t *testing.T) {
 			inputs[n] = input{a, w, transpose(w, s.n, s.k), want}
 		}
 		paths(t, func(t *testing.T, v variant) {
+			poisonPools()
 			for n, s := range shapes {
 				in := inputs[n]
 				wt := in.w
@@ -267,6 +269,23 @@ func TestProductRagged(t *testing.T) {
 			}
 		})
 	})
+}
+
+// poisonPools fills the pools of scratch arrays with arrays of every size
+// up to 2 MiB holding 0xa5 bytes (NaN floats), so that a product that
+// relied on a fresh, zeroed array from them would go wrong.
+func poisonPools() {
+	for c := 0; c <= 21; c++ {
+		b, f := make([]byte, 1<<c), make([]float32, 1<<c)
+		for i := range b {
+			b[i] = 0xa5
+		}
+		for i := range f {
+			f[i] = float32(math.NaN())
+		}
+		smallBufs.put(b)
+		floats.put(f)
+	}
 }
 
 // TestLinearOutMatchesGeneric runs the epilogue kernels against the Go
