@@ -43,7 +43,8 @@ import (
 //     memory once and the packed form never leaves the caches (a prepared
 //     weight, and mm_int8's b, come packed whole instead);
 //   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
-//     are and multiplies them with a row of A, at the memory's speed;
+//     are, one after another, and multiplies them with a row of A, at the
+//     memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
 //     rows, K a multiple of 16, an assembly kernel set: linearPath takes
 //     it there instead of the two above): dotTile reads the weight rows as

@@ -183,27 +183,16 @@ func gemvStep() int {
 // 8 int8 weight rows: see gemv8Generic.
 func gemv8(x, w []byte, ldw, k int, out []byte) {
 	switch {
+	case vnni:
+		gemvVNNIAVX512(x, w, ldw, k, out)
 	case impl == implAVX512:
 		gemvAVX512(x, w, ldw, k, out)
-	case impl == implAVX2 && k <= gemvPrefetchMaxK:
-		gemvPrefetchAVX2(x, w, ldw, k, out)
 	case impl == implAVX2:
 		gemvAVX2(x, w, ldw, k, out)
 	default:
 		gemv8Generic(x, w, ldw, k, out)
 	}
 }
-
-// gemvPrefetchMaxK is the longest k for which the AVX2 one-row kernel
-// prefetches the next group of rows: rows of a few KiB end before the
-// hardware's prefetchers pick them up. Measured on a 2-core Zen 3 by
-// calling the cpu kernel, the weight out of the caches, one row by 4096
-// channels, test binaries with and without it alternated: k = 1024 0.65-0.79
-// of the time, 2048 0.73-0.88; 3072 and 4096 0.83-1.04 on two threads but,
-// at 4096, 1.23 on one; 1024 by 1024 channels 0.8. The same form for
-// AVX-512, on a 2-core Zen 4: 0.91 at k = 1024, 1.04-1.33 from 2048, so
-// the AVX-512 kernel has none.
-const gemvPrefetchMaxK = 2048
 
 // dotStep is the values of k a dotTile step takes in a product of rows
 // of k: 32 where AVX512-VNNI's tile runs (k a multiple of 32), else 16, a

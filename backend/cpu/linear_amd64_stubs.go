@@ -107,17 +107,10 @@ func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 func peakAVX2(n int)
 
 // gemvAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 16 and at least 16.
+// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 16 and at least 16.
 //
 //go:noescape
 func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
-
-// gemvPrefetchAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 16 and at least 16.
-// It prefetches up to 8·k bytes from wt + 8·ldw (the next 8 rows of a plain weight) as it goes.
-//
-//go:noescape
-func gemvPrefetchAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
 
 // widenInt8AVX2 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 32 and dst must hold 2*len(q) bytes.
@@ -508,10 +501,16 @@ func peakAVX512(n int)
 func peakVNNIAVX512(n int)
 
 // gemvAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart) over k steps. k must be a multiple of 32 and at least 32.
+// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 32 and at least 32.
 //
 //go:noescape
 func gemvAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
+
+// gemvVNNIAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
+// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemvVNNIAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
 
 // widenInt8AVX512 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 64 and dst must hold 2*len(q) bytes.
