@@ -18,11 +18,11 @@ import (
 // the work out, which pathFor, linearPath and mmInt8 choose by M:
 //
 //	int8_linear, plain weight, AVX2 or AVX-512 set, K % 16 == 0:
-//	    1-2 rows one row at a time, 3-48 dot, 49-96 few, more many
+//	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
 //	int8_linear, plain weight otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	int8_linear, prepared weight:
-//	    1 row one row at a time (the plain weight), up to 96 few, more many
+//	    up to 8 rows one row at a time (the plain weight), up to 96 few, more many
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to 8 rows cols, up to 96 few, more many (b packed whole, int8 panels)
 //	mm_int8 otherwise:
@@ -42,9 +42,9 @@ import (
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches (a prepared
 //     weight, and mm_int8's b, come packed whole instead);
-//   - one row at a time (M <= gemvMax): gemv8 reads 8 weight rows as they
-//     are, one after another, and multiplies them with a row of A, at the
-//     memory's speed;
+//   - one row at a time (M <= gemvMax): gemv reads 8 weight rows as they
+//     are, one after another, and multiplies them with up to 4 rows of A,
+//     at the memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
 //     rows, K a multiple of 16, an assembly kernel set: linearPath takes
 //     it there instead of the two above): dotTile reads the weight rows as
@@ -55,8 +55,9 @@ import (
 // The few-row path packs its panels as int8 pairs (half the bytes of the
 // int16 ones, widened as the tiles load them). A prepared weight
 // (op.PackedWeight, packed by preparedPanels the first time) is already in
-// such panels: with it the few-row path packs nothing and also serves 2 to
-// gemvMax rows, and the many-row path skips the call's packing. mm_int8
+// such panels: with it the few-row path packs nothing, and the many-row
+// path skips the call's packing (up to gemvMax rows, the one-row path
+// reads the plain weight instead). mm_int8
 // at up to colsMax rows reads b [K, N] as it is, row by row (colsBody),
 // instead of packing it; with more, on the assembly sets, it packs b
 // whole into int8 panels, four rows of b at a time so that each panel's
@@ -105,10 +106,11 @@ var wideMinRows = wideMinRowsFor()
 // fewMax is the largest M that takes the few-row path: up to a block of
 // rows, packing as it goes costs less than packing the whole weight
 // first (mm_int8's b, [K, N], packs faster whole: see mmInt8). gemvMax is
-// the largest M that takes the one-row path, row by row: few enough that
-// rereading the weight from the cache for each row costs less than
-// packing it (measured on a 2-core Zen 3: the one-row path wins up to
-// M = 10, the few-row path from 12).
+// the largest M that takes the one-row path, up to 4 rows at a time: few
+// enough that rereading the weight from the cache for each group costs
+// less than packing it (measured on a 2-core Zen 3, row by row: the
+// one-row path won up to M = 10, the few-row path from 12; see dotMin for
+// the dot path).
 var fewMax, gemvMax = blockRows, 8
 
 // productParts is the most parts per thread a product is split into:
@@ -136,18 +138,14 @@ func pathFor(m int) int {
 }
 
 // linearPath chooses int8_linear's layout for m rows of k: pathFor's,
-// except that a prepared weight takes the few-row path from 2 rows (one
-// row streams the plain weight instead, as fast or faster: gemv8 was
-// faster than the panels' one-row tiles in 7 of 8 same-run pairs,
-// 4096x4096, by up to 20%), and a plain weight takes the dot path for
-// dotMin to dotMax rows with any assembly kernel set when k is a multiple
-// of 16.
+// except that a plain weight takes the dot path for dotMin to dotMax rows
+// with any assembly kernel set when k is a multiple of 16. Up to gemvMax
+// rows, a prepared weight's rows are read plain too, on the one-row path:
+// on a 2-core Zen 5, 4096x4096, two threads, it took 0.84-0.88 of the
+// few-row path's time over the prepared panels at 2, 4 and 8 rows.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
-	switch {
-	case prepared && m > 1 && path == oneRow:
-		return fewRows
-	case !prepared && impl != implGeneric && k%16 == 0 && m >= dotMin && m <= dotMax:
+	if !prepared && impl != implGeneric && k%16 == 0 && m >= dotMin && m <= dotMax {
 		return dotRows
 	}
 	return path
@@ -157,11 +155,13 @@ func linearPath(m, k int, prepared bool) int {
 // weight. Measured on a 2-core Zen 3 (AVX2), 4096x4096, alternating with
 // the other paths in one process: the dot path took 0.72-0.97 of their
 // time from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row
-// path), 1.17-1.19 at 2 (it computes rows in fours), and as long at 64.
-// On a 2-core Zen 4 (AVX-512), the same way: 0.41-0.91 of the few-row
-// path's time from 3 to 48 rows with VNNI (0.66-0.67 at 16), 0.38-0.94
-// without, and 1.00-1.11 of the one-row path's at 3; at 64, 0.94-0.96.
-const dotMin, dotMax = 3, 48
+// path), and as long at 64. On a 2-core Zen 4 (AVX-512), the same way:
+// 0.41-0.91 of the few-row path's time from 3 to 48 rows with VNNI
+// (0.66-0.67 at 16), 0.38-0.94 without; at 64, 0.94-0.96. Since the
+// one-row path multiplies up to 4 rows at once (gemv), it is faster to 8
+// rows (a 2-core Zen 5, two threads: 0.56-0.62 of the dot path's time at
+// 4 rows, 0.80-0.87 at 8) and about as fast at 12.
+const dotMin, dotMax = 9, 48 // dotMin: gemvMax + 1
 
 // The ways to lay out a product.
 const (
@@ -526,10 +526,10 @@ func (b *dotBody) prefetch(next, ch, end, g, groups, steps, dotStep int) (pf []b
 }
 
 // gemvBody runs blocks [lo, hi) of gemvChannels channels over every row,
-// one row at a time and 8 channels at a time: the weight rows come from
-// memory for the first row and from the cache for the next. The kernel
-// takes whole groups of 8 and whole registers of k; Go adds the rest of k,
-// and does a last partial group.
+// up to 4 rows at a time (gemv's widest) and 8 channels at a time: the
+// weight rows come from memory for the first rows and from the cache for
+// the next. The kernel takes whole groups of 8 and whole registers of k;
+// Go adds the rest of k, and does a last partial group.
 type gemvBody struct{ p *product }
 
 // gemvChannels is the number of channels in a block of the one-row path.
@@ -544,27 +544,36 @@ func (b *gemvBody) run(lo, hi int) {
 	for u := lo; u < hi; u++ {
 		c0 := u * gemvChannels
 		cols := min(gemvChannels, p.n-c0)
-		for i := range p.m {
-			x := p.x[i*p.lda : i*p.lda+2*p.k]
+		for i := 0; i < p.m; {
+			rows := 4
+			for rows > p.m-i {
+				rows /= 2
+			}
+			x := p.x[i*p.lda:]
 			for g := 0; g < cols; g += 8 {
 				n0 := c0 + g
-				sums := c[i*lds+4*g : i*lds+4*g+32]
+				sums := c[i*lds+4*g:]
 				from := 0
 				if n0+8 <= p.n && kf > 0 {
-					gemv8(x[:2*kf], p.w[n0*p.k:(n0+7)*p.k+kf], p.k, kf, sums)
+					gemv(rows, x, p.lda, p.w[n0*p.k:(n0+7)*p.k+kf], p.k, kf, sums, lds)
 					from = kf
-				} else {
-					clear(sums)
 				}
-				for j := range min(8, p.n-n0) {
-					row := p.w[(n0+j)*p.k : (n0+j+1)*p.k]
-					s := int32(binary.LittleEndian.Uint32(sums[4*j:]))
-					for q := from; q < p.k; q++ {
-						s += load16(x, 2*q) * int32(int8(row[q]))
+				for r := range rows {
+					xr := x[r*p.lda : r*p.lda+2*p.k]
+					for j := range min(8, p.n-n0) {
+						row := p.w[(n0+j)*p.k : (n0+j+1)*p.k]
+						var s int32
+						if from > 0 {
+							s = int32(binary.LittleEndian.Uint32(sums[r*lds+4*j:]))
+						}
+						for q := from; q < p.k; q++ {
+							s += load16(xr, 2*q) * int32(int8(row[q]))
+						}
+						binary.LittleEndian.PutUint32(sums[r*lds+4*j:], uint32(s))
 					}
-					binary.LittleEndian.PutUint32(sums[4*j:], uint32(s))
 				}
 			}
+			i += rows
 		}
 		p.fin.finish(0, c0, p.m, cols, c, lds)
 	}
@@ -914,16 +923,15 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		return res, err
 	}
 	out := res.Out
-	// A prepared weight, in this kernel set's panels: no packing, and the
-	// few-row path takes from 2 rows. One row streams the plain weight
-	// instead, as fast or faster (gemv8 was faster than the panels'
-	// one-row tiles in 7 of 8 same-run pairs, 4096x4096, by up to 20%).
+	// A prepared weight, in this kernel set's panels: no packing for the
+	// few-row and many-row paths. The one-row path streams the plain
+	// weight instead (see linearPath).
 	panels, err := preparedPanels(ctx, a, wb)
 	if err != nil {
 		return res, err
 	}
 	path := linearPath(m, k, panels != nil)
-	if m == 1 {
+	if path == oneRow {
 		panels = nil
 	}
 	// 1. The activations, quantized row by row into the product's rows.

@@ -171,7 +171,7 @@ func packColsQuad(src []byte, ldb, panels int, dst []byte, pstride int, stream b
 	return panels
 }
 
-// gemvStep is the multiple of k that gemv8 takes: a register of int16.
+// gemvStep is the multiple of k that gemv takes: a register of int16.
 func gemvStep() int {
 	if impl == implAVX512 {
 		return 32
@@ -179,19 +179,23 @@ func gemvStep() int {
 	return 16
 }
 
-// gemv8 sets the 8 int32 of out to the products of the int16 row x with
-// 8 int8 weight rows: see gemv8Generic.
-func gemv8(x, w []byte, ldw, k int, out []byte) {
+// gemv sets int32 j of row r of out (lds bytes a row) to the product of
+// int16 row r of x (rows rows, 1, 2 or 4, ldx bytes apart) with int8
+// weight row j of w (8 rows, ldw bytes apart): see gemvGeneric.
+func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
+	var f func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 	switch {
 	case vnni:
-		gemvVNNIAVX512(x, w, ldw, k, out)
+		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1VNNIAVX512, gemv2VNNIAVX512, nil, gemv4VNNIAVX512}[rows-1]
 	case impl == implAVX512:
-		gemvAVX512(x, w, ldw, k, out)
+		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX512, gemv2AVX512, nil, gemv4AVX512}[rows-1]
 	case impl == implAVX2:
-		gemvAVX2(x, w, ldw, k, out)
+		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX2, gemv2AVX2, nil, gemv4AVX2}[rows-1]
 	default:
-		gemv8Generic(x, w, ldw, k, out)
+		gemvGeneric(rows, x, ldx, w, ldw, k, out, lds)
+		return
 	}
+	f(x, ldx, w, ldw, k, out, lds)
 }
 
 // dotStep is the values of k a dotTile step takes in a product of rows

@@ -965,17 +965,19 @@ peakAVX2_loop:
 	VZEROUPPER
 	RET
 
-// func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
-// Requires: AVX, AVX2
-TEXT ·gemvAVX2(SB), NOSPLIT, $0-88
+// func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv1AVX2(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
-	MOVQ wt_base+24(FP), CX
-	MOVQ ldw+48(FP), DX
-	MOVQ k+56(FP), BX
-	MOVQ out_base+64(FP), SI
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), CX
+	MOVQ ldw+56(FP), DX
+	MOVQ k+64(FP), BX
+	MOVQ out_base+72(FP), SI
+	MOVQ lds+96(FP), DI
 	MOVQ $0x00000008, DI
 
-gemvAVX2_row:
+gemv1AVX2_row:
 	MOVQ  AX, R8
 	MOVQ  CX, R9
 	MOVQ  BX, R10
@@ -984,54 +986,256 @@ gemvAVX2_row:
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
 
-gemvAVX2_loop4:
-	CMPQ      R10, $0x00000040
-	JB        gemvAVX2_tail
-	VPMOVSXBW (R9), Y4
-	VPMOVSXBW 16(R9), Y5
-	VPMOVSXBW 32(R9), Y6
-	VPMOVSXBW 48(R9), Y7
-	VPMADDWD  (R8), Y4, Y4
-	VPADDD    Y4, Y0, Y0
-	VPMADDWD  32(R8), Y5, Y5
-	VPADDD    Y5, Y1, Y1
-	VPMADDWD  64(R8), Y6, Y6
-	VPADDD    Y6, Y2, Y2
-	VPMADDWD  96(R8), Y7, Y7
-	VPADDD    Y7, Y3, Y3
-	ADDQ      $0x00000040, R9
-	ADDQ      $0x00000080, R8
-	SUBQ      $0x00000040, R10
-	JMP       gemvAVX2_loop4
+gemv1AVX2_loopu:
+	CMPQ       R10, $0x00000040
+	JB         gemv1AVX2_tail
+	PREFETCHT0 8192(R9)
+	VPMOVSXBW  (R9), Y8
+	VPMOVSXBW  16(R9), Y9
+	VPMOVSXBW  32(R9), Y10
+	VPMOVSXBW  48(R9), Y11
+	VPMADDWD   (R8), Y8, Y12
+	VPADDD     Y12, Y0, Y0
+	VPMADDWD   32(R8), Y9, Y13
+	VPADDD     Y13, Y1, Y1
+	VPMADDWD   64(R8), Y10, Y12
+	VPADDD     Y12, Y2, Y2
+	VPMADDWD   96(R8), Y11, Y13
+	VPADDD     Y13, Y3, Y3
+	ADDQ       $0x00000040, R9
+	ADDQ       $0x00000080, R8
+	SUBQ       $0x00000040, R10
+	JMP        gemv1AVX2_loopu
 
-gemvAVX2_tail:
+gemv1AVX2_tail:
 	TESTQ R10, R10
-	JZ    gemvAVX2_sum
+	JZ    gemv1AVX2_sum
 
-gemvAVX2_loop:
-	VPMOVSXBW (R9), Y4
-	VPMADDWD  (R8), Y4, Y4
-	VPADDD    Y4, Y0, Y0
+gemv1AVX2_loop:
+	VPMOVSXBW (R9), Y8
+	VPMADDWD  (R8), Y8, Y12
+	VPADDD    Y12, Y0, Y0
 	ADDQ      $0x00000010, R9
 	ADDQ      $0x00000020, R8
 	SUBQ      $0x00000010, R10
-	JNZ       gemvAVX2_loop
+	JNZ       gemv1AVX2_loop
 
-gemvAVX2_sum:
+gemv1AVX2_sum:
+	MOVQ         SI, R8
 	VPADDD       Y1, Y0, Y0
-	VPADDD       Y3, Y2, Y2
 	VPADDD       Y2, Y0, Y0
+	VPADDD       Y3, Y0, Y0
 	VEXTRACTI128 $0x01, Y0, X1
 	VPADDD       X1, X0, X1
 	VPSHUFD      $0x4e, X1, X0
 	VPADDD       X0, X1, X1
 	VPSHUFD      $0xb1, X1, X0
 	VPADDD       X0, X1, X1
-	VMOVD        X1, (SI)
+	VMOVD        X1, (R8)
 	ADDQ         $0x00000004, SI
 	ADDQ         DX, CX
 	DECQ         DI
-	JNZ          gemvAVX2_row
+	JNZ          gemv1AVX2_row
+	VZEROUPPER
+	RET
+
+// func gemv2AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv2AVX2(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv2AVX2_row:
+	MOVQ  AX, R10
+	MOVQ  DX, R11
+	MOVQ  SI, R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemv2AVX2_loopu:
+	CMPQ       R12, $0x00000020
+	JB         gemv2AVX2_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Y8
+	VPMOVSXBW  16(R11), Y9
+	VPMADDWD   (R10), Y8, Y12
+	VPADDD     Y12, Y0, Y0
+	VPMADDWD   (R10)(CX*1), Y8, Y12
+	VPADDD     Y12, Y2, Y2
+	VPMADDWD   32(R10), Y9, Y13
+	VPADDD     Y13, Y1, Y1
+	VPMADDWD   32(R10)(CX*1), Y9, Y13
+	VPADDD     Y13, Y3, Y3
+	ADDQ       $0x00000020, R11
+	ADDQ       $0x00000040, R10
+	SUBQ       $0x00000020, R12
+	JMP        gemv2AVX2_loopu
+
+gemv2AVX2_tail:
+	TESTQ R12, R12
+	JZ    gemv2AVX2_sum
+
+gemv2AVX2_loop:
+	VPMOVSXBW (R11), Y8
+	VPMADDWD  (R10), Y8, Y12
+	VPADDD    Y12, Y0, Y0
+	VPMADDWD  (R10)(CX*1), Y8, Y12
+	VPADDD    Y12, Y2, Y2
+	ADDQ      $0x00000010, R11
+	ADDQ      $0x00000020, R10
+	SUBQ      $0x00000010, R12
+	JNZ       gemv2AVX2_loop
+
+gemv2AVX2_sum:
+	MOVQ         DI, R10
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X0
+	VPADDD       X0, X2, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         $0x00000004, DI
+	ADDQ         BX, DX
+	DECQ         R9
+	JNZ          gemv2AVX2_row
+	VZEROUPPER
+	RET
+
+// func gemv4AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv4AVX2(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv4AVX2_row:
+	MOVQ  AX, R10
+	LEAQ  (R10)(CX*2), R13
+	ADDQ  CX, R13
+	MOVQ  DX, R11
+	MOVQ  SI, R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemv4AVX2_loopu:
+	CMPQ       R12, $0x00000020
+	JB         gemv4AVX2_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Y8
+	VPMOVSXBW  16(R11), Y9
+	VPMADDWD   (R10), Y8, Y12
+	VPADDD     Y12, Y0, Y0
+	VPMADDWD   (R10)(CX*1), Y8, Y12
+	VPADDD     Y12, Y2, Y2
+	VPMADDWD   (R10)(CX*2), Y8, Y12
+	VPADDD     Y12, Y4, Y4
+	VPMADDWD   (R13), Y8, Y12
+	VPADDD     Y12, Y6, Y6
+	VPMADDWD   32(R10), Y9, Y13
+	VPADDD     Y13, Y1, Y1
+	VPMADDWD   32(R10)(CX*1), Y9, Y13
+	VPADDD     Y13, Y3, Y3
+	VPMADDWD   32(R10)(CX*2), Y9, Y13
+	VPADDD     Y13, Y5, Y5
+	VPMADDWD   32(R13), Y9, Y13
+	VPADDD     Y13, Y7, Y7
+	ADDQ       $0x00000020, R11
+	ADDQ       $0x00000040, R10
+	ADDQ       $0x00000040, R13
+	SUBQ       $0x00000020, R12
+	JMP        gemv4AVX2_loopu
+
+gemv4AVX2_tail:
+	TESTQ R12, R12
+	JZ    gemv4AVX2_sum
+
+gemv4AVX2_loop:
+	VPMOVSXBW (R11), Y8
+	VPMADDWD  (R10), Y8, Y12
+	VPADDD    Y12, Y0, Y0
+	VPMADDWD  (R10)(CX*1), Y8, Y12
+	VPADDD    Y12, Y2, Y2
+	VPMADDWD  (R10)(CX*2), Y8, Y12
+	VPADDD    Y12, Y4, Y4
+	VPMADDWD  (R13), Y8, Y12
+	VPADDD    Y12, Y6, Y6
+	ADDQ      $0x00000010, R11
+	ADDQ      $0x00000020, R10
+	ADDQ      $0x00000020, R13
+	SUBQ      $0x00000010, R12
+	JNZ       gemv4AVX2_loop
+
+gemv4AVX2_sum:
+	MOVQ         DI, R10
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X0
+	VPADDD       X0, X2, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X0
+	VPADDD       X0, X4, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X0
+	VPADDD       X0, X6, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         $0x00000004, DI
+	ADDQ         BX, DX
+	DECQ         R9
+	JNZ          gemv4AVX2_row
 	VZEROUPPER
 	RET
 
@@ -4807,17 +5011,19 @@ peakVNNIAVX512_loop:
 	VZEROUPPER
 	RET
 
-// func gemvAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
-TEXT ·gemvAVX512(SB), NOSPLIT, $0-88
+// func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
+TEXT ·gemv1AVX512(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
-	MOVQ wt_base+24(FP), CX
-	MOVQ ldw+48(FP), DX
-	MOVQ k+56(FP), BX
-	MOVQ out_base+64(FP), SI
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), CX
+	MOVQ ldw+56(FP), DX
+	MOVQ k+64(FP), BX
+	MOVQ out_base+72(FP), SI
+	MOVQ lds+96(FP), DI
 	MOVQ $0x00000008, DI
 
-gemvAVX512_row:
+gemv1AVX512_row:
 	MOVQ   AX, R8
 	MOVQ   CX, R9
 	MOVQ   BX, R10
@@ -4826,43 +5032,46 @@ gemvAVX512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 
-gemvAVX512_loop4:
-	CMPQ      R10, $0x00000080
-	JB        gemvAVX512_tail
-	VPMOVSXBW (R9), Z4
-	VPMOVSXBW 32(R9), Z5
-	VPMOVSXBW 64(R9), Z6
-	VPMOVSXBW 96(R9), Z7
-	VPMADDWD  (R8), Z4, Z4
-	VPADDD    Z4, Z0, Z0
-	VPMADDWD  64(R8), Z5, Z5
-	VPADDD    Z5, Z1, Z1
-	VPMADDWD  128(R8), Z6, Z6
-	VPADDD    Z6, Z2, Z2
-	VPMADDWD  192(R8), Z7, Z7
-	VPADDD    Z7, Z3, Z3
-	ADDQ      $0x00000080, R9
-	ADDQ      $0x00000100, R8
-	SUBQ      $0x00000080, R10
-	JMP       gemvAVX512_loop4
+gemv1AVX512_loopu:
+	CMPQ       R10, $0x00000080
+	JB         gemv1AVX512_tail
+	PREFETCHT0 8192(R9)
+	PREFETCHT0 8256(R9)
+	VPMOVSXBW  (R9), Z8
+	VPMOVSXBW  32(R9), Z9
+	VPMOVSXBW  64(R9), Z10
+	VPMOVSXBW  96(R9), Z11
+	VPMADDWD   (R8), Z8, Z12
+	VPADDD     Z12, Z0, Z0
+	VPMADDWD   64(R8), Z9, Z13
+	VPADDD     Z13, Z1, Z1
+	VPMADDWD   128(R8), Z10, Z12
+	VPADDD     Z12, Z2, Z2
+	VPMADDWD   192(R8), Z11, Z13
+	VPADDD     Z13, Z3, Z3
+	ADDQ       $0x00000080, R9
+	ADDQ       $0x00000100, R8
+	SUBQ       $0x00000080, R10
+	JMP        gemv1AVX512_loopu
 
-gemvAVX512_tail:
+gemv1AVX512_tail:
 	TESTQ R10, R10
-	JZ    gemvAVX512_sum
+	JZ    gemv1AVX512_sum
 
-gemvAVX512_loop:
-	VPMOVSXBW (R9), Z4
-	VPMADDWD  (R8), Z4, Z4
-	VPADDD    Z4, Z0, Z0
+gemv1AVX512_loop:
+	VPMOVSXBW (R9), Z8
+	VPMADDWD  (R8), Z8, Z12
+	VPADDD    Z12, Z0, Z0
 	ADDQ      $0x00000020, R9
 	ADDQ      $0x00000040, R8
 	SUBQ      $0x00000020, R10
-	JNZ       gemvAVX512_loop
+	JNZ       gemv1AVX512_loop
 
-gemvAVX512_sum:
+gemv1AVX512_sum:
+	MOVQ          SI, R8
 	VPADDD        Z1, Z0, Z0
-	VPADDD        Z3, Z2, Z2
 	VPADDD        Z2, Z0, Z0
+	VPADDD        Z3, Z0, Z0
 	VEXTRACTI64X4 $0x01, Z0, Y4
 	VPADDD        Y4, Y0, Y0
 	VEXTRACTI128  $0x01, Y0, X4
@@ -4871,25 +5080,27 @@ gemvAVX512_sum:
 	VPADDD        X5, X4, X4
 	VPSHUFD       $0xb1, X4, X5
 	VPADDD        X5, X4, X4
-	VMOVD         X4, (SI)
+	VMOVD         X4, (R8)
 	ADDQ          $0x00000004, SI
 	ADDQ          DX, CX
 	DECQ          DI
-	JNZ           gemvAVX512_row
+	JNZ           gemv1AVX512_row
 	VZEROUPPER
 	RET
 
-// func gemvVNNIAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemvVNNIAVX512(SB), NOSPLIT, $0-88
+// func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemv1VNNIAVX512(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
-	MOVQ wt_base+24(FP), CX
-	MOVQ ldw+48(FP), DX
-	MOVQ k+56(FP), BX
-	MOVQ out_base+64(FP), SI
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), CX
+	MOVQ ldw+56(FP), DX
+	MOVQ k+64(FP), BX
+	MOVQ out_base+72(FP), SI
+	MOVQ lds+96(FP), DI
 	MOVQ $0x00000008, DI
 
-gemvVNNIAVX512_row:
+gemv1VNNIAVX512_row:
 	MOVQ   AX, R8
 	MOVQ   CX, R9
 	MOVQ   BX, R10
@@ -4898,38 +5109,41 @@ gemvVNNIAVX512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 
-gemvVNNIAVX512_loop4:
-	CMPQ      R10, $0x00000080
-	JB        gemvVNNIAVX512_tail
-	VPMOVSXBW (R9), Z4
-	VPMOVSXBW 32(R9), Z5
-	VPMOVSXBW 64(R9), Z6
-	VPMOVSXBW 96(R9), Z7
-	VPDPWSSD  (R8), Z4, Z0
-	VPDPWSSD  64(R8), Z5, Z1
-	VPDPWSSD  128(R8), Z6, Z2
-	VPDPWSSD  192(R8), Z7, Z3
-	ADDQ      $0x00000080, R9
-	ADDQ      $0x00000100, R8
-	SUBQ      $0x00000080, R10
-	JMP       gemvVNNIAVX512_loop4
+gemv1VNNIAVX512_loopu:
+	CMPQ       R10, $0x00000080
+	JB         gemv1VNNIAVX512_tail
+	PREFETCHT0 8192(R9)
+	PREFETCHT0 8256(R9)
+	VPMOVSXBW  (R9), Z8
+	VPMOVSXBW  32(R9), Z9
+	VPMOVSXBW  64(R9), Z10
+	VPMOVSXBW  96(R9), Z11
+	VPDPWSSD   (R8), Z8, Z0
+	VPDPWSSD   64(R8), Z9, Z1
+	VPDPWSSD   128(R8), Z10, Z2
+	VPDPWSSD   192(R8), Z11, Z3
+	ADDQ       $0x00000080, R9
+	ADDQ       $0x00000100, R8
+	SUBQ       $0x00000080, R10
+	JMP        gemv1VNNIAVX512_loopu
 
-gemvVNNIAVX512_tail:
+gemv1VNNIAVX512_tail:
 	TESTQ R10, R10
-	JZ    gemvVNNIAVX512_sum
+	JZ    gemv1VNNIAVX512_sum
 
-gemvVNNIAVX512_loop:
-	VPMOVSXBW (R9), Z4
-	VPDPWSSD  (R8), Z4, Z0
+gemv1VNNIAVX512_loop:
+	VPMOVSXBW (R9), Z8
+	VPDPWSSD  (R8), Z8, Z0
 	ADDQ      $0x00000020, R9
 	ADDQ      $0x00000040, R8
 	SUBQ      $0x00000020, R10
-	JNZ       gemvVNNIAVX512_loop
+	JNZ       gemv1VNNIAVX512_loop
 
-gemvVNNIAVX512_sum:
+gemv1VNNIAVX512_sum:
+	MOVQ          SI, R8
 	VPADDD        Z1, Z0, Z0
-	VPADDD        Z3, Z2, Z2
 	VPADDD        Z2, Z0, Z0
+	VPADDD        Z3, Z0, Z0
 	VEXTRACTI64X4 $0x01, Z0, Y4
 	VPADDD        Y4, Y0, Y0
 	VEXTRACTI128  $0x01, Y0, X4
@@ -4938,11 +5152,417 @@ gemvVNNIAVX512_sum:
 	VPADDD        X5, X4, X4
 	VPSHUFD       $0xb1, X4, X5
 	VPADDD        X5, X4, X4
-	VMOVD         X4, (SI)
+	VMOVD         X4, (R8)
 	ADDQ          $0x00000004, SI
 	ADDQ          DX, CX
 	DECQ          DI
-	JNZ           gemvVNNIAVX512_row
+	JNZ           gemv1VNNIAVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv2AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
+TEXT ·gemv2AVX512(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv2AVX512_row:
+	MOVQ   AX, R10
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemv2AVX512_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv2AVX512_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Z8
+	VPMOVSXBW  32(R11), Z9
+	VPMADDWD   (R10), Z8, Z12
+	VPADDD     Z12, Z0, Z0
+	VPMADDWD   (R10)(CX*1), Z8, Z12
+	VPADDD     Z12, Z2, Z2
+	VPMADDWD   64(R10), Z9, Z13
+	VPADDD     Z13, Z1, Z1
+	VPMADDWD   64(R10)(CX*1), Z9, Z13
+	VPADDD     Z13, Z3, Z3
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000080, R10
+	SUBQ       $0x00000040, R12
+	JMP        gemv2AVX512_loopu
+
+gemv2AVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv2AVX512_sum
+
+gemv2AVX512_loop:
+	VPMOVSXBW (R11), Z8
+	VPMADDWD  (R10), Z8, Z12
+	VPADDD    Z12, Z0, Z0
+	VPMADDWD  (R10)(CX*1), Z8, Z12
+	VPADDD    Z12, Z2, Z2
+	ADDQ      $0x00000020, R11
+	ADDQ      $0x00000040, R10
+	SUBQ      $0x00000020, R12
+	JNZ       gemv2AVX512_loop
+
+gemv2AVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y4
+	VPADDD        Y4, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X4
+	VPADDD        X4, X0, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y4
+	VPADDD        Y4, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv2AVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv2VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemv2VNNIAVX512(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv2VNNIAVX512_row:
+	MOVQ   AX, R10
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemv2VNNIAVX512_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv2VNNIAVX512_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Z8
+	VPMOVSXBW  32(R11), Z9
+	VPDPWSSD   (R10), Z8, Z0
+	VPDPWSSD   (R10)(CX*1), Z8, Z2
+	VPDPWSSD   64(R10), Z9, Z1
+	VPDPWSSD   64(R10)(CX*1), Z9, Z3
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000080, R10
+	SUBQ       $0x00000040, R12
+	JMP        gemv2VNNIAVX512_loopu
+
+gemv2VNNIAVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv2VNNIAVX512_sum
+
+gemv2VNNIAVX512_loop:
+	VPMOVSXBW (R11), Z8
+	VPDPWSSD  (R10), Z8, Z0
+	VPDPWSSD  (R10)(CX*1), Z8, Z2
+	ADDQ      $0x00000020, R11
+	ADDQ      $0x00000040, R10
+	SUBQ      $0x00000020, R12
+	JNZ       gemv2VNNIAVX512_loop
+
+gemv2VNNIAVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y4
+	VPADDD        Y4, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X4
+	VPADDD        X4, X0, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y4
+	VPADDD        Y4, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv2VNNIAVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv4AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
+TEXT ·gemv4AVX512(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv4AVX512_row:
+	MOVQ   AX, R10
+	LEAQ   (R10)(CX*2), R13
+	ADDQ   CX, R13
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemv4AVX512_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv4AVX512_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Z8
+	VPMOVSXBW  32(R11), Z9
+	VPMADDWD   (R10), Z8, Z12
+	VPADDD     Z12, Z0, Z0
+	VPMADDWD   (R10)(CX*1), Z8, Z12
+	VPADDD     Z12, Z2, Z2
+	VPMADDWD   (R10)(CX*2), Z8, Z12
+	VPADDD     Z12, Z4, Z4
+	VPMADDWD   (R13), Z8, Z12
+	VPADDD     Z12, Z6, Z6
+	VPMADDWD   64(R10), Z9, Z13
+	VPADDD     Z13, Z1, Z1
+	VPMADDWD   64(R10)(CX*1), Z9, Z13
+	VPADDD     Z13, Z3, Z3
+	VPMADDWD   64(R10)(CX*2), Z9, Z13
+	VPADDD     Z13, Z5, Z5
+	VPMADDWD   64(R13), Z9, Z13
+	VPADDD     Z13, Z7, Z7
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000080, R10
+	ADDQ       $0x00000080, R13
+	SUBQ       $0x00000040, R12
+	JMP        gemv4AVX512_loopu
+
+gemv4AVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv4AVX512_sum
+
+gemv4AVX512_loop:
+	VPMOVSXBW (R11), Z8
+	VPMADDWD  (R10), Z8, Z12
+	VPADDD    Z12, Z0, Z0
+	VPMADDWD  (R10)(CX*1), Z8, Z12
+	VPADDD    Z12, Z2, Z2
+	VPMADDWD  (R10)(CX*2), Z8, Z12
+	VPADDD    Z12, Z4, Z4
+	VPMADDWD  (R13), Z8, Z12
+	VPADDD    Z12, Z6, Z6
+	ADDQ      $0x00000020, R11
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000040, R13
+	SUBQ      $0x00000020, R12
+	JNZ       gemv4AVX512_loop
+
+gemv4AVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y8
+	VPADDD        Y8, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X8
+	VPADDD        X8, X0, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y8
+	VPADDD        Y8, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X8
+	VPADDD        X8, X2, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y8
+	VPADDD        Y8, Y4, Y4
+	VEXTRACTI128  $0x01, Y4, X8
+	VPADDD        X8, X4, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z7, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z6, Y8
+	VPADDD        Y8, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X8
+	VPADDD        X8, X6, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv4AVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv4VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemv4VNNIAVX512(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), DX
+	MOVQ ldw+56(FP), BX
+	MOVQ k+64(FP), SI
+	MOVQ out_base+72(FP), DI
+	MOVQ lds+96(FP), R8
+	MOVQ $0x00000008, R9
+
+gemv4VNNIAVX512_row:
+	MOVQ   AX, R10
+	LEAQ   (R10)(CX*2), R13
+	ADDQ   CX, R13
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemv4VNNIAVX512_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv4VNNIAVX512_tail
+	PREFETCHT0 8192(R11)
+	VPMOVSXBW  (R11), Z8
+	VPMOVSXBW  32(R11), Z9
+	VPDPWSSD   (R10), Z8, Z0
+	VPDPWSSD   (R10)(CX*1), Z8, Z2
+	VPDPWSSD   (R10)(CX*2), Z8, Z4
+	VPDPWSSD   (R13), Z8, Z6
+	VPDPWSSD   64(R10), Z9, Z1
+	VPDPWSSD   64(R10)(CX*1), Z9, Z3
+	VPDPWSSD   64(R10)(CX*2), Z9, Z5
+	VPDPWSSD   64(R13), Z9, Z7
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000080, R10
+	ADDQ       $0x00000080, R13
+	SUBQ       $0x00000040, R12
+	JMP        gemv4VNNIAVX512_loopu
+
+gemv4VNNIAVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv4VNNIAVX512_sum
+
+gemv4VNNIAVX512_loop:
+	VPMOVSXBW (R11), Z8
+	VPDPWSSD  (R10), Z8, Z0
+	VPDPWSSD  (R10)(CX*1), Z8, Z2
+	VPDPWSSD  (R10)(CX*2), Z8, Z4
+	VPDPWSSD  (R13), Z8, Z6
+	ADDQ      $0x00000020, R11
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000040, R13
+	SUBQ      $0x00000020, R12
+	JNZ       gemv4VNNIAVX512_loop
+
+gemv4VNNIAVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y8
+	VPADDD        Y8, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X8
+	VPADDD        X8, X0, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y8
+	VPADDD        Y8, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X8
+	VPADDD        X8, X2, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y8
+	VPADDD        Y8, Y4, Y4
+	VEXTRACTI128  $0x01, Y4, X8
+	VPADDD        X8, X4, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z7, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z6, Y8
+	VPADDD        Y8, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X8
+	VPADDD        X8, X6, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv4VNNIAVX512_row
 	VZEROUPPER
 	RET
 

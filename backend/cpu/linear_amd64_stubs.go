@@ -106,11 +106,26 @@ func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func peakAVX2(n int)
 
-// gemvAVX2 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 16 and at least 16.
+// gemv1AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 16 and at least 16.
 //
 //go:noescape
-func gemvAVX2(x []byte, wt []byte, ldw int, k int, out []byte)
+func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv2AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 16 and at least 16.
+//
+//go:noescape
+func gemv2AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv4AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 16 and at least 16.
+//
+//go:noescape
+func gemv4AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // widenInt8AVX2 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 32 and dst must hold 2*len(q) bytes.
@@ -500,17 +515,47 @@ func peakAVX512(n int)
 //go:noescape
 func peakVNNIAVX512(n int)
 
-// gemvAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 32 and at least 32.
+// gemv1AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
 //
 //go:noescape
-func gemvAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
+func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
-// gemvVNNIAVX512 sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt
-// (8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of 32 and at least 32.
+// gemv1VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
 //
 //go:noescape
-func gemvVNNIAVX512(x []byte, wt []byte, ldw int, k int, out []byte)
+func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv2AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemv2AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv2VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemv2VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv4AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemv4AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
+// gemv4VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps. k must be a multiple of 32 and at least 32.
+//
+//go:noescape
+func gemv4VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // widenInt8AVX512 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 64 and dst must hold 2*len(q) bytes.

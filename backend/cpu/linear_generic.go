@@ -150,9 +150,17 @@ func linearOutGeneric(out dtype.DType, acc []byte, xs float32, ws, bias []float3
 	}
 }
 
-// gemv8Generic sets int32 j of out to the dot product over k of the int16
-// row x and the int8 weight row j of w (8 rows, ldw bytes apart), four
-// rows at a time so that each value of x is loaded once for four.
+// gemvGeneric sets int32 j of row r of out (lds bytes a row) to the dot
+// product over k of int16 row r of x (rows rows, ldx bytes apart) and
+// int8 weight row j of w (8 rows, ldw bytes apart).
+func gemvGeneric(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
+	for r := range rows {
+		gemv8Generic(x[r*ldx:], w, ldw, k, out[r*lds:])
+	}
+}
+
+// gemv8Generic is gemvGeneric for one row, four weight rows at a time so
+// that each value of x is loaded once for four.
 func gemv8Generic(x, w []byte, ldw, k int, out []byte) {
 	x = x[:2*k]
 	for j := 0; j < 8; j += 4 {

@@ -52,4 +52,6 @@ func packColsQuad([]byte, int, int, []byte, int, bool) int { return 0 }
 
 func gemvStep() int { return 16 }
 
-func gemv8(x, w []byte, ldw, k int, out []byte) { gemv8Generic(x, w, ldw, k, out) }
+func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
+	gemvGeneric(rows, x, ldx, w, ldw, k, out, lds)
+}

@@ -420,8 +420,9 @@ func TestLinearPath(t *testing.T) {
 		want     int
 	}{
 		{1, 4096, false, implAVX2, oneRow}, {1, 4096, true, implAVX2, oneRow},
-		{2, 4096, false, implAVX2, oneRow}, {2, 4096, true, implAVX2, fewRows},
-		{3, 4096, false, implAVX2, dotRows}, {3, 4096, true, implAVX2, fewRows},
+		{2, 4096, false, implAVX2, oneRow}, {2, 4096, true, implAVX2, oneRow},
+		{8, 4096, false, implAVX2, oneRow}, {8, 4096, true, implAVX2, oneRow},
+		{9, 4096, false, implAVX2, dotRows}, {9, 4096, true, implAVX2, fewRows},
 		{16, 4096, false, implAVX2, dotRows}, {48, 4096, false, implAVX2, dotRows},
 		{49, 4096, false, implAVX2, fewRows}, {97, 4096, false, implAVX2, manyRows},
 		{16, 4100, false, implAVX2, fewRows}, {8, 4100, false, implAVX2, oneRow},

@@ -347,92 +347,141 @@ func peak(name string, w width, vnni bool) {
 	RET()
 }
 
-// gemv emits the one-row kernel (see above). It reads the 8 weight rows
-// one after another, not side by side: a group of a plain weight's rows is
-// then one sequential stream, which the hardware prefetchers follow better
-// than 8 streams a row apart (on a 2-core Zen 5, the weight out of the
-// caches: 1.35-1.5 times as fast at k = 1024 and 2048, 1.2-1.35 against
-// an AVX2 form that prefetched the next group, 1.05-1.2 at 4096; see
-// BENCHMARKS.md). Registers 0 to 3
-// accumulate a row, four registers of k an iteration so that its loads
-// overlap, and 4 to 7 hold its values and products; x is read from the
-// cache once per row. With vnni, VPDPWSSD multiplies and adds in one
-// instruction, with the same wrapping arithmetic.
-func gemv(name string, w width, vnni bool) {
+// gemv emits the one-row kernel (see above) for rows rows of x (1, 2 or
+// 4) at once. It reads the 8 weight rows one after another, not side by
+// side: a group of a plain weight's rows is then one sequential stream,
+// which the hardware prefetchers follow better than 8 streams a row apart
+// (on a 2-core Zen 5, the weight out of the caches: 1.35-1.5 times as fast
+// at k = 1024 and 2048, 1.2-1.35 against an AVX2 form that prefetched the
+// next group, 1.05-1.2 at 4096; see BENCHMARKS.md). Each widened register
+// of a weight row serves every row of x, read from the cache; registers 0
+// to 7 accumulate (row r, unrolled step u at r·unroll+u: four steps an
+// iteration for one row, so that the loads overlap, two for two and four
+// rows), 8 to 11 hold the weight's values and 12 to 13 the products
+// (without vnni; with it, VPDPWSSD multiplies and adds in one instruction,
+// with the same wrapping arithmetic).
+// gemvAhead is how far ahead of its loads gemv prefetches the weight: with
+// several rows of x a line of weight takes many instructions, too many for
+// the out-of-order window to keep enough lines in flight, and the hardware
+// prefetchers did not make up for it. Measured on a 2-core Zen 5, the
+// product's one-row path, 4096x4096, the weight out of the caches, two
+// threads, medians: 4 rows 0.98 ms without, 0.42-0.60 at 2, 4 or 8 KiB,
+// 0.34-0.44 at 8 and 16 KiB; one row 0.27-0.44 at 8 KiB against 0.40
+// without; the AVX2 kernels 1.5-2 times as fast at 4 rows.
+const gemvAhead = 8192
+
+func gemv(name string, w width, vnni bool, rows int) {
 	step := 2 * w.lanes() // k per register of int16
-	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, k int, out []byte)")
+	unroll := max(2, 4/rows)
+	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)")
 	Pragma("noescape")
-	Doc(name+" sets int32 j of out to the dot product of the int16 row x and int8 weight row j of wt",
-		fmt.Sprintf("(8 rows, ldw bytes apart, one after another) over k steps. k must be a multiple of %d and at least %d.", step, step))
+	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x", name),
+		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", rows),
+		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d.", step, step))
 	x0 := Load(Param("x").Base(), GP64())
+	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	k := Load(Param("k"), GP64())
 	op := Load(Param("out").Base(), GP64())
-	rows, xp, wr, n := GP64(), GP64(), GP64(), GP64()
-	acc := []VecPhysical{w.phys(0), w.phys(1), w.phys(2), w.phys(3)}
-	madd := func(xm Mem, t, a VecPhysical) {
+	lds := Load(Param("lds"), GP64())
+	chans, xp, wr, n := GP64(), GP64(), GP64(), GP64()
+	acc := func(r, u int) VecPhysical { return w.phys(r*unroll + u) }
+	// xrow is row r of x at the iteration's step u.
+	x3 := GP64() // xp + 3·ldx, for four rows
+	xrow := func(r, u int) Mem {
+		m := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}[r]
+		return m.Offset(2 * step * u)
+	}
+	madd := func(xm Mem, wv VecPhysical, r, u int) {
 		if vnni {
-			vpdpwssd(xm, t, a)
+			vpdpwssd(xm, wv, acc(r, u))
 			return
 		}
-		VPMADDWD(xm, t, t)
-		VPADDD(t, a, a)
+		t := w.phys(12 + (r*unroll+u)%2)
+		VPMADDWD(xm, wv, t)
+		VPADDD(t, acc(r, u), acc(r, u))
 	}
-	MOVQ(U32(8), rows)
+	advance := func(ks int) {
+		ADDQ(U32(ks), wr)
+		ADDQ(U32(2*ks), xp)
+		if rows == 4 {
+			ADDQ(U32(2*ks), x3)
+		}
+		SUBQ(U32(ks), n)
+	}
+	MOVQ(U32(8), chans)
 	Label(name + "_row")
 	MOVQ(x0, xp)
+	if rows == 4 {
+		LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
+		ADDQ(ldx, x3)
+	}
 	MOVQ(wp, wr)
 	MOVQ(k, n)
-	for _, a := range acc {
-		w.xor(a, a, a)
+	for r := range rows {
+		for u := range unroll {
+			w.xor(acc(r, u), acc(r, u), acc(r, u))
+		}
 	}
-	Label(name + "_loop4")
-	CMPQ(n, U32(4*step))
+	Label(name + "_loopu")
+	CMPQ(n, U32(unroll*step))
 	JB(LabelRef(name + "_tail"))
-	for u := range 4 {
-		VPMOVSXBW(Mem{Base: wr, Disp: u * step}, w.phys(4+u))
+	for l := 0; l < unroll*step; l += 64 {
+		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
-	for u := range 4 {
-		madd(Mem{Base: xp, Disp: 2 * step * u}, w.phys(4+u), acc[u])
+	for u := range unroll {
+		VPMOVSXBW(Mem{Base: wr, Disp: u * step}, w.phys(8+u))
 	}
-	ADDQ(U32(4*step), wr)
-	ADDQ(U32(8*step), xp)
-	SUBQ(U32(4*step), n)
-	JMP(LabelRef(name + "_loop4"))
+	for u := range unroll {
+		for r := range rows {
+			madd(xrow(r, u), w.phys(8+u), r, u)
+		}
+	}
+	advance(unroll * step)
+	JMP(LabelRef(name + "_loopu"))
 	Label(name + "_tail")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_sum"))
 	Label(name + "_loop")
-	VPMOVSXBW(Mem{Base: wr}, w.phys(4))
-	madd(Mem{Base: xp}, w.phys(4), acc[0])
-	ADDQ(U32(step), wr)
-	ADDQ(U32(2*step), xp)
-	SUBQ(U32(step), n)
+	VPMOVSXBW(Mem{Base: wr}, w.phys(8))
+	for r := range rows {
+		madd(xrow(r, 0), w.phys(8), r, 0)
+	}
+	advance(step)
 	JNZ(LabelRef(name + "_loop"))
 
-	// The row's sum: the four accumulators, then halves down to a lane.
+	// Each row's sum: its accumulators, then halves down to a lane,
+	// stored as the row's int32 for the channel.
 	Label(name + "_sum")
-	VPADDD(acc[1], acc[0], acc[0])
-	VPADDD(acc[3], acc[2], acc[2])
-	VPADDD(acc[2], acc[0], acc[0])
-	y := acc[0].AsY()
-	if w.bytes == 64 {
-		hi := YMM()
-		VEXTRACTI64X4(Imm(1), acc[0], hi)
-		VPADDD(hi, y, y)
+	o := GP64()
+	MOVQ(op, o)
+	for r := range rows {
+		a := acc(r, 0)
+		for u := 1; u < unroll; u++ {
+			VPADDD(acc(r, u), a, a)
+		}
+		y := a.AsY()
+		if w.bytes == 64 {
+			hi := YMM()
+			VEXTRACTI64X4(Imm(1), a, hi)
+			VPADDD(hi, y, y)
+		}
+		sum, t := XMM(), XMM()
+		VEXTRACTI128(Imm(1), y, sum)
+		VPADDD(sum, a.AsX(), sum)
+		VPSHUFD(Imm(0x4e), sum, t) // swap the 64-bit halves
+		VPADDD(t, sum, sum)
+		VPSHUFD(Imm(0xb1), sum, t) // swap the 32-bit lanes of each half
+		VPADDD(t, sum, sum)
+		VMOVD(sum, Mem{Base: o})
+		if r+1 < rows {
+			ADDQ(lds, o)
+		}
 	}
-	sum, t := XMM(), XMM()
-	VEXTRACTI128(Imm(1), y, sum)
-	VPADDD(sum, acc[0].AsX(), sum)
-	VPSHUFD(Imm(0x4e), sum, t) // swap the 64-bit halves
-	VPADDD(t, sum, sum)
-	VPSHUFD(Imm(0xb1), sum, t) // swap the 32-bit lanes of each half
-	VPADDD(t, sum, sum)
-	VMOVD(sum, Mem{Base: op})
 	ADDQ(U32(4), op)
 	ADDQ(ldw, wp)
-	DECQ(rows)
+	DECQ(chans)
 	JNZ(LabelRef(name + "_row"))
 	VZEROUPPER()
 	RET()
@@ -1054,9 +1103,11 @@ func linearKernels(w width) {
 	if w.bytes == 64 {
 		peak("peakVNNI"+w.name, w, true)
 	}
-	gemv("gemv"+w.name, w, false)
-	if w.bytes == 64 {
-		gemv("gemvVNNI"+w.name, w, true)
+	for _, rows := range []int{1, 2, 4} {
+		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, false, rows)
+		if w.bytes == 64 {
+			gemv(fmt.Sprintf("gemv%dVNNI%s", rows, w.name), w, true, rows)
+		}
 	}
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
