@@ -141,7 +141,7 @@ func pathFor(m int) int {
 // except that a plain weight takes the dot path for dotMin to dotMax rows
 // with any assembly kernel set when k is a multiple of 16. Up to gemvMax
 // rows, a prepared weight's rows are read plain too, on the one-row path:
-// on a 2-core Zen 5, 4096x4096, two threads, it took 0.84-0.88 of the
+// on a 2-core Zen 5, 4096x4096, two threads, it took 0.83-0.88 of the
 // few-row path's time over the prepared panels at 2, 4 and 8 rows.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
@@ -159,8 +159,8 @@ func linearPath(m, k int, prepared bool) int {
 // 0.41-0.91 of the few-row path's time from 3 to 48 rows with VNNI
 // (0.66-0.67 at 16), 0.38-0.94 without; at 64, 0.94-0.96. Since the
 // one-row path multiplies up to 4 rows at once (gemv), it is faster to 8
-// rows (a 2-core Zen 5, two threads: 0.56-0.62 of the dot path's time at
-// 4 rows, 0.80-0.87 at 8) and about as fast at 12.
+// rows (a 2-core Zen 5, two threads: 0.58-0.74 of the dot path's time at
+// 4 rows, 0.80-0.85 at 8) and about as fast at 12.
 const dotMin, dotMax = 9, 48 // dotMin: gemvMax + 1
 
 // The ways to lay out a product.
@@ -178,8 +178,8 @@ const (
 // 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead of 5.5-8, 8 rows
 // about as long as packing. With VNNI the packed tiles are twice as fast:
 // on a 2-core Zen 5, reading b as it is took 0.5 of the few-row path's
-// time at 2 rows, 0.85-0.9 at 4, the same at 5, 1.2-1.3 at 6 and 8
-// (without VNNI, and with the AVX2 set, still faster at 6).
+// time at 2 rows, 0.84-0.90 at 4, 1.0-1.14 at 5, 1.2-1.4 at 6 and 8 (with
+// the AVX2 set still 0.6 at 6; without VNNI within the noise).
 func colsMax() int {
 	if vnni {
 		return 5

@@ -347,6 +347,16 @@ func peak(name string, w width, vnni bool) {
 	RET()
 }
 
+// gemvAhead is how far ahead of its loads gemv prefetches the weight: with
+// several rows of x a line of weight takes many instructions, too many for
+// the out-of-order window to keep enough lines in flight, and the hardware
+// prefetchers did not make up for it. Measured on a 2-core Zen 5, the
+// product's one-row path, 4096x4096, the weight out of the caches, two
+// threads, medians: 4 rows 0.98 ms without, 0.60 at 2 KiB, 0.42-0.57 at
+// 4, 0.34-0.55 at 8, 0.37-0.38 at 16; one row 0.24-0.44 at 8 KiB against
+// 0.40 without; the AVX2 kernels 1.5-2 times as fast at 4 rows.
+const gemvAhead = 8192
+
 // gemv emits the one-row kernel (see above) for rows rows of x (1, 2 or
 // 4) at once. It reads the 8 weight rows one after another, not side by
 // side: a group of a plain weight's rows is then one sequential stream,
@@ -359,17 +369,8 @@ func peak(name string, w width, vnni bool) {
 // iteration for one row, so that the loads overlap, two for two and four
 // rows), 8 to 11 hold the weight's values and 12 to 13 the products
 // (without vnni; with it, VPDPWSSD multiplies and adds in one instruction,
-// with the same wrapping arithmetic).
-// gemvAhead is how far ahead of its loads gemv prefetches the weight: with
-// several rows of x a line of weight takes many instructions, too many for
-// the out-of-order window to keep enough lines in flight, and the hardware
-// prefetchers did not make up for it. Measured on a 2-core Zen 5, the
-// product's one-row path, 4096x4096, the weight out of the caches, two
-// threads, medians: 4 rows 0.98 ms without, 0.42-0.60 at 2, 4 or 8 KiB,
-// 0.34-0.44 at 8 and 16 KiB; one row 0.27-0.44 at 8 KiB against 0.40
-// without; the AVX2 kernels 1.5-2 times as fast at 4 rows.
-const gemvAhead = 8192
-
+// with the same wrapping arithmetic). Each iteration prefetches the lines
+// gemvAhead bytes past the ones it reads.
 func gemv(name string, w width, vnni bool, rows int) {
 	step := 2 * w.lanes() // k per register of int16
 	unroll := max(2, 4/rows)
@@ -377,7 +378,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x", name),
 		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", rows),
-		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d.", step, step))
+		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d. It prefetches wt %d bytes ahead of its loads.", step, step, gemvAhead))
 	x0 := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
