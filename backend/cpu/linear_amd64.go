@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"math/bits"
+
 	"github.com/klauspost/cpuid/v2"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -183,20 +185,25 @@ func gemvStep() int {
 // int16 row r of x (rows rows, 1, 2 or 4, ldx bytes apart) with int8
 // weight row j of w (8 rows, ldw bytes apart): see gemvGeneric.
 func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
-	var f func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+	i := bits.Len(uint(rows)) - 1 // 1, 2, 4 rows: 0, 1, 2
 	switch {
 	case vnni:
-		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1VNNIAVX512, gemv2VNNIAVX512, nil, gemv4VNNIAVX512}[rows-1]
+		gemvVNNI[i](x, ldx, w, ldw, k, out, lds)
 	case impl == implAVX512:
-		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX512, gemv2AVX512, nil, gemv4AVX512}[rows-1]
+		gemvAVX512[i](x, ldx, w, ldw, k, out, lds)
 	case impl == implAVX2:
-		f = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX2, gemv2AVX2, nil, gemv4AVX2}[rows-1]
+		gemvAVX2[i](x, ldx, w, ldw, k, out, lds)
 	default:
 		gemvGeneric(rows, x, ldx, w, ldw, k, out, lds)
-		return
 	}
-	f(x, ldx, w, ldw, k, out, lds)
 }
+
+// The one-row kernels of each assembly set, for 1, 2 and 4 rows of x.
+var (
+	gemvAVX2   = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX2, gemv2AVX2, gemv4AVX2}
+	gemvAVX512 = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX512, gemv2AVX512, gemv4AVX512}
+	gemvVNNI   = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
+)
 
 // dotStep is the values of k a dotTile step takes in a product of rows
 // of k: 32 where AVX512-VNNI's tile runs (k a multiple of 32), else 16, a
