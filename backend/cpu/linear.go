@@ -57,10 +57,10 @@ import (
 // (op.PackedWeight, packed by preparedPanels the first time) is already in
 // such panels: with it the few-row path packs nothing, and the many-row
 // path skips the call's packing (up to gemvMax rows, the one-row path
-// reads the plain weight instead). mm_int8
-// at up to colsMax() rows reads b [K, N] as it is, row by row (colsBody),
-// instead of packing it; with more, on the assembly sets, it packs b
-// whole into int8 panels, four rows of b at a time so that each panel's
+// reads the plain weight instead). mm_int8 at up to colsMax() rows reads
+// b [K, N] as it is, row by row (colsBody), instead of packing it; with
+// more, on the assembly sets, it packs b whole into int8 panels, four
+// rows of b at a time so that each panel's
 // part is written in whole lines (on AVX2 where the pairs of k are even
 // in number; packColsI8Body: non-temporal when b and the panels outgrow
 // the last-level cache), and the few- and many-row paths run on them as
