@@ -363,7 +363,7 @@ const gemvAhead = 8192
 // which the hardware prefetchers follow better than 8 streams a row apart
 // (on a 2-core Zen 5, the weight out of the caches: 1.35-1.5 times as fast
 // at k = 1024 and 2048, 1.2-1.35 against an AVX2 form that prefetched the
-// next group, 1.05-1.2 at 4096; see BENCHMARKS.md). Each widened register
+// next group, 1.04-1.17 at 4096; see BENCHMARKS.md). Each widened register
 // of a weight row serves every row of x, read from the cache; registers 0
 // to 7 accumulate (row r, unrolled step u at r·unroll+u: four steps an
 // iteration for one row, so that the loads overlap, two for two and four
