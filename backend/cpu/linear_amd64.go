@@ -198,11 +198,14 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 	}
 }
 
+// A gemvKernel is one assembly set's one-row kernel for some rows of x.
+type gemvKernel func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
 // The one-row kernels of each assembly set, for 1, 2 and 4 rows of x.
 var (
-	gemvAVX2   = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX2, gemv2AVX2, gemv4AVX2}
-	gemvAVX512 = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1AVX512, gemv2AVX512, gemv4AVX512}
-	gemvVNNI   = [...]func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int){gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
+	gemvAVX2   = [...]gemvKernel{gemv1AVX2, gemv2AVX2, gemv4AVX2}
+	gemvAVX512 = [...]gemvKernel{gemv1AVX512, gemv2AVX512, gemv4AVX512}
+	gemvVNNI   = [...]gemvKernel{gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
 )
 
 // dotStep is the values of k a dotTile step takes in a product of rows

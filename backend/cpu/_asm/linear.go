@@ -357,7 +357,7 @@ func peak(name string, w width, vnni bool) {
 // 0.40 without; the AVX2 kernels 1.5-2 times as fast at 4 rows.
 const gemvAhead = 8192
 
-// gemv emits the one-row kernel (see above) for rows rows of x (1, 2 or
+// gemv emits the one-row kernel (see above) for xrows rows of x (1, 2 or
 // 4) at once. It reads the 8 weight rows one after another, not side by
 // side: a group of a plain weight's rows is then one sequential stream,
 // which the hardware prefetchers follow better than 8 streams a row apart
@@ -371,13 +371,13 @@ const gemvAhead = 8192
 // (without vnni; with it, VPDPWSSD multiplies and adds in one instruction,
 // with the same wrapping arithmetic). Each iteration prefetches the lines
 // gemvAhead bytes past the ones it reads.
-func gemv(name string, w width, vnni bool, rows int) {
+func gemv(name string, w width, vnni bool, xrows int) {
 	step := 2 * w.lanes() // k per register of int16
-	unroll := max(2, 4/rows)
+	unroll := max(2, 4/xrows)
 	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x", name),
-		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", rows),
+		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", xrows),
 		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d. It prefetches wt %d bytes ahead of its loads.", step, step, gemvAhead))
 	x0 := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
@@ -388,12 +388,10 @@ func gemv(name string, w width, vnni bool, rows int) {
 	lds := Load(Param("lds"), GP64())
 	chans, xp, wr, n := GP64(), GP64(), GP64(), GP64()
 	acc := func(r, u int) VecPhysical { return w.phys(r*unroll + u) }
-	// xrow is row r of x at the iteration's step u.
-	x3 := GP64() // xp + 3·ldx, for four rows
-	xrow := func(r, u int) Mem {
-		m := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}[r]
-		return m.Offset(2 * step * u)
-	}
+	// xrow is row r of x at the iteration's step u; x3 = xp + 3·ldx, set
+	// for four rows.
+	var x3 Register
+	xrow := func(r, u int) Mem { return rows(xrows, xp, ldx, x3, 2*step*u)[r] }
 	madd := func(xm Mem, wv VecPhysical, r, u int) {
 		if vnni {
 			vpdpwssd(xm, wv, acc(r, u))
@@ -406,7 +404,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 	advance := func(ks int) {
 		ADDQ(U32(ks), wr)
 		ADDQ(U32(2*ks), xp)
-		if rows == 4 {
+		if xrows == 4 {
 			ADDQ(U32(2*ks), x3)
 		}
 		SUBQ(U32(ks), n)
@@ -414,13 +412,12 @@ func gemv(name string, w width, vnni bool, rows int) {
 	MOVQ(U32(8), chans)
 	Label(name + "_row")
 	MOVQ(x0, xp)
-	if rows == 4 {
-		LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
-		ADDQ(ldx, x3)
+	if xrows == 4 {
+		x3 = third(xp, ldx)
 	}
 	MOVQ(wp, wr)
 	MOVQ(k, n)
-	for r := range rows {
+	for r := range xrows {
 		for u := range unroll {
 			w.xor(acc(r, u), acc(r, u), acc(r, u))
 		}
@@ -435,7 +432,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 		VPMOVSXBW(Mem{Base: wr, Disp: u * step}, w.phys(8+u))
 	}
 	for u := range unroll {
-		for r := range rows {
+		for r := range xrows {
 			madd(xrow(r, u), w.phys(8+u), r, u)
 		}
 	}
@@ -446,7 +443,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 	JZ(LabelRef(name + "_sum"))
 	Label(name + "_loop")
 	VPMOVSXBW(Mem{Base: wr}, w.phys(8))
-	for r := range rows {
+	for r := range xrows {
 		madd(xrow(r, 0), w.phys(8), r, 0)
 	}
 	advance(step)
@@ -457,7 +454,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 	Label(name + "_sum")
 	o := GP64()
 	MOVQ(op, o)
-	for r := range rows {
+	for r := range xrows {
 		a := acc(r, 0)
 		for u := 1; u < unroll; u++ {
 			VPADDD(acc(r, u), a, a)
@@ -476,7 +473,7 @@ func gemv(name string, w width, vnni bool, rows int) {
 		VPSHUFD(Imm(0xb1), sum, t) // swap the 32-bit lanes of each half
 		VPADDD(t, sum, sum)
 		VMOVD(sum, Mem{Base: o})
-		if r+1 < rows {
+		if r+1 < xrows {
 			ADDQ(lds, o)
 		}
 	}
