@@ -19,9 +19,10 @@ import (
 // deliberately unused (see _asm/main.go), so it is not required.
 var impl = bestImpl()
 
-// vnni is whether the AVX-512 int8 products use AVX512-VNNI (VPDPWSSD:
-// the same bits as VPMADDWD and VPADDD in one instruction), chosen once
-// with impl. Tests clear it to check both forms.
+// vnni is whether the AVX-512 int8 products use AVX512-VNNI (VPDPWSSD in
+// the one-row kernels: the same bits as VPMADDWD and VPADDD in one
+// instruction; VPDPBUSD on quad panels, see quadPanels), chosen once with
+// impl. Tests clear it to check both forms.
 var vnni = impl == implAVX512 && cpu.X86.HasAVX512VNNI
 
 func bestImpl() int {

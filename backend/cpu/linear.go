@@ -14,30 +14,29 @@ import (
 
 // The int8 linear operations. Both are an exact int8 product A·Wᵀ (A
 // [M, K], W [N, K], one row per output channel) by the kernels of
-// _asm/linear.go, the rows of A widened to int16 first. The ways to lay
-// the work out, which pathFor, linearPath and mmInt8 choose by M:
+// _asm/linear.go, the rows of A widened to int16 first (kept int8 with
+// quad panels, below). The ways to lay the work out, which pathFor,
+// linearPath and mmInt8 choose by M:
 //
-//	int8_linear, plain weight, AVX2 or AVX-512 set, K % 16 == 0:
+//	int8_linear, plain weight, AVX2 or AVX-512 set without VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
 //	int8_linear, plain weight otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	int8_linear, prepared weight:
 //	    up to 8 rows one row at a time (the plain weight), up to 96 few, more many
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to 8 rows cols (5 with VNNI), up to 96 few, more many (b packed whole, int8 panels)
+//	    up to 8 rows cols (5 with VNNI), up to 96 few, more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
 //   - many rows (M > fewMax): W packed once per call into panels of
 //     gemmCols channels (per pair of k, each channel's two values, as
-//     int8 on the assembly sets, else int16); then blocks of blockRows
-//     rows by blockCols channels in parallel, each in passes of
-//     blockPairs pairs of k (twice as many with int8 panels), gemmTile
-//     computing tiles of up to gemmRows rows by one panel (the panel's
-//     part, 16 KiB, stays in the first-level cache while the block's rows
-//     go by; 32 KiB with AVX-512), or, for products of wideMinRows rows
-//     or more, by two panels where the kernel set has wide tiles (AVX-512
-//     with VNNI, whose 32 registers hold the accumulators);
+//     int8 on the assembly sets, else int16; quads with VNNI, below);
+//     then blocks of blockRows rows by blockCols channels in parallel,
+//     each in passes of blockPairs pairs of k (twice as many with int8
+//     panels), gemmTile computing tiles of up to gemmRows rows by one
+//     panel (the panel's part, 16 KiB, stays in the first-level cache
+//     while the block's rows go by; 32 KiB with AVX-512);
 //   - few rows (M > gemvMax): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches (a prepared
@@ -46,25 +45,39 @@ import (
 //     are, one after another, and multiplies them with up to 4 rows of A,
 //     at the memory's speed;
 //   - dot products (int8_linear with a plain weight, dotMin to dotMax
-//     rows, K a multiple of 16, an assembly kernel set: linearPath takes
-//     it there instead of the two above): dotTile reads the weight rows as
-//     they are too, 4 rows of A by 3 channels at a time (6 with VNNI, K a
-//     multiple of 32), each product a vector of partial sums along k
-//     (dotBody).
+//     rows, K a multiple of 16, an assembly kernel set without quad
+//     panels: linearPath takes it there instead of the two above): dotTile
+//     reads the weight rows as they are too, 4 rows of A by 3 channels at
+//     a time, each product a vector of partial sums along k (dotBody).
+//
+// Quad panels (quadPanels: AVX-512 with VNNI) serve the few- and many-row
+// paths there. VPDPBUSD multiplies four unsigned bytes by four signed ones
+// and adds the four products to an int32 lane: twice VPDPWSSD's work per
+// instruction, exact (a product is at most 255·128 in magnitude, four of
+// them far from 2^31), but unsigned on one side. So the panels hold each
+// channel's four values of a quad of k plus 128 (the byte XOR 0x80), the
+// rows of A stay int8 (zero past K), and since Σ a·(w+128) = Σ a·w +
+// 128·Σ a, each row's -128·Σ a (product.corr, wrapping as int32 does) is
+// added to its sums once, by the tile that starts them. A quad of k takes
+// 4 bytes of a row, as a pair of int16 does, and a quad of a panel 4 bytes
+// a channel, as an int16 pair: the drivers' arithmetic is the same, with
+// kp counting quads. The many-row path runs the tiles over two panels
+// (wideMinRows), in passes of quadPass quads, each tile prefetching a
+// share of the next two panels' part into the second-level cache.
 //
 // The few-row path packs its panels as int8 pairs (half the bytes of the
-// int16 ones, widened as the tiles load them). A prepared weight
+// int16 ones, widened as the tiles load them) or quads. A prepared weight
 // (op.PackedWeight, packed by preparedPanels the first time) is already in
 // such panels: with it the few-row path packs nothing, and the many-row
 // path skips the call's packing (up to gemvMax rows, the one-row path
 // reads the plain weight instead). mm_int8 at up to colsMax() rows reads
 // b [K, N] as it is, row by row (colsBody), instead of packing it; with
-// more, on the assembly sets, it packs b whole into int8 panels, four
-// rows of b at a time so that each panel's
-// part is written in whole lines (on AVX2 where the pairs of k are even
-// in number; packColsI8Body: non-temporal when b and the panels outgrow
-// the last-level cache), and the few- and many-row paths run on them as
-// on a prepared weight. Same-process A/B against packing int16 panels for the
+// more, on the assembly sets, it packs b whole into int8 panels (quads
+// with VNNI), four rows of b at a time so that each panel's part is
+// written in whole lines (on AVX2 where the pairs of k are even in
+// number; packColsI8Body: non-temporal when b and the panels outgrow the
+// last-level cache), and the few- and many-row paths run on them as on a
+// prepared weight. Same-process A/B against packing int16 panels for the
 // many-row path: on a 2-core Zen 3, 0.75-0.83 of the time at 16 to 96
 // rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072; on a 2-core
 // Zen 4 (AVX-512), 0.66-0.86 at 9 to 96 rows, 0.93 at 512, 0.95 at
@@ -82,25 +95,28 @@ const (
 	blockCols  = 256  // channels per block (a multiple of every gemmCols)
 	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with int8 panels)
 	fewPairs   = 2048 // pairs of k per pass of the few-row path
+	// quadPass is the quads of k per pass of the many-row path with quad
+	// panels (128 KiB of each panel): the tiles keep their sums in
+	// registers over a whole pass, and at this speed ending a pass costs
+	// more than reading the panels from the second-level cache. Measured
+	// on a 2-core Zen 5 (medians, alternated in one process), 4096x3072x3072
+	// and 512x4096x4096: 85.6 and 20.5 ms at 64 quads, 73.9 and 18.2 at
+	// 128, 68.1 and 16.9 at 256, 64.7 and 15.8 at 512; then 59.9 and 14.7
+	// at 512 against 57.7 and 14.4 at 1024 (2048: no different).
+	quadPass = 1024
 	// grainMACs is the least work worth handing to another thread.
 	grainMACs = 1 << 21
 )
 
-// vnniMinRows is the fewest rows for which a tile uses VNNI: VPDPWSSD
-// adds into its accumulator, so each accumulator is a chain of about 5
-// cycles, and a tile of fewer rows has too few chains to keep the
-// multipliers busy (VPMADDWD, then VPADDD, chains only the 1-cycle add).
-// Fewer rows take the VPMADDWD tiles.
-const vnniMinRows = 3
-
 // wideMinRows is the fewest rows of a product for which the many-row path
-// uses tiles over two panels where the kernel set has them: on AMD's
-// processors every product of the path, elsewhere those of 2048 rows or
-// more (wideMinRowsFor). Measured (BENCHMARKS.md) on two cores of an
-// Emerald Rapids host: 10-20% faster at 4096 rows, 7-24% slower at 512;
-// on a 2-core Zen 4, alternating in one process: 0.95-0.99 of the one-panel
-// tiles' time at 4096 rows, 0.93-0.96 at 512 and 1024, 0.97-0.99 at 128 and
-// 256.
+// runs quad tiles over two panels: on AMD's processors every product of
+// the path, elsewhere those of 2048 rows or more (wideMinRowsFor). Measured
+// (BENCHMARKS.md) with the VPDPWSSD tiles that the quad tiles replaced,
+// which had the same two forms: on two cores of an Emerald Rapids host,
+// 10-20% faster at 4096 rows, 7-24% slower at 512; on a 2-core Zen 4,
+// alternating in one process: 0.95-0.99 of the one-panel tiles' time at
+// 4096 rows, 0.93-0.96 at 512 and 1024, 0.97-0.99 at 128 and 256. (The
+// quad tiles have been measured on a Zen 5 only, over two panels.)
 var wideMinRows = wideMinRowsFor()
 
 // fewMax is the largest M that takes the few-row path: up to a block of
@@ -139,13 +155,16 @@ func pathFor(m int) int {
 
 // linearPath chooses int8_linear's layout for m rows of k: pathFor's,
 // except that a plain weight takes the dot path for dotMin to dotMax rows
-// with any assembly kernel set when k is a multiple of 16. Up to gemvMax
+// with the assembly kernel sets that have no quad panels when k is a
+// multiple of 16 (with quad panels the few-row path is faster: on a 2-core
+// Zen 5, 4096x4096, the weight out of the caches, it took 0.88-0.96 of the
+// dot path's time from 9 to 16 rows, 0.77-0.85 from 20 to 32). Up to gemvMax
 // rows, a prepared weight's rows are read plain too, on the one-row path:
 // on a 2-core Zen 5, 4096x4096, two threads, it took 0.83-0.88 of the
 // few-row path's time over the prepared panels at 2, 4 and 8 rows.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
-	if !prepared && impl != implGeneric && k%16 == 0 && m >= dotMin && m <= dotMax {
+	if !prepared && impl != implGeneric && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
 		return dotRows
 	}
 	return path
@@ -191,8 +210,10 @@ func colsMax() int {
 type product struct {
 	m, k, n int
 	path    int
-	kp      int    // pairs of k: K rounded up to even (at least one pair)
-	x       []byte // the rows of A as int16, lda bytes apart
+	kp      int    // pairs of k: K rounded up to even (at least one pair); with quads, quads of k
+	x       []byte // the rows of A as int16 (with quads, int8, zero past K), lda bytes apart
+	quads   bool   // few or many rows where quadPanels: quad panels, and corr
+	corr    []byte // with quads, per row of A, -128 times its sum (int32, wrapping), which the tiles add
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
 	i8      bool   // panels hold int8 pairs, not int16 (on the assembly sets, and the few-row path's and a prepared weight's everywhere)
@@ -213,8 +234,13 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // newProduct lays out A for an [m, k] by [n, k] product on the path
 // given.
 func newProduct(m, k, n, path int) *product {
-	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows,
-		wide: path == manyRows && m >= wideMinRows && hasWideTiles()}
+	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
+	if (path == manyRows || path == fewRows) && quadPanels() {
+		// Quads of k: 4 bytes of a row of A a quad, as a pair of int16.
+		p.quads, p.i8, p.kp = true, false, max(1, (k+3)/4)
+		p.wide = path == manyRows && m >= wideMinRows
+		p.corr = smallBufs.get(4 * m)
+	}
 	// An odd number of 64-byte lines apart, so that the rows a tile reads
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
@@ -232,6 +258,9 @@ func newProduct(m, k, n, path int) *product {
 // release returns the product's large buffers for reuse.
 func (p *product) release() {
 	putBuf(p.x)
+	if p.corr != nil {
+		smallBufs.put(p.corr)
+	}
 	if !p.shared {
 		putBuf(p.wp)
 	}
@@ -239,7 +268,40 @@ func (p *product) release() {
 }
 
 // setRow sets row r of A from int8 values.
-func (p *product) setRow(r int, q []byte) { widenInt8(q[:p.k], p.x[r*p.lda:r*p.lda+2*p.k]) }
+func (p *product) setRow(r int, q []byte) {
+	if !p.quads {
+		widenInt8(q[:p.k], p.x[r*p.lda:r*p.lda+2*p.k])
+		return
+	}
+	row := p.x[r*p.lda : r*p.lda+4*p.kp]
+	copy(row, q[:p.k])
+	clear(row[p.k:])
+	binary.LittleEndian.PutUint32(p.corr[4*r:], uint32(-128*sumInt8(q[:p.k])))
+}
+
+// sumInt8 is the sum of the int8 values of q, eight at a time: each byte
+// plus 128 is unsigned, and masks add a word's bytes into four 16-bit
+// lanes, which hold 128 words' worth (at most 510 a word) before they are
+// added up.
+func sumInt8(q []byte) int32 {
+	const lo8, lo16 = 0x00ff00ff00ff00ff, 0x0000ffff0000ffff
+	var total int64
+	whole := len(q) &^ 7
+	for i := 0; i < whole; {
+		var lanes uint64
+		for end := min(whole, i+8*128); i < end; i += 8 {
+			v := binary.LittleEndian.Uint64(q[i:]) ^ 0x8080808080808080
+			lanes += v&lo8 + v>>8&lo8
+		}
+		lanes = lanes&lo16 + lanes>>16&lo16
+		total += int64(lanes&0xffffffff + lanes>>32)
+	}
+	total -= 128 * int64(whole)
+	for _, b := range q[whole:] {
+		total += int64(int8(b))
+	}
+	return int32(total)
+}
 
 // setWeight lays out W from its int8 bytes: [N, K] rows, or (cols, many
 // or few rows) the [K, N] matrix whose columns are the rows.
@@ -248,19 +310,21 @@ func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
 		p.w = w
 		return nil
 	}
-	p.i8 = int8Panels() || p.path == fewRows
+	p.i8 = !p.quads && (int8Panels() || p.path == fewRows)
 	nr := gemmCols()
 	panels := roundUp(p.n, nr) / nr
 	// Reused, not cleared: the panels' channels past N make sums no one
 	// reads; every other byte is written.
 	p.wp = getBuf(panels * p.kp * p.pairBytes())
 	switch {
+	case cols && p.quads:
+		return parallelFor(ctx, &packColsQuadsBody{p, w}, p.kp, max(1, grainBytes/(4*p.n)))
 	case cols && p.i8:
 		return parallelFor(ctx, &packColsI8Body{p, w, streaming(len(p.wp) + len(w))}, (p.kp+1)/2, max(1, grainBytes/(4*p.n)))
 	case cols:
 		return parallelFor(ctx, &packColsBody{p, w}, p.kp, max(1, grainBytes/(2*p.n)))
 	}
-	return parallelFor(ctx, &packBody{src: w, dst: p.wp, k: p.k, n: p.n, kp: p.kp, i8: p.i8}, panels, max(1, grainBytes/max(1, nr*p.k)))
+	return parallelFor(ctx, &packBody{src: w, dst: p.wp, k: p.k, n: p.n, kp: p.kp, i8: p.i8, quads: p.quads}, panels, max(1, grainBytes/max(1, nr*p.k)))
 }
 
 // run computes the product and hands its sums to p.fin.
@@ -287,12 +351,19 @@ func (p *product) run(ctx context.Context) error {
 // pc+kc) of k, against one panel, or with pstride > 0 against two
 // adjacent panels pstride bytes apart (tileWide), into c (ldc bytes a
 // row). The tiles are as even as possible: 16 rows as 5, 5 and 6
-// measured about 20% faster than as 6, 6 and 4.
-func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byte, ldc int) {
+// measured about 20% faster than as 6, 6 and 4. With two panels, next,
+// if not nil, is where the next two panels' part starts (pstride apart
+// too): the tiles prefetch a share of it each (the quad tiles).
+func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byte, ldc int, next []byte) {
 	tiles := (rows + gemmRows - 1) / gemmRows
 	cols := gemmCols()
 	if pstride > 0 {
 		cols *= 2
+	}
+	pf, pfStep, share := panel, 0, 0
+	if next != nil {
+		share = (len(next) + tiles - 1) / tiles
+		pfStep = (share + kc - 1) / kc
 	}
 	for t, i := 0, 0; i < rows; t, i = t+1, i+(rows-i)/(tiles-t) {
 		// As even as possible: 16 rows are 5, 5 and 6.
@@ -300,15 +371,23 @@ func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byt
 		at := (r0+i)*p.lda + 4*pc
 		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*cols]
 		if pstride > 0 {
-			p.tileWide(mr, a, panel, pstride, kc, cs, ldc, pc > 0)
+			if next != nil {
+				pf = next[min(t*share, len(next)-1):]
+			}
+			p.tileWide(r0+i, mr, a, panel, pstride, kc, cs, ldc, pc > 0, pf, pfStep)
 		} else {
-			p.tile(mr, a, panel, kc, cs, ldc, pc > 0)
+			p.tile(r0+i, mr, a, panel, kc, cs, ldc, pc > 0)
 		}
 	}
 }
 
-// tile runs the tile kernel for the product's panels (int8 or int16).
-func (p *product) tile(mr int, a, panel []byte, kc int, c []byte, ldc int, add bool) {
+// tile runs the tile kernel for the product's panels (int8 or int16
+// pairs, or quads) over rows a, from row r of A.
+func (p *product) tile(r, mr int, a, panel []byte, kc int, c []byte, ldc int, add bool) {
+	if p.quads {
+		gemmTileQuad(mr, a, p.lda, panel, 0, kc, c, ldc, add, p.corr[4*r:], nil, 0)
+		return
+	}
 	if p.i8 {
 		gemmTileI8(mr, a, p.lda, panel, kc, c, ldc, add)
 	} else {
@@ -317,20 +396,20 @@ func (p *product) tile(mr int, a, panel []byte, kc int, c []byte, ldc int, add b
 }
 
 // tileWide computes a tile over two adjacent panels, the second pstride
-// bytes after the first: with the kernel set's wide tile, or where it
-// has none, or the tile is too short for VNNI, as two one-panel tiles
+// bytes after the first: with the quad tile, which prefetches pf[i·pfStep]
+// at step i and as far into the second panel, or as two one-panel tiles
 // (which tests force on every kernel set, to reach this path).
-func (p *product) tileWide(mr int, a, panels []byte, pstride, kc int, c []byte, ldc int, add bool) {
-	if hasWideTiles() && mr >= vnniMinRows {
-		gemmTileWide(p.i8, mr, a, p.lda, panels, pstride, kc, c, ldc, add)
+func (p *product) tileWide(r, mr int, a, panels []byte, pstride, kc int, c []byte, ldc int, add bool, pf []byte, pfStep int) {
+	if p.quads {
+		gemmTileQuad(mr, a, p.lda, panels, pstride, kc, c, ldc, add, p.corr[4*r:], pf, pfStep)
 		return
 	}
 	pb := p.pairBytes()
-	p.tile(mr, a, panels[:kc*pb], kc, c, ldc, add)
-	p.tile(mr, a, panels[pstride:pstride+kc*pb], kc, c[4*gemmCols():], ldc, add)
+	p.tile(r, mr, a, panels[:kc*pb], kc, c, ldc, add)
+	p.tile(r, mr, a, panels[pstride:pstride+kc*pb], kc, c[4*gemmCols():], ldc, add)
 }
 
-// pairBytes is the bytes of a panel per pair of k.
+// pairBytes is the bytes of a panel per pair of k (or quad).
 func (p *product) pairBytes() int {
 	if p.i8 {
 		return 2 * gemmCols()
@@ -358,7 +437,10 @@ func (b *manyBody) run(lo, hi int) {
 	// at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
 	// 4096x3072x12288 (768 and 1024 about as 512).
 	passPairs := blockPairs
-	if p.i8 && int8Panels() {
+	switch {
+	case p.quads:
+		passPairs = quadPass
+	case p.i8 && int8Panels():
 		passPairs *= 2
 	}
 	for u := lo; u < hi; u++ {
@@ -370,17 +452,46 @@ func (b *manyBody) run(lo, hi int) {
 				at := ((c0+j)/nr*p.kp + pc) * pb
 				if p.wide && j+nr < cols {
 					// Two panels at once: the next one starts p.kp
-					// pairs after this one.
+					// pairs after this one. The two after them (if
+					// whole) are prefetched as the tiles go.
 					stride := p.kp * pb
-					p.tiles(r0, rows, pc, kc, p.wp[at:at+stride+kc*pb], stride, c[4*j:], ldc)
+					next := b.next(u, hi, j, pc, kc, passPairs)
+					p.tiles(r0, rows, pc, kc, p.wp[at:at+stride+kc*pb], stride, c[4*j:], ldc, next)
 					j += nr
 					continue
 				}
-				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*pb], 0, c[4*j:], ldc)
+				p.tiles(r0, rows, pc, kc, p.wp[at:at+kc*pb], 0, c[4*j:], ldc, nil)
 			}
 		}
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
 	}
+}
+
+// next returns the part of the two panels whose tiles follow those of
+// panels j and j+1 of block u in pass pc (of kc pairs, passes of pass),
+// in the blocks up to hi, for the tiles to prefetch; nil if there is none
+// or it is not two whole panels.
+func (b *manyBody) next(u, hi, j, pc, kc, pass int) []byte {
+	p := b.p
+	nr := gemmCols()
+	pb := p.pairBytes()
+	c0, cols := u%b.bn*blockCols, min(blockCols, p.n-u%b.bn*blockCols)
+	j += 2 * nr
+	switch {
+	case j < cols: // this pass, the next two panels
+	case pc+kc < p.kp: // the next pass
+		j, pc = 0, pc+kc
+	case u+1 < hi: // the next block's first pass
+		u, j, pc = u+1, 0, 0
+		c0, cols = u%b.bn*blockCols, min(blockCols, p.n-u%b.bn*blockCols)
+	default:
+		return nil
+	}
+	if j+2*nr > cols {
+		return nil
+	}
+	at := ((c0+j)/nr*p.kp + pc) * pb
+	return p.wp[at : at+min(pass, p.kp-pc)*pb]
 }
 
 // fewBody runs panels [lo, hi) over every row: it packs a pass of k of
@@ -395,8 +506,11 @@ type fewBody struct{ p *product }
 func (b *fewBody) run(lo, hi int) {
 	p := b.p
 	nr := gemmCols()
-	pb := 2 * nr // int8 pairs, prepared or not
+	pb := p.pairBytes() // int8 pairs or quads, prepared or not
 	pairs := min(fewPairs, p.kp)
+	if p.quads {
+		pairs = min(fewPairs/2, p.kp) // as many bytes
+	}
 	var panel []byte
 	if p.wp == nil {
 		panel = smallBufs.get(pairs * pb)
@@ -412,12 +526,14 @@ func (b *fewBody) run(lo, hi int) {
 			if p.wp != nil {
 				at := (pn*p.kp + pc) * pb
 				panel = p.wp[at : at+kc*pb]
+			} else if p.quads {
+				packQuadPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
 			} else {
 				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb], true)
 			}
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
-				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc)
+				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc, nil)
 			}
 		}
 		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)
@@ -428,7 +544,7 @@ func (b *fewBody) run(lo, hi int) {
 // dotTile, which reads the weight rows as they are: no packing, so the
 // weight streams from memory while the tiles compute (the few-row path
 // packs each panel first, memory-bound, then computes it). For each tile's
-// channels (3, or 6 with VNNI), the tiles run over all of k for each four
+// 3 channels, the tiles run over all of k for each four
 // rows in turn: the channels' weight rows stream from memory for the
 // first four rows and are read from the cache for the rest, and the rows
 // of x come from the second-level cache. The sums wrap as the contract's int32 does, so the
@@ -440,10 +556,13 @@ func (b *fewBody) run(lo, hi int) {
 type dotBody struct{ p *product }
 
 // dotChannels is the number of channels in a block of the dot path (a
-// multiple of every dotTileChannels); dotTileRows the rows of a dotTile.
+// multiple of dotTileChannels); dotTileRows, dotTileChannels and dotStep
+// the rows, channels and values of k a step of a dotTile.
 const (
-	dotChannels = 48
-	dotTileRows = 4
+	dotChannels     = 48
+	dotTileRows     = 4
+	dotTileChannels = 3
+	dotStep         = 16
 )
 
 func (b *dotBody) run(lo, hi int) {
@@ -454,8 +573,7 @@ func (b *dotBody) run(lo, hi int) {
 	defer smallBufs.put(sums)
 	out := smallBufs.get(4 * p.m * dotChannels)
 	defer smallBufs.put(out)
-	step := dotStep(p.k)
-	ch := dotTileChannels(step)
+	step, ch := dotStep, dotTileChannels
 	var pad []byte          // a last group's weight rows, zero-padded to ch
 	kd := p.k &^ (step - 1) // whole steps
 	for u := lo; u < hi; u++ {
@@ -475,11 +593,11 @@ func (b *dotBody) run(lo, hi int) {
 				w, ldw = pad, kd
 			}
 			for r := 0; r < mr; r += dotTileRows {
-				pf, pfStep := b.prefetch(c0+c+ch, ch, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step, step)
+				pf, pfStep := b.prefetch(c0+c+ch, ch, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step)
 				if pf == nil {
 					pf = p.x[r*p.lda:] // in the cache already
 				}
-				dotTile(step, p.x[r*p.lda:], p.lda, w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
+				dotTile(p.x[r*p.lda:], p.lda, w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
 			}
 		}
 		for c := range cols {
@@ -511,10 +629,8 @@ func (b *dotBody) run(lo, hi int) {
 // single group fetches them as it goes. Nil if the tile has nothing to
 // fetch. Measured on 4-16 rows (AVX2): 7-16% faster; at 48 rows no
 // different. A step prefetches one line, so a step above 64 bytes leaves
-// lines to the hardware's prefetchers: 48 bytes with the AVX2 tile and one
-// group, 96 or 192 with the VNNI tile and one or two groups (up to 8
-// rows), 96 with three.
-func (b *dotBody) prefetch(next, ch, end, g, groups, steps, dotStep int) (pf []byte, step int) {
+// lines to the hardware's prefetchers: 48 bytes with one group.
+func (b *dotBody) prefetch(next, ch, end, g, groups, steps int) (pf []byte, step int) {
 	p := b.p
 	if next+ch > end {
 		return nil, 0
@@ -706,6 +822,67 @@ func packPanel(w []byte, k, n, n0, pc, kc int, dst []byte, i8 bool) {
 	}
 }
 
+// packQuadPanel packs quads [qc, qc+kc) of k of the quad panel of
+// channels from n0 of a [n, k] weight into dst: per quad, each channel's
+// four values plus 128, as unsigned bytes (weight 0 past k). Channels past
+// n are left as they are. The kernel packs what it can of a whole panel,
+// Go the rest.
+func packQuadPanel(w []byte, k, n, n0, qc, kc int, dst []byte) {
+	nr := gemmCols()
+	cols := min(nr, n-n0)
+	done := 0
+	if full := min(kc, k/4-qc); cols == nr && full >= 4 {
+		done = packQuadsPanel(w[n0*k+4*qc:(n0+nr-1)*k+4*(qc+full)], k, full, dst)
+	}
+	for j := range cols {
+		row := w[(n0+j)*k : (n0+j+1)*k]
+		for q := done; q < kc; q++ {
+			var quad [4]byte
+			if e := 4 * (qc + q); e < k {
+				copy(quad[:], row[e:])
+			}
+			binary.LittleEndian.PutUint32(dst[q*4*nr+4*j:], binary.LittleEndian.Uint32(quad[:])^0x80808080)
+		}
+	}
+}
+
+// packColsQuadsBody packs quads [lo, hi) of k of every quad panel from a
+// [K, N] matrix, reading its rows in order: the kernel the whole pairs of
+// panels of four rows, Go the rest (an odd or partial last panel, and the
+// last rows of a K that is not a multiple of 4, weight 0 past K).
+type packColsQuadsBody struct {
+	p   *product
+	src []byte
+}
+
+func (b *packColsQuadsBody) run(lo, hi int) {
+	p := b.p
+	nr := gemmCols()
+	qb := 4 * nr
+	pstride := p.kp * qb
+	panels, whole := roundUp(p.n, nr)/nr, p.n/nr
+	for q := lo; q < hi; q++ {
+		done := 0
+		if 4*q+3 < p.k && whole >= 2 {
+			done = packColsQuadsPanels(b.src[4*q*p.n:(4*q+3)*p.n+whole*nr], p.n, whole, p.wp[q*qb:], pstride)
+		}
+		for pn := done; pn < panels; pn++ {
+			d := p.wp[pn*pstride+q*qb : pn*pstride+(q+1)*qb]
+			for j := range nr {
+				var quad uint32
+				for e := range 4 {
+					v := byte(0)
+					if c, r := pn*nr+j, 4*q+e; c < p.n && r < p.k {
+						v = b.src[r*p.n+c]
+					}
+					quad |= uint32(v^0x80) << (8 * e)
+				}
+				binary.LittleEndian.PutUint32(d[4*j:], quad)
+			}
+		}
+	}
+}
+
 // int8Panels reports whether the many-row path packs a plain weight into
 // int8 pairs, as a prepared weight's panels are (the tiles widen them as
 // they load them: half the bytes to write and read again), rather than
@@ -721,9 +898,9 @@ var int8Panels = func() bool { return impl != implGeneric }
 // row and n rows into dst, kp pairs of k a panel, as int8 pairs (i8) or
 // int16 ones: a call's panels, or a prepared weight's.
 type packBody struct {
-	src, dst []byte
-	k, n, kp int
-	i8       bool
+	src, dst  []byte
+	k, n, kp  int // kp: pairs of k, or with quads quads
+	i8, quads bool
 }
 
 func (b *packBody) run(lo, hi int) {
@@ -733,6 +910,10 @@ func (b *packBody) run(lo, hi int) {
 		size /= 2
 	}
 	for pn := lo; pn < hi; pn++ {
+		if b.quads {
+			packQuadPanel(b.src, b.k, b.n, pn*nr, 0, b.kp, b.dst[pn*size:(pn+1)*size])
+			continue
+		}
 		packPanel(b.src, b.k, b.n, pn*nr, 0, b.kp, b.dst[pn*size:(pn+1)*size], b.i8)
 	}
 }
@@ -946,7 +1127,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	prod := newProduct(m, k, n, path)
 	defer prod.release()
 	if panels != nil {
-		prod.wp, prod.i8, prod.shared = panels, true, true
+		prod.wp, prod.i8, prod.shared = panels, !prod.quads, true
 	}
 	p := &prepareBody{dt: a.X.DType(), src: xb, kx: a.X.Dim(-1), k: k, g: a.Group, act: a.InputAct,
 		prod: prod, scales: smallBufs.get(4 * m)}

@@ -41,20 +41,11 @@ var gemmTiles = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []byt
 	implAVX512: {gemmTile1AVX512, gemmTile2AVX512, gemmTile3AVX512, gemmTile4AVX512, gemmTile5AVX512, gemmTile6AVX512},
 }
 
-// gemmTilesVNNI are the AVX-512 tile kernels in their VNNI form.
-var gemmTilesVNNI = [gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
-	gemmTile1VNNIAVX512, gemmTile2VNNIAVX512, gemmTile3VNNIAVX512, gemmTile4VNNIAVX512, gemmTile5VNNIAVX512, gemmTile6VNNIAVX512,
-}
-
 // gemmTile computes a tile of mr rows (1 to gemmRows) of an int8 product:
 // see gemmTileGeneric.
 func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
 	if impl == implGeneric {
 		gemmTileGeneric(16, mr, a, lda, b, kp, c, ldc, add)
-		return
-	}
-	if impl == implAVX512 && vnni && mr >= vnniMinRows {
-		gemmTilesVNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 		return
 	}
 	gemmTiles[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
@@ -99,17 +90,18 @@ func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst 
 	linearOutGeneric(out, acc[4*n:], xs, ws[n:], bias, dst[n*size:])
 }
 
-// peakLoop runs n iterations of gemmTile's arithmetic on registers and
-// returns the number of operations (2 per multiply-add) they did, or 0
-// for the generic kernels, which have no such loop.
+// peakLoop runs n iterations of the many-row tiles' arithmetic (VPDPBUSD
+// with quad panels) on registers and returns the number of operations (2
+// per multiply-add) they did, or 0 for the generic kernels, which have no
+// such loop.
 func peakLoop(n int) int64 {
 	switch impl {
 	case implAVX512:
-		if vnni {
-			peakVNNIAVX512(n)
-		} else {
-			peakAVX512(n)
+		if quadPanels() {
+			peakQuadVNNIAVX512(n)
+			return int64(n) * 12 * 128
 		}
+		peakAVX512(n)
 		return int64(n) * 12 * 64
 	case implAVX2:
 		peakAVX2(n)
@@ -208,41 +200,15 @@ var (
 	gemvVNNI   = [...]gemvKernel{gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
 )
 
-// dotStep is the values of k a dotTile step takes in a product of rows
-// of k: 32 where AVX512-VNNI's tile runs (k a multiple of 32), else 16, a
-// register of int16 for the AVX2 tile (which AVX-512 runs for the rest,
-// with or without VNNI). Measured on a 2-core Zen 4, 4096x4096, the weight
-// out of the caches, alternating in one process: the VNNI tile (over 6
-// channels) took 0.79-0.89 of the AVX2 tile's time from 3 to 16 rows.
-func dotStep(k int) int {
-	if impl == implAVX512 && vnni && k%32 == 0 {
-		return 32
-	}
-	return 16
-}
-
-// dotTileChannels is the channels of a dot tile of step values of k a
-// step: 6 for the VNNI tile, 3 for the others.
-func dotTileChannels(step int) int {
-	if step == 32 {
-		return 6
-	}
-	return 3
-}
-
-// dotTile computes dotTileGeneric's sums over steps of step values of k
-// (dotStep's) for 4 rows by dotTileChannels(step) channels: the VNNI tile
-// for 32, the AVX2 one for 16, both also prefetching pf as dotTileAVX2
-// says; Go ignores pf.
-func dotTile(step int, x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
-	switch {
-	case impl == implGeneric:
+// dotTile computes dotTileGeneric's sums over steps of dotStep values of k
+// for 4 rows by dotTileChannels channels, with the AVX2 kernel (on either
+// set), which also prefetches pf as dotTileAVX2 says; Go ignores pf.
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
+	if impl == implGeneric {
 		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
-	case step == 32:
-		dotTile6VNNIAVX512(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
-	default:
-		dotTileAVX2(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
+		return
 	}
+	dotTileAVX2(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
 }
 
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by
@@ -252,11 +218,6 @@ var gemmTilesI8 = [...][gemmRows]func(a []byte, lda int, b []byte, kp int, c []b
 	implAVX512: {gemmTile1I8AVX512, gemmTile2I8AVX512, gemmTile3I8AVX512, gemmTile4I8AVX512, gemmTile5I8AVX512, gemmTile6I8AVX512},
 }
 
-// gemmTilesI8VNNI are the AVX-512 int8-panel tiles in their VNNI form.
-var gemmTilesI8VNNI = [gemmRows]func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool){
-	gemmTile1I8VNNIAVX512, gemmTile2I8VNNIAVX512, gemmTile3I8VNNIAVX512, gemmTile4I8VNNIAVX512, gemmTile5I8VNNIAVX512, gemmTile6I8VNNIAVX512,
-}
-
 // gemmTileI8 computes a tile of mr rows (1 to gemmRows) of an int8
 // product from an int8 panel: see gemmTileI8Generic.
 func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {
@@ -264,44 +225,17 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 		gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
 		return
 	}
-	if impl == implAVX512 && vnni && mr >= vnniMinRows {
-		gemmTilesI8VNNI[min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
-		return
-	}
 	gemmTilesI8[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 }
 
-// gemmTilesWide are the AVX-512 VNNI tiles over two panels, by row count
-// less one: int16 panels, then int8 ones.
-var gemmTilesWide = [2][gemmRows]func(a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool){
-	{gemmTileWide1VNNIAVX512, gemmTileWide2VNNIAVX512, gemmTileWide3VNNIAVX512, gemmTileWide4VNNIAVX512, gemmTileWide5VNNIAVX512, gemmTileWide6VNNIAVX512},
-	{gemmTileWide1I8VNNIAVX512, gemmTileWide2I8VNNIAVX512, gemmTileWide3I8VNNIAVX512, gemmTileWide4I8VNNIAVX512, gemmTileWide5I8VNNIAVX512, gemmTileWide6I8VNNIAVX512},
-}
-
 // wideMinRowsFor is wideMinRows for this processor: its vendor, since
-// the one measurement of each (Zen 4, Emerald Rapids) disagreed below
-// 2048 rows.
+// the one measurement of each (Zen 4, Emerald Rapids, with the VPDPWSSD
+// tiles that the quad tiles replaced) disagreed below 2048 rows.
 func wideMinRowsFor() int {
 	if cpuid.CPU.VendorID == cpuid.AMD {
 		return fewMax + 1
 	}
 	return 2048
-}
-
-// hasWideTiles reports whether the kernel set has tiles over two panels
-// at once (gemmTileWide): AVX-512 with VNNI.
-func hasWideTiles() bool { return impl == implAVX512 && vnni }
-
-// gemmTileWide computes a tile of mr rows (1 to gemmRows) by two adjacent
-// panels, the second pstride bytes after the first in b (int8 pairs if
-// i8), into 2·gemmCols int32 a row of c, over kp >= 1 pairs of k; only
-// where hasWideTiles.
-func gemmTileWide(i8 bool, mr int, a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool) {
-	k := 0
-	if i8 {
-		k = 1
-	}
-	gemmTilesWide[k][min(mr, gemmRows)-1](a, lda, b, pstride, kp, c, ldc, add)
 }
 
 // packRowsPanelI8 packs the first kp pairs of k, rounded down to a
@@ -329,4 +263,54 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 		return
 	}
 	gemvRowsAVX2(x, b, ldb, kp, c)
+}
+
+// quadPanels reports whether the panel paths (few and many rows) multiply
+// quads of k with VPDPBUSD: AVX-512 with VNNI. VPDPBUSD multiplies
+// unsigned bytes by signed ones, four to a lane, twice VPDPWSSD's
+// multiply-adds per instruction at the same rate (a 2-core Zen 5: 1.6 and
+// 0.8 TOPS from registers); the panels hold the weight plus 128 as
+// unsigned bytes, and each row's sum times 128 comes off again (see
+// product.corr). A variable so that tests also run the pair panels where
+// the set would pack quads.
+var quadPanels = func() bool { return impl == implAVX512 && vnni }
+
+// gemmTilesQuad and gemmTilesQuadWide are the quad-panel tiles, by row
+// count less one: over one panel, and over two.
+var (
+	gemmTilesQuad = [gemmRows]func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte){
+		gemmTile1QuadVNNIAVX512, gemmTile2QuadVNNIAVX512, gemmTile3QuadVNNIAVX512, gemmTile4QuadVNNIAVX512, gemmTile5QuadVNNIAVX512, gemmTile6QuadVNNIAVX512,
+	}
+	gemmTilesQuadWide = [gemmRows]func(a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
+		gemmTileWide1QuadVNNIAVX512, gemmTileWide2QuadVNNIAVX512, gemmTileWide3QuadVNNIAVX512, gemmTileWide4QuadVNNIAVX512, gemmTileWide5QuadVNNIAVX512, gemmTileWide6QuadVNNIAVX512,
+	}
+)
+
+// gemmTileQuad computes a tile of mr rows (1 to gemmRows) over kq >= 1
+// quads of k of a quad panel, or with pstride > 0 of two panels pstride
+// bytes apart: see gemmTileQuadGeneric. Only where quadPanels.
+func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int) {
+	if pstride > 0 {
+		gemmTilesQuadWide[min(mr, gemmRows)-1](a, lda, b, pstride, kq, c, ldc, add, corr, pf, pfStep)
+		return
+	}
+	gemmTilesQuad[min(mr, gemmRows)-1](a, lda, b, kq, c, ldc, add, corr)
+}
+
+// packQuadsPanel packs the first kq quads of k, rounded down to a
+// multiple of 4, of a whole quad panel (gemmCols rows of src, ldw bytes
+// apart) into dst, and returns how many quads it packed.
+func packQuadsPanel(src []byte, ldw, kq int, dst []byte) int {
+	kq &^= 3
+	packQuadsVNNIAVX512(src, ldw, kq, dst)
+	return kq
+}
+
+// packColsQuadsPanels packs one quad of k of the whole pairs of quad
+// panels from four rows of a [K, N] matrix (ldb bytes apart), the panels
+// pstride bytes apart in dst, and returns how many panels it packed.
+func packColsQuadsPanels(src []byte, ldb, panels int, dst []byte, pstride int) int {
+	panels &^= 1
+	packColsQuadsVNNIAVX512(src, ldb, panels/2, dst, pstride)
+	return panels
 }

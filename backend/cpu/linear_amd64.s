@@ -2251,195 +2251,103 @@ gemmTile1I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile1VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile1VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile1QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), CX
-	MOVQ   kp+56(FP), DX
+	MOVQ   kq+56(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
-gemmTile1VNNIAVX512_loop:
-	VMOVDQU32    (CX), Z12
-	VMOVDQU32    64(CX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
+gemmTile1QuadVNNIAVX512_loop:
+	VMOVDQU32    (CX), Z24
+	VMOVDQU32    64(CX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, CX
 	DECQ         DX
-	JNZ          gemmTile1VNNIAVX512_loop
+	JNZ          gemmTile1QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
 	MOVB         add+96(FP), CL
 	TESTB        CL, CL
-	JZ           gemmTile1VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
+	JNZ          gemmTile1QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), CX
+	VPBROADCASTD (CX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	JMP          gemmTile1QuadVNNIAVX512_store
 
-gemmTile1VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VZEROUPPER
-	RET
-
-// func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile1I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), CX
-	MOVQ   kp+56(FP), DX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-
-gemmTile1I8VNNIAVX512_loop4:
-	CMPQ         DX, $0x04
-	JB           gemmTile1I8VNNIAVX512_tail
-	VPMOVSXBW    (CX), Z12
-	VPMOVSXBW    32(CX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPMOVSXBW    64(CX), Z12
-	VPMOVSXBW    96(CX), Z13
-	VPBROADCASTD 4(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPMOVSXBW    128(CX), Z12
-	VPMOVSXBW    160(CX), Z13
-	VPBROADCASTD 8(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPMOVSXBW    192(CX), Z12
-	VPMOVSXBW    224(CX), Z13
-	VPBROADCASTD 12(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	ADDQ         $0x10, AX
-	ADDQ         $0x00000100, CX
-	SUBQ         $0x04, DX
-	JMP          gemmTile1I8VNNIAVX512_loop4
-
-gemmTile1I8VNNIAVX512_tail:
-	TESTQ DX, DX
-	JZ    gemmTile1I8VNNIAVX512_done
-
-gemmTile1I8VNNIAVX512_loop:
-	VPMOVSXBW    (CX), Z12
-	VPMOVSXBW    32(CX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, CX
-	DECQ         DX
-	JNZ          gemmTile1I8VNNIAVX512_loop
-
-gemmTile1I8VNNIAVX512_done:
-	MOVQ   c_base+64(FP), AX
-	MOVQ   ldc+88(FP), CX
-	MOVB   add+96(FP), CL
-	TESTB  CL, CL
-	JZ     gemmTile1I8VNNIAVX512_store
+gemmTile1QuadVNNIAVX512_add:
 	VPADDD (AX), Z0, Z0
 	VPADDD 64(AX), Z1, Z1
 
-gemmTile1I8VNNIAVX512_store:
+gemmTile1QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemmTileWide1VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide1VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide1QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide1QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), CX
 	MOVQ   pstride+56(FP), DX
-	ADDQ   CX, DX
-	MOVQ   kp+64(FP), BX
+	LEAQ   (CX)(DX*1), BX
+	MOVQ   pf_base+136(FP), SI
+	LEAQ   (SI)(DX*1), DX
+	MOVQ   pfStep+160(FP), DI
+	MOVQ   kq+64(FP), R8
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 
-gemmTileWide1VNNIAVX512_loop:
+gemmTileWide1QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	PREFETCHT1   (DX)
+	ADDQ         DI, SI
+	ADDQ         DI, DX
 	VMOVDQU32    (CX), Z24
 	VMOVDQU32    64(CX), Z25
-	VMOVDQU32    (DX), Z26
-	VMOVDQU32    64(DX), Z27
+	VMOVDQU32    (BX), Z26
+	VMOVDQU32    64(BX), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, CX
-	ADDQ         $0x00000080, DX
-	DECQ         BX
-	JNZ          gemmTileWide1VNNIAVX512_loop
+	ADDQ         $0x00000080, BX
+	DECQ         R8
+	JNZ          gemmTileWide1QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	MOVB         add+104(FP), CL
 	TESTB        CL, CL
-	JZ           gemmTileWide1VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
+	JNZ          gemmTileWide1QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), CX
+	VPBROADCASTD (CX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	JMP          gemmTileWide1QuadVNNIAVX512_store
 
-gemmTileWide1VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VZEROUPPER
-	RET
+gemmTileWide1QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
 
-// func gemmTileWide1I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide1I8VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), CX
-	MOVQ   pstride+56(FP), DX
-	ADDQ   CX, DX
-	MOVQ   kp+64(FP), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-gemmTileWide1I8VNNIAVX512_loop:
-	VPMOVSXBW    (CX), Z24
-	VPMOVSXBW    32(CX), Z25
-	VPMOVSXBW    (DX), Z26
-	VPMOVSXBW    32(DX), Z27
-	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000040, DX
-	DECQ         BX
-	JNZ          gemmTileWide1I8VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
-	MOVB         add+104(FP), CL
-	TESTB        CL, CL
-	JZ           gemmTileWide1I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-
-gemmTileWide1I8VNNIAVX512_store:
+gemmTileWide1QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -2603,131 +2511,52 @@ gemmTile2I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile2VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile2VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile2QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   kp+56(FP), BX
+	MOVQ   kq+56(FP), BX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 
-gemmTile2VNNIAVX512_loop:
-	VMOVDQU32    (DX), Z12
-	VMOVDQU32    64(DX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
+gemmTile2QuadVNNIAVX512_loop:
+	VMOVDQU32    (DX), Z24
+	VMOVDQU32    64(DX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
 	DECQ         BX
-	JNZ          gemmTile2VNNIAVX512_loop
+	JNZ          gemmTile2QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
 	MOVB         add+96(FP), DL
 	TESTB        DL, DL
-	JZ           gemmTile2VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
+	JNZ          gemmTile2QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	JMP          gemmTile2QuadVNNIAVX512_store
 
-gemmTile2VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VZEROUPPER
-	RET
-
-// func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile2I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   kp+56(FP), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-gemmTile2I8VNNIAVX512_loop4:
-	CMPQ         BX, $0x04
-	JB           gemmTile2I8VNNIAVX512_tail
-	VPMOVSXBW    (DX), Z12
-	VPMOVSXBW    32(DX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPMOVSXBW    64(DX), Z12
-	VPMOVSXBW    96(DX), Z13
-	VPBROADCASTD 4(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD 4(AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPMOVSXBW    128(DX), Z12
-	VPMOVSXBW    160(DX), Z13
-	VPBROADCASTD 8(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD 8(AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPMOVSXBW    192(DX), Z12
-	VPMOVSXBW    224(DX), Z13
-	VPBROADCASTD 12(AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD 12(AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	ADDQ         $0x10, AX
-	ADDQ         $0x00000100, DX
-	SUBQ         $0x04, BX
-	JMP          gemmTile2I8VNNIAVX512_loop4
-
-gemmTile2I8VNNIAVX512_tail:
-	TESTQ BX, BX
-	JZ    gemmTile2I8VNNIAVX512_done
-
-gemmTile2I8VNNIAVX512_loop:
-	VPMOVSXBW    (DX), Z12
-	VPMOVSXBW    32(DX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, DX
-	DECQ         BX
-	JNZ          gemmTile2I8VNNIAVX512_loop
-
-gemmTile2I8VNNIAVX512_done:
-	MOVQ   c_base+64(FP), AX
-	MOVQ   ldc+88(FP), CX
-	MOVB   add+96(FP), DL
-	TESTB  DL, DL
-	JZ     gemmTile2I8VNNIAVX512_store
+gemmTile2QuadVNNIAVX512_add:
 	VPADDD (AX), Z0, Z0
 	VPADDD 64(AX), Z1, Z1
 	VPADDD (AX)(CX*1), Z2, Z2
 	VPADDD 64(AX)(CX*1), Z3, Z3
 
-gemmTile2I8VNNIAVX512_store:
+gemmTile2QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, (AX)(CX*1)
@@ -2735,15 +2564,18 @@ gemmTile2I8VNNIAVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTileWide2VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide2VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide2QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide2QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
 	MOVQ   pstride+56(FP), BX
-	ADDQ   DX, BX
-	MOVQ   kp+64(FP), SI
+	LEAQ   (DX)(BX*1), SI
+	MOVQ   pf_base+136(FP), DI
+	LEAQ   (DI)(BX*1), BX
+	MOVQ   pfStep+160(FP), R8
+	MOVQ   kq+64(FP), R9
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2753,105 +2585,59 @@ TEXT ·gemmTileWide2VNNIAVX512(SB), NOSPLIT, $0-105
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
 
-gemmTileWide2VNNIAVX512_loop:
+gemmTileWide2QuadVNNIAVX512_loop:
+	PREFETCHT1   (DI)
+	PREFETCHT1   (BX)
+	ADDQ         R8, DI
+	ADDQ         R8, BX
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
-	VMOVDQU32    (BX), Z26
-	VMOVDQU32    64(BX), Z27
+	VMOVDQU32    (SI), Z26
+	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPDPBUSD     Z28, Z26, Z6
+	VPDPBUSD     Z28, Z27, Z7
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	ADDQ         $0x00000080, BX
-	DECQ         SI
-	JNZ          gemmTileWide2VNNIAVX512_loop
+	ADDQ         $0x00000080, SI
+	DECQ         R9
+	JNZ          gemmTileWide2QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	MOVB         add+104(FP), DL
 	TESTB        DL, DL
-	JZ           gemmTileWide2VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
+	JNZ          gemmTileWide2QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	JMP          gemmTileWide2QuadVNNIAVX512_store
 
-gemmTileWide2VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VMOVDQU32 Z4, (AX)(CX*1)
-	VMOVDQU32 Z5, 64(AX)(CX*1)
-	VMOVDQU32 Z6, 128(AX)(CX*1)
-	VMOVDQU32 Z7, 192(AX)(CX*1)
-	VZEROUPPER
-	RET
+gemmTileWide2QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
+	VPADDD (AX)(CX*1), Z4, Z4
+	VPADDD 64(AX)(CX*1), Z5, Z5
+	VPADDD 128(AX)(CX*1), Z6, Z6
+	VPADDD 192(AX)(CX*1), Z7, Z7
 
-// func gemmTileWide2I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide2I8VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   pstride+56(FP), BX
-	ADDQ   DX, BX
-	MOVQ   kp+64(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-
-gemmTileWide2I8VNNIAVX512_loop:
-	VPMOVSXBW    (DX), Z24
-	VPMOVSXBW    32(DX), Z25
-	VPMOVSXBW    (BX), Z26
-	VPMOVSXBW    32(BX), Z27
-	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, DX
-	ADDQ         $0x00000040, BX
-	DECQ         SI
-	JNZ          gemmTileWide2I8VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
-	MOVB         add+104(FP), DL
-	TESTB        DL, DL
-	JZ           gemmTileWide2I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-
-gemmTileWide2I8VNNIAVX512_store:
+gemmTileWide2QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -2979,13 +2765,13 @@ gemmTile3I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile3VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile3VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   kp+56(FP), BX
+	MOVQ   kq+56(FP), BX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2993,186 +2779,69 @@ TEXT ·gemmTile3VNNIAVX512(SB), NOSPLIT, $0-97
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 
-gemmTile3VNNIAVX512_loop:
-	VMOVDQU32    (DX), Z12
-	VMOVDQU32    64(DX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000080, DX
-	DECQ         BX
-	JNZ          gemmTile3VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	MOVB         add+96(FP), DL
-	TESTB        DL, DL
-	JZ           gemmTile3VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-
-gemmTile3VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VZEROUPPER
-	RET
-
-// func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile3I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   kp+56(FP), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-
-gemmTile3I8VNNIAVX512_loop:
-	VPMOVSXBW    (DX), Z12
-	VPMOVSXBW    32(DX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, DX
-	DECQ         BX
-	JNZ          gemmTile3I8VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	MOVB         add+96(FP), DL
-	TESTB        DL, DL
-	JZ           gemmTile3I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-
-gemmTile3I8VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VZEROUPPER
-	RET
-
-// func gemmTileWide3VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide3VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   pstride+56(FP), BX
-	ADDQ   DX, BX
-	MOVQ   kp+64(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-
-gemmTileWide3VNNIAVX512_loop:
+gemmTile3QuadVNNIAVX512_loop:
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
-	VMOVDQU32    (BX), Z26
-	VMOVDQU32    64(BX), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	ADDQ         $0x00000080, BX
-	DECQ         SI
-	JNZ          gemmTileWide3VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
-	MOVB         add+104(FP), DL
+	DECQ         BX
+	JNZ          gemmTile3QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
 	TESTB        DL, DL
-	JZ           gemmTileWide3VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
+	JNZ          gemmTile3QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(DX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	JMP          gemmTile3QuadVNNIAVX512_store
 
-gemmTileWide3VNNIAVX512_store:
+gemmTile3QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+
+gemmTile3QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VMOVDQU32 Z4, (AX)(CX*1)
-	VMOVDQU32 Z5, 64(AX)(CX*1)
-	VMOVDQU32 Z6, 128(AX)(CX*1)
-	VMOVDQU32 Z7, 192(AX)(CX*1)
-	VMOVDQU32 Z8, (AX)(CX*2)
-	VMOVDQU32 Z9, 64(AX)(CX*2)
-	VMOVDQU32 Z10, 128(AX)(CX*2)
-	VMOVDQU32 Z11, 192(AX)(CX*2)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
 	VZEROUPPER
 	RET
 
-// func gemmTileWide3I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide3I8VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide3QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide3QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
 	MOVQ   pstride+56(FP), BX
-	ADDQ   DX, BX
-	MOVQ   kp+64(FP), SI
+	LEAQ   (DX)(BX*1), SI
+	MOVQ   pf_base+136(FP), DI
+	LEAQ   (DI)(BX*1), BX
+	MOVQ   pfStep+160(FP), R8
+	MOVQ   kq+64(FP), R9
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3186,50 +2855,73 @@ TEXT ·gemmTileWide3I8VNNIAVX512(SB), NOSPLIT, $0-105
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
 
-gemmTileWide3I8VNNIAVX512_loop:
-	VPMOVSXBW    (DX), Z24
-	VPMOVSXBW    32(DX), Z25
-	VPMOVSXBW    (BX), Z26
-	VPMOVSXBW    32(BX), Z27
+gemmTileWide3QuadVNNIAVX512_loop:
+	PREFETCHT1   (DI)
+	PREFETCHT1   (BX)
+	ADDQ         R8, DI
+	ADDQ         R8, BX
+	VMOVDQU32    (DX), Z24
+	VMOVDQU32    64(DX), Z25
+	VMOVDQU32    (SI), Z26
+	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPDPBUSD     Z28, Z26, Z6
+	VPDPBUSD     Z28, Z27, Z7
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	VPDPBUSD     Z28, Z26, Z10
+	VPDPBUSD     Z28, Z27, Z11
 	ADDQ         $0x04, AX
-	ADDQ         $0x00000040, DX
-	ADDQ         $0x00000040, BX
-	DECQ         SI
-	JNZ          gemmTileWide3I8VNNIAVX512_loop
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000080, SI
+	DECQ         R9
+	JNZ          gemmTileWide3QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	MOVB         add+104(FP), DL
 	TESTB        DL, DL
-	JZ           gemmTileWide3I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
+	JNZ          gemmTileWide3QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 8(DX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	JMP          gemmTileWide3QuadVNNIAVX512_store
 
-gemmTileWide3I8VNNIAVX512_store:
+gemmTileWide3QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
+	VPADDD (AX)(CX*1), Z4, Z4
+	VPADDD 64(AX)(CX*1), Z5, Z5
+	VPADDD 128(AX)(CX*1), Z6, Z6
+	VPADDD 192(AX)(CX*1), Z7, Z7
+	VPADDD (AX)(CX*2), Z8, Z8
+	VPADDD 64(AX)(CX*2), Z9, Z9
+	VPADDD 128(AX)(CX*2), Z10, Z10
+	VPADDD 192(AX)(CX*2), Z11, Z11
+
+gemmTileWide3QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -3393,15 +3085,15 @@ gemmTile4I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile4VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile4VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
+	MOVQ   kq+56(FP), SI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3411,234 +3103,84 @@ TEXT ·gemmTile4VNNIAVX512(SB), NOSPLIT, $0-97
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
 
-gemmTile4VNNIAVX512_loop:
-	VMOVDQU32    (BX), Z12
-	VMOVDQU32    64(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         SI
-	JNZ          gemmTile4VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile4VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-
-gemmTile4VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VZEROUPPER
-	RET
-
-// func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile4I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-
-gemmTile4I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z12
-	VPMOVSXBW    32(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	DECQ         SI
-	JNZ          gemmTile4I8VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile4I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-
-gemmTile4I8VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VZEROUPPER
-	RET
-
-// func gemmTileWide4VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide4VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-
-gemmTileWide4VNNIAVX512_loop:
+gemmTile4QuadVNNIAVX512_loop:
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (SI), Z26
-	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, SI
-	DECQ         DI
-	JNZ          gemmTileWide4VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
+	DECQ         SI
+	JNZ          gemmTile4QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
-	MOVB         add+104(FP), BL
+	MOVB         add+96(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide4VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
+	JNZ          gemmTile4QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	JMP          gemmTile4QuadVNNIAVX512_store
 
-gemmTileWide4VNNIAVX512_store:
+gemmTile4QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+
+gemmTile4QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VMOVDQU32 Z4, (AX)(CX*1)
-	VMOVDQU32 Z5, 64(AX)(CX*1)
-	VMOVDQU32 Z6, 128(AX)(CX*1)
-	VMOVDQU32 Z7, 192(AX)(CX*1)
-	VMOVDQU32 Z8, (AX)(CX*2)
-	VMOVDQU32 Z9, 64(AX)(CX*2)
-	VMOVDQU32 Z10, 128(AX)(CX*2)
-	VMOVDQU32 Z11, 192(AX)(CX*2)
-	VMOVDQU32 Z12, (DX)
-	VMOVDQU32 Z13, 64(DX)
-	VMOVDQU32 Z14, 128(DX)
-	VMOVDQU32 Z15, 192(DX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
 	VZEROUPPER
 	RET
 
-// func gemmTileWide4I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide4I8VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide4QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide4QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
 	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
+	LEAQ   (BX)(SI*1), DI
+	MOVQ   pf_base+136(FP), R8
+	LEAQ   (R8)(SI*1), SI
+	MOVQ   pfStep+160(FP), R9
+	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3656,62 +3198,90 @@ TEXT ·gemmTileWide4I8VNNIAVX512(SB), NOSPLIT, $0-105
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 
-gemmTileWide4I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z24
-	VPMOVSXBW    32(BX), Z25
-	VPMOVSXBW    (SI), Z26
-	VPMOVSXBW    32(SI), Z27
+gemmTileWide4QuadVNNIAVX512_loop:
+	PREFETCHT1   (R8)
+	PREFETCHT1   (SI)
+	ADDQ         R9, R8
+	ADDQ         R9, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VMOVDQU32    (DI), Z26
+	VMOVDQU32    64(DI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPDPBUSD     Z28, Z26, Z6
+	VPDPBUSD     Z28, Z27, Z7
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	VPDPBUSD     Z28, Z26, Z10
+	VPDPBUSD     Z28, Z27, Z11
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z12
+	VPDPBUSD     Z28, Z25, Z13
+	VPDPBUSD     Z28, Z26, Z14
+	VPDPBUSD     Z28, Z27, Z15
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000040, SI
-	DECQ         DI
-	JNZ          gemmTileWide4I8VNNIAVX512_loop
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, DI
+	DECQ         R10
+	JNZ          gemmTileWide4QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
 	MOVB         add+104(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide4I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
+	JNZ          gemmTileWide4QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z12, Z12
+	VPADDD       Z28, Z13, Z13
+	VPADDD       Z28, Z14, Z14
+	VPADDD       Z28, Z15, Z15
+	JMP          gemmTileWide4QuadVNNIAVX512_store
 
-gemmTileWide4I8VNNIAVX512_store:
+gemmTileWide4QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
+	VPADDD (AX)(CX*1), Z4, Z4
+	VPADDD 64(AX)(CX*1), Z5, Z5
+	VPADDD 128(AX)(CX*1), Z6, Z6
+	VPADDD 192(AX)(CX*1), Z7, Z7
+	VPADDD (AX)(CX*2), Z8, Z8
+	VPADDD 64(AX)(CX*2), Z9, Z9
+	VPADDD 128(AX)(CX*2), Z10, Z10
+	VPADDD 192(AX)(CX*2), Z11, Z11
+	VPADDD (DX), Z12, Z12
+	VPADDD 64(DX), Z13, Z13
+	VPADDD 128(DX), Z14, Z14
+	VPADDD 192(DX), Z15, Z15
+
+gemmTileWide4QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -3901,15 +3471,15 @@ gemmTile5I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile5VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile5VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
+	MOVQ   kq+56(FP), SI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3921,267 +3491,94 @@ TEXT ·gemmTile5VNNIAVX512(SB), NOSPLIT, $0-97
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 
-gemmTile5VNNIAVX512_loop:
-	VMOVDQU32    (BX), Z12
-	VMOVDQU32    64(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	VPBROADCASTD (DX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z8
-	VPDPWSSD     Z13, Z14, Z9
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         SI
-	JNZ          gemmTile5VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile5VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-	VPADDD       (DX)(CX*1), Z8, Z8
-	VPADDD       64(DX)(CX*1), Z9, Z9
-
-gemmTile5VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VZEROUPPER
-	RET
-
-// func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile5I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-
-gemmTile5I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z12
-	VPMOVSXBW    32(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	VPBROADCASTD (DX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z8
-	VPDPWSSD     Z13, Z14, Z9
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	DECQ         SI
-	JNZ          gemmTile5I8VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile5I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-	VPADDD       (DX)(CX*1), Z8, Z8
-	VPADDD       64(DX)(CX*1), Z9, Z9
-
-gemmTile5I8VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VZEROUPPER
-	RET
-
-// func gemmTileWide5VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide5VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-
-gemmTileWide5VNNIAVX512_loop:
+gemmTile5QuadVNNIAVX512_loop:
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (SI), Z26
-	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
 	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z16
-	VPDPWSSD     Z25, Z28, Z17
-	VPDPWSSD     Z26, Z28, Z18
-	VPDPWSSD     Z27, Z28, Z19
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, SI
-	DECQ         DI
-	JNZ          gemmTileWide5VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
+	DECQ         SI
+	JNZ          gemmTile5QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
-	MOVB         add+104(FP), BL
+	MOVB         add+96(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide5VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
-	VPADDD       (DX)(CX*1), Z16, Z16
-	VPADDD       64(DX)(CX*1), Z17, Z17
-	VPADDD       128(DX)(CX*1), Z18, Z18
-	VPADDD       192(DX)(CX*1), Z19, Z19
+	JNZ          gemmTile5QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	JMP          gemmTile5QuadVNNIAVX512_store
 
-gemmTileWide5VNNIAVX512_store:
+gemmTile5QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+	VPADDD (DX)(CX*1), Z8, Z8
+	VPADDD 64(DX)(CX*1), Z9, Z9
+
+gemmTile5QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VMOVDQU32 Z4, (AX)(CX*1)
-	VMOVDQU32 Z5, 64(AX)(CX*1)
-	VMOVDQU32 Z6, 128(AX)(CX*1)
-	VMOVDQU32 Z7, 192(AX)(CX*1)
-	VMOVDQU32 Z8, (AX)(CX*2)
-	VMOVDQU32 Z9, 64(AX)(CX*2)
-	VMOVDQU32 Z10, 128(AX)(CX*2)
-	VMOVDQU32 Z11, 192(AX)(CX*2)
-	VMOVDQU32 Z12, (DX)
-	VMOVDQU32 Z13, 64(DX)
-	VMOVDQU32 Z14, 128(DX)
-	VMOVDQU32 Z15, 192(DX)
-	VMOVDQU32 Z16, (DX)(CX*1)
-	VMOVDQU32 Z17, 64(DX)(CX*1)
-	VMOVDQU32 Z18, 128(DX)(CX*1)
-	VMOVDQU32 Z19, 192(DX)(CX*1)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
 	VZEROUPPER
 	RET
 
-// func gemmTileWide5I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide5I8VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide5QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide5QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
 	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
+	LEAQ   (BX)(SI*1), DI
+	MOVQ   pf_base+136(FP), R8
+	LEAQ   (R8)(SI*1), SI
+	MOVQ   pfStep+160(FP), R9
+	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -4203,71 +3600,104 @@ TEXT ·gemmTileWide5I8VNNIAVX512(SB), NOSPLIT, $0-105
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 
-gemmTileWide5I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z24
-	VPMOVSXBW    32(BX), Z25
-	VPMOVSXBW    (SI), Z26
-	VPMOVSXBW    32(SI), Z27
+gemmTileWide5QuadVNNIAVX512_loop:
+	PREFETCHT1   (R8)
+	PREFETCHT1   (SI)
+	ADDQ         R9, R8
+	ADDQ         R9, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VMOVDQU32    (DI), Z26
+	VMOVDQU32    64(DI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPDPBUSD     Z28, Z26, Z6
+	VPDPBUSD     Z28, Z27, Z7
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	VPDPBUSD     Z28, Z26, Z10
+	VPDPBUSD     Z28, Z27, Z11
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z12
+	VPDPBUSD     Z28, Z25, Z13
+	VPDPBUSD     Z28, Z26, Z14
+	VPDPBUSD     Z28, Z27, Z15
 	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z16
-	VPDPWSSD     Z25, Z28, Z17
-	VPDPWSSD     Z26, Z28, Z18
-	VPDPWSSD     Z27, Z28, Z19
+	VPDPBUSD     Z28, Z24, Z16
+	VPDPBUSD     Z28, Z25, Z17
+	VPDPBUSD     Z28, Z26, Z18
+	VPDPBUSD     Z28, Z27, Z19
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000040, SI
-	DECQ         DI
-	JNZ          gemmTileWide5I8VNNIAVX512_loop
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, DI
+	DECQ         R10
+	JNZ          gemmTileWide5QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
 	MOVB         add+104(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide5I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
-	VPADDD       (DX)(CX*1), Z16, Z16
-	VPADDD       64(DX)(CX*1), Z17, Z17
-	VPADDD       128(DX)(CX*1), Z18, Z18
-	VPADDD       192(DX)(CX*1), Z19, Z19
+	JNZ          gemmTileWide5QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z12, Z12
+	VPADDD       Z28, Z13, Z13
+	VPADDD       Z28, Z14, Z14
+	VPADDD       Z28, Z15, Z15
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z16, Z16
+	VPADDD       Z28, Z17, Z17
+	VPADDD       Z28, Z18, Z18
+	VPADDD       Z28, Z19, Z19
+	JMP          gemmTileWide5QuadVNNIAVX512_store
 
-gemmTileWide5I8VNNIAVX512_store:
+gemmTileWide5QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
+	VPADDD (AX)(CX*1), Z4, Z4
+	VPADDD 64(AX)(CX*1), Z5, Z5
+	VPADDD 128(AX)(CX*1), Z6, Z6
+	VPADDD 192(AX)(CX*1), Z7, Z7
+	VPADDD (AX)(CX*2), Z8, Z8
+	VPADDD 64(AX)(CX*2), Z9, Z9
+	VPADDD 128(AX)(CX*2), Z10, Z10
+	VPADDD 192(AX)(CX*2), Z11, Z11
+	VPADDD (DX), Z12, Z12
+	VPADDD 64(DX), Z13, Z13
+	VPADDD 128(DX), Z14, Z14
+	VPADDD 192(DX), Z15, Z15
+	VPADDD (DX)(CX*1), Z16, Z16
+	VPADDD 64(DX)(CX*1), Z17, Z17
+	VPADDD 128(DX)(CX*1), Z18, Z18
+	VPADDD 192(DX)(CX*1), Z19, Z19
+
+gemmTileWide5QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -4483,15 +3913,15 @@ gemmTile6I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile6VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+// func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile6VNNIAVX512(SB), NOSPLIT, $0-97
+TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
+	MOVQ   kq+56(FP), SI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -4505,300 +3935,104 @@ TEXT ·gemmTile6VNNIAVX512(SB), NOSPLIT, $0-97
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
 
-gemmTile6VNNIAVX512_loop:
-	VMOVDQU32    (BX), Z12
-	VMOVDQU32    64(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	VPBROADCASTD (DX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z8
-	VPDPWSSD     Z13, Z14, Z9
-	VPBROADCASTD (DX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z10
-	VPDPWSSD     Z13, Z14, Z11
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         SI
-	JNZ          gemmTile6VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile6VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-	VPADDD       (DX)(CX*1), Z8, Z8
-	VPADDD       64(DX)(CX*1), Z9, Z9
-	VPADDD       (DX)(CX*2), Z10, Z10
-	VPADDD       64(DX)(CX*2), Z11, Z11
-
-gemmTile6VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VMOVDQU32 Z10, (DX)(CX*2)
-	VMOVDQU32 Z11, 64(DX)(CX*2)
-	VZEROUPPER
-	RET
-
-// func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTile6I8VNNIAVX512(SB), NOSPLIT, $0-97
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   kp+56(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-
-gemmTile6I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z12
-	VPMOVSXBW    32(BX), Z13
-	VPBROADCASTD (AX), Z14
-	VPDPWSSD     Z12, Z14, Z0
-	VPDPWSSD     Z13, Z14, Z1
-	VPBROADCASTD (AX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z2
-	VPDPWSSD     Z13, Z14, Z3
-	VPBROADCASTD (AX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z4
-	VPDPWSSD     Z13, Z14, Z5
-	VPBROADCASTD (DX), Z14
-	VPDPWSSD     Z12, Z14, Z6
-	VPDPWSSD     Z13, Z14, Z7
-	VPBROADCASTD (DX)(CX*1), Z14
-	VPDPWSSD     Z12, Z14, Z8
-	VPDPWSSD     Z13, Z14, Z9
-	VPBROADCASTD (DX)(CX*2), Z14
-	VPDPWSSD     Z12, Z14, Z10
-	VPDPWSSD     Z13, Z14, Z11
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	DECQ         SI
-	JNZ          gemmTile6I8VNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JZ           gemmTile6I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       (AX)(CX*1), Z2, Z2
-	VPADDD       64(AX)(CX*1), Z3, Z3
-	VPADDD       (AX)(CX*2), Z4, Z4
-	VPADDD       64(AX)(CX*2), Z5, Z5
-	VPADDD       (DX), Z6, Z6
-	VPADDD       64(DX), Z7, Z7
-	VPADDD       (DX)(CX*1), Z8, Z8
-	VPADDD       64(DX)(CX*1), Z9, Z9
-	VPADDD       (DX)(CX*2), Z10, Z10
-	VPADDD       64(DX)(CX*2), Z11, Z11
-
-gemmTile6I8VNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VMOVDQU32 Z10, (DX)(CX*2)
-	VMOVDQU32 Z11, 64(DX)(CX*2)
-	VZEROUPPER
-	RET
-
-// func gemmTileWide6VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide6VNNIAVX512(SB), NOSPLIT, $0-105
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-
-gemmTileWide6VNNIAVX512_loop:
+gemmTile6QuadVNNIAVX512_loop:
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (SI), Z26
-	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
 	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z16
-	VPDPWSSD     Z25, Z28, Z17
-	VPDPWSSD     Z26, Z28, Z18
-	VPDPWSSD     Z27, Z28, Z19
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
 	VPBROADCASTD (DX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z20
-	VPDPWSSD     Z25, Z28, Z21
-	VPDPWSSD     Z26, Z28, Z22
-	VPDPWSSD     Z27, Z28, Z23
+	VPDPBUSD     Z28, Z24, Z10
+	VPDPBUSD     Z28, Z25, Z11
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, SI
-	DECQ         DI
-	JNZ          gemmTileWide6VNNIAVX512_loop
-	MOVQ         c_base+72(FP), AX
-	MOVQ         ldc+96(FP), CX
+	DECQ         SI
+	JNZ          gemmTile6QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
-	MOVB         add+104(FP), BL
+	MOVB         add+96(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide6VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
-	VPADDD       (DX)(CX*1), Z16, Z16
-	VPADDD       64(DX)(CX*1), Z17, Z17
-	VPADDD       128(DX)(CX*1), Z18, Z18
-	VPADDD       192(DX)(CX*1), Z19, Z19
-	VPADDD       (DX)(CX*2), Z20, Z20
-	VPADDD       64(DX)(CX*2), Z21, Z21
-	VPADDD       128(DX)(CX*2), Z22, Z22
-	VPADDD       192(DX)(CX*2), Z23, Z23
+	JNZ          gemmTile6QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPBROADCASTD 20(BX), Z28
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	JMP          gemmTile6QuadVNNIAVX512_store
 
-gemmTileWide6VNNIAVX512_store:
+gemmTile6QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+	VPADDD (DX)(CX*1), Z8, Z8
+	VPADDD 64(DX)(CX*1), Z9, Z9
+	VPADDD (DX)(CX*2), Z10, Z10
+	VPADDD 64(DX)(CX*2), Z11, Z11
+
+gemmTile6QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, 128(AX)
-	VMOVDQU32 Z3, 192(AX)
-	VMOVDQU32 Z4, (AX)(CX*1)
-	VMOVDQU32 Z5, 64(AX)(CX*1)
-	VMOVDQU32 Z6, 128(AX)(CX*1)
-	VMOVDQU32 Z7, 192(AX)(CX*1)
-	VMOVDQU32 Z8, (AX)(CX*2)
-	VMOVDQU32 Z9, 64(AX)(CX*2)
-	VMOVDQU32 Z10, 128(AX)(CX*2)
-	VMOVDQU32 Z11, 192(AX)(CX*2)
-	VMOVDQU32 Z12, (DX)
-	VMOVDQU32 Z13, 64(DX)
-	VMOVDQU32 Z14, 128(DX)
-	VMOVDQU32 Z15, 192(DX)
-	VMOVDQU32 Z16, (DX)(CX*1)
-	VMOVDQU32 Z17, 64(DX)(CX*1)
-	VMOVDQU32 Z18, 128(DX)(CX*1)
-	VMOVDQU32 Z19, 192(DX)(CX*1)
-	VMOVDQU32 Z20, (DX)(CX*2)
-	VMOVDQU32 Z21, 64(DX)(CX*2)
-	VMOVDQU32 Z22, 128(DX)(CX*2)
-	VMOVDQU32 Z23, 192(DX)(CX*2)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
 	VZEROUPPER
 	RET
 
-// func gemmTileWide6I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI
-TEXT ·gemmTileWide6I8VNNIAVX512(SB), NOSPLIT, $0-105
+// func gemmTileWide6QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTileWide6QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
 	MOVQ   pstride+56(FP), SI
-	ADDQ   BX, SI
-	MOVQ   kp+64(FP), DI
+	LEAQ   (BX)(SI*1), DI
+	MOVQ   pf_base+136(FP), R8
+	LEAQ   (R8)(SI*1), SI
+	MOVQ   pfStep+160(FP), R9
+	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -4824,80 +4058,118 @@ TEXT ·gemmTileWide6I8VNNIAVX512(SB), NOSPLIT, $0-105
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
 
-gemmTileWide6I8VNNIAVX512_loop:
-	VPMOVSXBW    (BX), Z24
-	VPMOVSXBW    32(BX), Z25
-	VPMOVSXBW    (SI), Z26
-	VPMOVSXBW    32(SI), Z27
+gemmTileWide6QuadVNNIAVX512_loop:
+	PREFETCHT1   (R8)
+	PREFETCHT1   (SI)
+	ADDQ         R9, R8
+	ADDQ         R9, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VMOVDQU32    (DI), Z26
+	VMOVDQU32    64(DI), Z27
 	VPBROADCASTD (AX), Z28
-	VPDPWSSD     Z24, Z28, Z0
-	VPDPWSSD     Z25, Z28, Z1
-	VPDPWSSD     Z26, Z28, Z2
-	VPDPWSSD     Z27, Z28, Z3
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPDPBUSD     Z28, Z26, Z2
+	VPDPBUSD     Z28, Z27, Z3
 	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z4
-	VPDPWSSD     Z25, Z28, Z5
-	VPDPWSSD     Z26, Z28, Z6
-	VPDPWSSD     Z27, Z28, Z7
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPDPBUSD     Z28, Z26, Z6
+	VPDPBUSD     Z28, Z27, Z7
 	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z8
-	VPDPWSSD     Z25, Z28, Z9
-	VPDPWSSD     Z26, Z28, Z10
-	VPDPWSSD     Z27, Z28, Z11
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	VPDPBUSD     Z28, Z26, Z10
+	VPDPBUSD     Z28, Z27, Z11
 	VPBROADCASTD (DX), Z28
-	VPDPWSSD     Z24, Z28, Z12
-	VPDPWSSD     Z25, Z28, Z13
-	VPDPWSSD     Z26, Z28, Z14
-	VPDPWSSD     Z27, Z28, Z15
+	VPDPBUSD     Z28, Z24, Z12
+	VPDPBUSD     Z28, Z25, Z13
+	VPDPBUSD     Z28, Z26, Z14
+	VPDPBUSD     Z28, Z27, Z15
 	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPWSSD     Z24, Z28, Z16
-	VPDPWSSD     Z25, Z28, Z17
-	VPDPWSSD     Z26, Z28, Z18
-	VPDPWSSD     Z27, Z28, Z19
+	VPDPBUSD     Z28, Z24, Z16
+	VPDPBUSD     Z28, Z25, Z17
+	VPDPBUSD     Z28, Z26, Z18
+	VPDPBUSD     Z28, Z27, Z19
 	VPBROADCASTD (DX)(CX*2), Z28
-	VPDPWSSD     Z24, Z28, Z20
-	VPDPWSSD     Z25, Z28, Z21
-	VPDPWSSD     Z26, Z28, Z22
-	VPDPWSSD     Z27, Z28, Z23
+	VPDPBUSD     Z28, Z24, Z20
+	VPDPBUSD     Z28, Z25, Z21
+	VPDPBUSD     Z28, Z26, Z22
+	VPDPBUSD     Z28, Z27, Z23
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000040, SI
-	DECQ         DI
-	JNZ          gemmTileWide6I8VNNIAVX512_loop
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, DI
+	DECQ         R10
+	JNZ          gemmTileWide6QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
 	MOVQ         ldc+96(FP), CX
 	LEAQ         (AX)(CX*2), DX
 	ADDQ         CX, DX
 	MOVB         add+104(FP), BL
 	TESTB        BL, BL
-	JZ           gemmTileWide6I8VNNIAVX512_store
-	VPADDD       (AX), Z0, Z0
-	VPADDD       64(AX), Z1, Z1
-	VPADDD       128(AX), Z2, Z2
-	VPADDD       192(AX), Z3, Z3
-	VPADDD       (AX)(CX*1), Z4, Z4
-	VPADDD       64(AX)(CX*1), Z5, Z5
-	VPADDD       128(AX)(CX*1), Z6, Z6
-	VPADDD       192(AX)(CX*1), Z7, Z7
-	VPADDD       (AX)(CX*2), Z8, Z8
-	VPADDD       64(AX)(CX*2), Z9, Z9
-	VPADDD       128(AX)(CX*2), Z10, Z10
-	VPADDD       192(AX)(CX*2), Z11, Z11
-	VPADDD       (DX), Z12, Z12
-	VPADDD       64(DX), Z13, Z13
-	VPADDD       128(DX), Z14, Z14
-	VPADDD       192(DX), Z15, Z15
-	VPADDD       (DX)(CX*1), Z16, Z16
-	VPADDD       64(DX)(CX*1), Z17, Z17
-	VPADDD       128(DX)(CX*1), Z18, Z18
-	VPADDD       192(DX)(CX*1), Z19, Z19
-	VPADDD       (DX)(CX*2), Z20, Z20
-	VPADDD       64(DX)(CX*2), Z21, Z21
-	VPADDD       128(DX)(CX*2), Z22, Z22
-	VPADDD       192(DX)(CX*2), Z23, Z23
+	JNZ          gemmTileWide6QuadVNNIAVX512_add
+	MOVQ         corr_base+112(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z12, Z12
+	VPADDD       Z28, Z13, Z13
+	VPADDD       Z28, Z14, Z14
+	VPADDD       Z28, Z15, Z15
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z16, Z16
+	VPADDD       Z28, Z17, Z17
+	VPADDD       Z28, Z18, Z18
+	VPADDD       Z28, Z19, Z19
+	VPBROADCASTD 20(BX), Z28
+	VPADDD       Z28, Z20, Z20
+	VPADDD       Z28, Z21, Z21
+	VPADDD       Z28, Z22, Z22
+	VPADDD       Z28, Z23, Z23
+	JMP          gemmTileWide6QuadVNNIAVX512_store
 
-gemmTileWide6I8VNNIAVX512_store:
+gemmTileWide6QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD 128(AX), Z2, Z2
+	VPADDD 192(AX), Z3, Z3
+	VPADDD (AX)(CX*1), Z4, Z4
+	VPADDD 64(AX)(CX*1), Z5, Z5
+	VPADDD 128(AX)(CX*1), Z6, Z6
+	VPADDD 192(AX)(CX*1), Z7, Z7
+	VPADDD (AX)(CX*2), Z8, Z8
+	VPADDD 64(AX)(CX*2), Z9, Z9
+	VPADDD 128(AX)(CX*2), Z10, Z10
+	VPADDD 192(AX)(CX*2), Z11, Z11
+	VPADDD (DX), Z12, Z12
+	VPADDD 64(DX), Z13, Z13
+	VPADDD 128(DX), Z14, Z14
+	VPADDD 192(DX), Z15, Z15
+	VPADDD (DX)(CX*1), Z16, Z16
+	VPADDD 64(DX)(CX*1), Z17, Z17
+	VPADDD 128(DX)(CX*1), Z18, Z18
+	VPADDD 192(DX)(CX*1), Z19, Z19
+	VPADDD (DX)(CX*2), Z20, Z20
+	VPADDD 64(DX)(CX*2), Z21, Z21
+	VPADDD 128(DX)(CX*2), Z22, Z22
+	VPADDD 192(DX)(CX*2), Z23, Z23
+
+gemmTileWide6QuadVNNIAVX512_store:
 	VMOVDQU32 Z0, (AX)
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
@@ -4974,9 +4246,9 @@ peakAVX512_loop:
 	VZEROUPPER
 	RET
 
-// func peakVNNIAVX512(n int)
+// func peakQuadVNNIAVX512(n int)
 // Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·peakVNNIAVX512(SB), NOSPLIT, $0-8
+TEXT ·peakQuadVNNIAVX512(SB), NOSPLIT, $0-8
 	MOVQ   n+0(FP), AX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -4993,21 +4265,21 @@ TEXT ·peakVNNIAVX512(SB), NOSPLIT, $0-8
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
 
-peakVNNIAVX512_loop:
-	VPDPWSSD Z12, Z13, Z0
-	VPDPWSSD Z12, Z13, Z1
-	VPDPWSSD Z12, Z13, Z2
-	VPDPWSSD Z12, Z13, Z3
-	VPDPWSSD Z12, Z13, Z4
-	VPDPWSSD Z12, Z13, Z5
-	VPDPWSSD Z12, Z13, Z6
-	VPDPWSSD Z12, Z13, Z7
-	VPDPWSSD Z12, Z13, Z8
-	VPDPWSSD Z12, Z13, Z9
-	VPDPWSSD Z12, Z13, Z10
-	VPDPWSSD Z12, Z13, Z11
+peakQuadVNNIAVX512_loop:
+	VPDPBUSD Z12, Z13, Z0
+	VPDPBUSD Z12, Z13, Z1
+	VPDPBUSD Z12, Z13, Z2
+	VPDPBUSD Z12, Z13, Z3
+	VPDPBUSD Z12, Z13, Z4
+	VPDPBUSD Z12, Z13, Z5
+	VPDPBUSD Z12, Z13, Z6
+	VPDPBUSD Z12, Z13, Z7
+	VPDPBUSD Z12, Z13, Z8
+	VPDPBUSD Z12, Z13, Z9
+	VPDPBUSD Z12, Z13, Z10
+	VPDPBUSD Z12, Z13, Z11
 	DECQ     AX
-	JNZ      peakVNNIAVX512_loop
+	JNZ      peakQuadVNNIAVX512_loop
 	VZEROUPPER
 	RET
 
@@ -5875,200 +5147,6 @@ packRowsI8AVX512_done:
 	VZEROUPPER
 	RET
 
-// func dotTile6VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, MMX+
-TEXT ·dotTile6VNNIAVX512(SB), NOSPLIT, $0-136
-	MOVQ   x_base+0(FP), AX
-	MOVQ   ldx+24(FP), CX
-	MOVQ   wt_base+32(FP), DX
-	MOVQ   ldw+56(FP), BX
-	MOVQ   steps+64(FP), SI
-	MOVQ   pf_base+104(FP), DI
-	MOVQ   pfStep+128(FP), R8
-	LEAQ   (AX)(CX*2), R9
-	ADDQ   CX, R9
-	LEAQ   (DX)(BX*2), R10
-	ADDQ   BX, R10
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-
-dotTile6VNNIAVX512_loop:
-	PREFETCHT0    (DI)
-	VPMOVSXBW     (DX), Z24
-	VPMOVSXBW     (DX)(BX*1), Z25
-	VPMOVSXBW     (DX)(BX*2), Z26
-	VPMOVSXBW     (R10), Z27
-	VPMOVSXBW     (R10)(BX*1), Z28
-	VPMOVSXBW     (R10)(BX*2), Z29
-	VMOVDQU32     (AX), Z30
-	VPDPWSSD      Z24, Z30, Z0
-	VPDPWSSD      Z25, Z30, Z1
-	VPDPWSSD      Z26, Z30, Z2
-	VPDPWSSD      Z27, Z30, Z12
-	VPDPWSSD      Z28, Z30, Z13
-	VPDPWSSD      Z29, Z30, Z14
-	VMOVDQU32     (AX)(CX*1), Z31
-	VPDPWSSD      Z24, Z31, Z3
-	VPDPWSSD      Z25, Z31, Z4
-	VPDPWSSD      Z26, Z31, Z5
-	VPDPWSSD      Z27, Z31, Z15
-	VPDPWSSD      Z28, Z31, Z16
-	VPDPWSSD      Z29, Z31, Z17
-	VMOVDQU32     (AX)(CX*2), Z30
-	VPDPWSSD      Z24, Z30, Z6
-	VPDPWSSD      Z25, Z30, Z7
-	VPDPWSSD      Z26, Z30, Z8
-	VPDPWSSD      Z27, Z30, Z18
-	VPDPWSSD      Z28, Z30, Z19
-	VPDPWSSD      Z29, Z30, Z20
-	VMOVDQU32     (R9), Z31
-	VPDPWSSD      Z24, Z31, Z9
-	VPDPWSSD      Z25, Z31, Z10
-	VPDPWSSD      Z26, Z31, Z11
-	VPDPWSSD      Z27, Z31, Z21
-	VPDPWSSD      Z28, Z31, Z22
-	VPDPWSSD      Z29, Z31, Z23
-	ADDQ          $0x40, AX
-	ADDQ          $0x40, R9
-	ADDQ          $0x20, DX
-	ADDQ          $0x20, R10
-	ADDQ          R8, DI
-	DECQ          SI
-	JNZ           dotTile6VNNIAVX512_loop
-	VEXTRACTI64X4 $0x01, Z0, Y24
-	VPADDD        Y24, Y0, Y0
-	VEXTRACTI64X4 $0x01, Z1, Y24
-	VPADDD        Y24, Y1, Y1
-	VEXTRACTI64X4 $0x01, Z2, Y24
-	VPADDD        Y24, Y2, Y2
-	VEXTRACTI64X4 $0x01, Z3, Y24
-	VPADDD        Y24, Y3, Y3
-	VEXTRACTI64X4 $0x01, Z4, Y24
-	VPADDD        Y24, Y4, Y4
-	VEXTRACTI64X4 $0x01, Z5, Y24
-	VPADDD        Y24, Y5, Y5
-	VEXTRACTI64X4 $0x01, Z6, Y24
-	VPADDD        Y24, Y6, Y6
-	VEXTRACTI64X4 $0x01, Z7, Y24
-	VPADDD        Y24, Y7, Y7
-	VEXTRACTI64X4 $0x01, Z8, Y24
-	VPADDD        Y24, Y8, Y8
-	VEXTRACTI64X4 $0x01, Z9, Y24
-	VPADDD        Y24, Y9, Y9
-	VEXTRACTI64X4 $0x01, Z10, Y24
-	VPADDD        Y24, Y10, Y10
-	VEXTRACTI64X4 $0x01, Z11, Y24
-	VPADDD        Y24, Y11, Y11
-	VEXTRACTI64X4 $0x01, Z12, Y24
-	VPADDD        Y24, Y12, Y12
-	VEXTRACTI64X4 $0x01, Z13, Y24
-	VPADDD        Y24, Y13, Y13
-	VEXTRACTI64X4 $0x01, Z14, Y24
-	VPADDD        Y24, Y14, Y14
-	VEXTRACTI64X4 $0x01, Z15, Y24
-	VPADDD        Y24, Y15, Y15
-	VEXTRACTI64X4 $0x01, Z16, Y24
-	VPADDD        Y24, Y16, Y16
-	VEXTRACTI64X4 $0x01, Z17, Y24
-	VPADDD        Y24, Y17, Y17
-	VEXTRACTI64X4 $0x01, Z18, Y24
-	VPADDD        Y24, Y18, Y18
-	VEXTRACTI64X4 $0x01, Z19, Y24
-	VPADDD        Y24, Y19, Y19
-	VEXTRACTI64X4 $0x01, Z20, Y24
-	VPADDD        Y24, Y20, Y20
-	VEXTRACTI64X4 $0x01, Z21, Y24
-	VPADDD        Y24, Y21, Y21
-	VEXTRACTI64X4 $0x01, Z22, Y24
-	VPADDD        Y24, Y22, Y22
-	VEXTRACTI64X4 $0x01, Z23, Y24
-	VPADDD        Y24, Y23, Y23
-	MOVQ          sums_base+72(FP), AX
-	MOVQ          lds+96(FP), CX
-	VPHADDD       Y3, Y0, Y0
-	VPHADDD       Y9, Y6, Y6
-	VPHADDD       Y6, Y0, Y0
-	VEXTRACTI32X4 $0x01, Y0, X24
-	VPADDD        X24, X0, X0
-	VPADDD        (AX), X0, X0
-	VMOVDQU       X0, (AX)
-	ADDQ          CX, AX
-	VPHADDD       Y4, Y1, Y1
-	VPHADDD       Y10, Y7, Y7
-	VPHADDD       Y7, Y1, Y1
-	VEXTRACTI32X4 $0x01, Y1, X24
-	VPADDD        X24, X1, X1
-	VPADDD        (AX), X1, X1
-	VMOVDQU       X1, (AX)
-	ADDQ          CX, AX
-	VPHADDD       Y5, Y2, Y2
-	VPHADDD       Y11, Y8, Y8
-	VPHADDD       Y8, Y2, Y2
-	VEXTRACTI32X4 $0x01, Y2, X24
-	VPADDD        X24, X2, X2
-	VPADDD        (AX), X2, X2
-	VMOVDQU       X2, (AX)
-	ADDQ          CX, AX
-	VMOVDQA64     Y12, Y0
-	VMOVDQA64     Y13, Y1
-	VMOVDQA64     Y14, Y2
-	VMOVDQA64     Y15, Y3
-	VMOVDQA64     Y16, Y4
-	VMOVDQA64     Y17, Y5
-	VMOVDQA64     Y18, Y6
-	VMOVDQA64     Y19, Y7
-	VMOVDQA64     Y20, Y8
-	VMOVDQA64     Y21, Y9
-	VMOVDQA64     Y22, Y10
-	VMOVDQA64     Y23, Y11
-	VPHADDD       Y3, Y0, Y0
-	VPHADDD       Y9, Y6, Y6
-	VPHADDD       Y6, Y0, Y0
-	VEXTRACTI32X4 $0x01, Y0, X24
-	VPADDD        X24, X0, X0
-	VPADDD        (AX), X0, X0
-	VMOVDQU       X0, (AX)
-	ADDQ          CX, AX
-	VPHADDD       Y4, Y1, Y1
-	VPHADDD       Y10, Y7, Y7
-	VPHADDD       Y7, Y1, Y1
-	VEXTRACTI32X4 $0x01, Y1, X24
-	VPADDD        X24, X1, X1
-	VPADDD        (AX), X1, X1
-	VMOVDQU       X1, (AX)
-	ADDQ          CX, AX
-	VPHADDD       Y5, Y2, Y2
-	VPHADDD       Y11, Y8, Y8
-	VPHADDD       Y8, Y2, Y2
-	VEXTRACTI32X4 $0x01, Y2, X24
-	VPADDD        X24, X2, X2
-	VPADDD        (AX), X2, X2
-	VMOVDQU       X2, (AX)
-	VZEROUPPER
-	RET
-
 // func packColsI8AVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
 // Requires: AVX, AVX2
 TEXT ·packColsI8AVX512(SB), NOSPLIT, $0-73
@@ -6132,6 +5210,188 @@ packColsI8AVX512_nt:
 
 packColsI8AVX512_ntdone:
 packColsI8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func packQuadsVNNIAVX512(src []byte, ldw int, kq int, dst []byte)
+// Requires: AVX, AVX512F
+TEXT ·packQuadsVNNIAVX512(SB), NOSPLIT, $0-64
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         kq+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         CX, SI
+	SHLQ         $0x02, SI
+	MOVL         $0x80808080, DI
+	VPBROADCASTD DI, Z0
+
+packQuadsVNNIAVX512_loop:
+	CMPQ            DX, $0x00
+	JE              packQuadsVNNIAVX512_done
+	MOVQ            AX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z1, Z1
+	VPXORD          Z0, Z1, Z1
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z2, Z2
+	VPXORD          Z0, Z2, Z2
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z3, Z3
+	VPXORD          Z0, Z3, Z3
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z4, Z4
+	VPXORD          Z0, Z4, Z4
+	ADDQ            CX, DI
+	ADDQ            SI, DI
+	ADDQ            SI, DI
+	ADDQ            SI, DI
+	VPUNPCKLDQ      Z2, Z1, Z5
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z2
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLQDQ     Z2, Z5, Z4
+	VMOVDQU32       Z4, (BX)
+	VPUNPCKHQDQ     Z2, Z5, Z2
+	VMOVDQU32       Z2, 128(BX)
+	VPUNPCKLQDQ     Z3, Z1, Z2
+	VMOVDQU32       Z2, 256(BX)
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VMOVDQU32       Z1, 384(BX)
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z1, Z1
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z1, Z1
+	VPXORD          Z0, Z1, Z1
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z2, Z2
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z2, Z2
+	VPXORD          Z0, Z2, Z2
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z3, Z3
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z3, Z3
+	VPXORD          Z0, Z3, Z3
+	ADDQ            CX, DI
+	MOVQ            DI, R8
+	VBROADCASTI32X4 (DI), Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x01, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x02, (R8), Z4, Z4
+	ADDQ            SI, R8
+	VINSERTI32X4    $0x03, (R8), Z4, Z4
+	VPXORD          Z0, Z4, Z4
+	ADDQ            CX, DI
+	VPUNPCKLDQ      Z2, Z1, Z5
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z2
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLQDQ     Z2, Z5, Z4
+	VMOVDQU32       Z4, 64(BX)
+	VPUNPCKHQDQ     Z2, Z5, Z2
+	VMOVDQU32       Z2, 192(BX)
+	VPUNPCKLQDQ     Z3, Z1, Z2
+	VMOVDQU32       Z2, 320(BX)
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VMOVDQU32       Z1, 448(BX)
+	ADDQ            $0x10, AX
+	ADDQ            $0x00000200, BX
+	SUBQ            $0x04, DX
+	JMP             packQuadsVNNIAVX512_loop
+
+packQuadsVNNIAVX512_done:
+	VZEROUPPER
+	RET
+
+// func packColsQuadsVNNIAVX512(src []byte, ldb int, pairs int, dst []byte, pstride int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·packColsQuadsVNNIAVX512(SB), NOSPLIT, $0-72
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldb+24(FP), CX
+	MOVQ         pairs+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         pstride+64(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	MOVL         $0x80808080, R8
+	VPBROADCASTD R8, Z0
+
+packColsQuadsVNNIAVX512_loop:
+	CMPQ       DX, $0x00
+	JE         packColsQuadsVNNIAVX512_done
+	VPXORD     (AX), Z0, Z1
+	VPXORD     (AX)(CX*1), Z0, Z2
+	VPXORD     (AX)(CX*2), Z0, Z3
+	VPXORD     (DI), Z0, Z4
+	VPUNPCKLBW Z2, Z1, Z5
+	VPUNPCKHBW Z2, Z1, Z1
+	VPUNPCKLBW Z4, Z3, Z2
+	VPUNPCKHBW Z4, Z3, Z3
+	VPUNPCKLWD Z2, Z5, Z4
+	VPUNPCKHWD Z2, Z5, Z2
+	VPUNPCKLWD Z3, Z1, Z5
+	VPUNPCKHWD Z3, Z1, Z1
+	VSHUFI32X4 $0x44, Z2, Z4, Z3
+	VSHUFI32X4 $0xee, Z2, Z4, Z2
+	VSHUFI32X4 $0x44, Z1, Z5, Z4
+	VSHUFI32X4 $0xee, Z1, Z5, Z1
+	VSHUFI32X4 $0x88, Z4, Z3, Z5
+	VMOVDQU32  Z5, (BX)
+	VSHUFI32X4 $0xdd, Z4, Z3, Z3
+	VMOVDQU32  Z3, 64(BX)
+	VSHUFI32X4 $0x88, Z1, Z2, Z3
+	VMOVDQU32  Z3, (BX)(SI*1)
+	VSHUFI32X4 $0xdd, Z1, Z2, Z1
+	VMOVDQU32  Z1, 64(BX)(SI*1)
+	ADDQ       $0x40, AX
+	ADDQ       $0x40, DI
+	LEAQ       (BX)(SI*2), BX
+	DECQ       DX
+	JMP        packColsQuadsVNNIAVX512_loop
+
+packColsQuadsVNNIAVX512_done:
 	VZEROUPPER
 	RET
 

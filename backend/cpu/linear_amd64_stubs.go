@@ -231,37 +231,27 @@ func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile1VNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+// gemmTile1QuadVNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile1VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile1I8VNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide1QuadVNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile1I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide1VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide1VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide1I8VNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide1I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide1QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -279,37 +269,27 @@ func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile2VNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+// gemmTile2QuadVNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile2VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile2I8VNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide2QuadVNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile2I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide2VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide2VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide2I8VNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide2I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide2QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -327,37 +307,27 @@ func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile3VNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+// gemmTile3QuadVNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile3VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile3I8VNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide3QuadVNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile3I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide3VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide3VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide3I8VNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide3I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide3QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -375,37 +345,27 @@ func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile4VNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+// gemmTile4QuadVNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile4VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile4I8VNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide4QuadVNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile4I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide4VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide4VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide4I8VNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide4I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide4QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -423,37 +383,27 @@ func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile5VNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+// gemmTile5QuadVNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile5VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile5I8VNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide5QuadVNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile5I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide5VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide5VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide5I8VNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide5I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide5QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -471,37 +421,27 @@ func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile6VNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
-// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+// gemmTile6QuadVNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile6VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
 
-// gemmTile6I8VNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
-// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
-// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
-// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+// gemmTileWide6QuadVNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kq quads of k:
+// a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// the second panel pstride bytes after the first in b;
+// step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
 //
 //go:noescape
-func gemmTile6I8VNNIAVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide6VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int16 pairs (128 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide6VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
-
-// gemmTileWide6I8VNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k,
-// as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,
-// each per pair of k 32 columns of int8 pairs (64 bytes). c gets 64 int32 a row.
-// kp must be at least 1.
-//
-//go:noescape
-func gemmTileWide6I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+func gemmTileWide6QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.
@@ -509,11 +449,11 @@ func gemmTileWide6I8VNNIAVX512(a []byte, lda int, b []byte, pstride int, kp int,
 //go:noescape
 func peakAVX512(n int)
 
-// peakVNNIAVX512 runs n iterations of 12 VPDPWSSD on registers, to time them.
+// peakQuadVNNIAVX512 runs n iterations of 12 VPDPBUSD on registers, to time them.
 // n must be at least 1.
 //
 //go:noescape
-func peakVNNIAVX512(n int)
+func peakQuadVNNIAVX512(n int)
 
 // gemv1AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
@@ -575,19 +515,24 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
-// dotTile6VNNIAVX512 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 6 int8 rows of wt
-// (ldw bytes apart) over steps·32 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
-// wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
-//
-//go:noescape
-func dotTile6VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
-
 // packColsI8AVX512 packs four int8 rows of src (ldb bytes apart), 32 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (64 bytes), then the last two's.
 // panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.
 //
 //go:noescape
 func packColsI8AVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+
+// packQuadsVNNIAVX512 packs 32 int8 weight rows of src, ldw bytes apart, into dst: for each of kq quads of k,
+// the 32 channels' four values plus 128, as unsigned bytes (128 bytes). kq must be a multiple of 4.
+//
+//go:noescape
+func packQuadsVNNIAVX512(src []byte, ldw int, kq int, dst []byte)
+
+// packColsQuadsVNNIAVX512 packs four int8 rows of src (ldb bytes apart), 64 columns for each of pairs pairs of panels, into dst:
+// per panel, pstride bytes apart, the 32 columns' four values plus 128, as unsigned bytes (128 bytes).
+//
+//go:noescape
+func packColsQuadsVNNIAVX512(src []byte, ldb int, pairs int, dst []byte, pstride int)
 
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).

@@ -4,27 +4,19 @@ package cpu
 
 import "testing"
 
-// TestDotStep checks which dot tile a product's k chooses: the VNNI
-// tile's 32 values of k a step (over 6 channels) with k a multiple of 32,
-// on AVX-512 with VNNI only; the AVX2 tile's 16 (over 3) otherwise.
-func TestDotStep(t *testing.T) {
+// TestLinearPathQuads checks int8_linear's choice of layout where the
+// panels hold quads (AVX512-VNNI): no dot path; the few-row path from
+// dotMin rows.
+func TestLinearPathQuads(t *testing.T) {
 	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
-	for _, c := range []struct {
-		set  int
-		vnni bool
-		m, k int
-		want int
-	}{
-		{implAVX512, true, 3, 4096, 32}, {implAVX512, true, 48, 4096, 32},
-		{implAVX512, true, 48, 4112, 16}, {implAVX512, true, 48, 4128, 32},
-		{implAVX512, false, 48, 4096, 16}, {implAVX2, false, 48, 4096, 16},
-	} {
-		impl, vnni = c.set, c.vnni
-		if got := dotStep(c.k); got != c.want {
-			t.Errorf("%s, vnni %v, %d rows of %d: step %d, want %d", kernelSetNames[c.set], c.vnni, c.m, c.k, got, c.want)
+	impl, vnni = implAVX512, true
+	for _, c := range []struct{ m, want int }{{1, oneRow}, {8, oneRow}, {9, fewRows}, {16, fewRows}, {48, fewRows}, {96, fewRows}, {97, manyRows}} {
+		if got := linearPath(c.m, 4096, false); got != c.want {
+			t.Errorf("%d rows of 4096: path %d, want %d", c.m, got, c.want)
 		}
-		if got, want := dotTileChannels(c.want), map[int]int{16: 3, 32: 6}[c.want]; got != want {
-			t.Errorf("a step of %d: %d channels a tile, want %d", c.want, got, want)
-		}
+	}
+	vnni = false
+	if got := linearPath(16, 4096, false); got != dotRows {
+		t.Errorf("16 rows of 4096 without VNNI: path %d, want the dot path", got)
 	}
 }

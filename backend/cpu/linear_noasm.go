@@ -10,21 +10,11 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 	gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
 }
 
-func hasWideTiles() bool { return false }
-
 func wideMinRowsFor() int { return 2048 }
-
-func gemmTileWide(bool, int, []byte, int, []byte, int, int, []byte, int, bool) {
-	panic("cpu: no wide tiles without assembly")
-}
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func dotStep(int) int { return 16 }
-
-func dotTileChannels(int) int { return 3 }
-
-func dotTile(_ int, x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
+func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
 	dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
 }
 
@@ -55,3 +45,13 @@ func gemvStep() int { return 16 }
 func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
 	gemvGeneric(rows, x, ldx, w, ldw, k, out, lds)
 }
+
+var quadPanels = func() bool { return false }
+
+func gemmTileQuad(int, []byte, int, []byte, int, int, []byte, int, bool, []byte, []byte, int) {
+	panic("cpu: no quad tiles without assembly")
+}
+
+func packQuadsPanel([]byte, int, int, []byte) int { return 0 }
+
+func packColsQuadsPanels([]byte, int, int, []byte, int) int { return 0 }

@@ -16,14 +16,24 @@ import (
 // names it: a call under another kernel set (tests change it) makes its
 // own rather than misreading this one.
 
+// Where the panel paths multiply quads of k (quadPanels), the panels are
+// quad panels instead: per quad of k, each channel's four values plus 128,
+// as unsigned bytes.
+
 // preparedLayout is the cpu backend's layout of a prepared weight.
 type preparedLayout struct {
 	nr, k, n int
-	panels   []byte // [ceil(N/nr)][kp][nr][2] int8, zero past N and past an odd K
+	quads    bool
+	panels   []byte // [ceil(N/nr)][kp][nr][2] int8, zero past N and past an odd K; quads: [ceil(N/nr)][kq][nr][4]
 }
 
 // preparedKey is the key of the layout for the kernel set in use.
-func preparedKey() string { return fmt.Sprintf("%s/int8-panels-%d", Name, gemmCols()) }
+func preparedKey() string {
+	if quadPanels() {
+		return fmt.Sprintf("%s/int8-quads-%d", Name, gemmCols())
+	}
+	return fmt.Sprintf("%s/int8-panels-%d", Name, gemmCols())
+}
 
 // preparedPanels returns the call's prepared weight's panels, packing
 // them the first time, or nil when the call has none.
@@ -37,7 +47,7 @@ func preparedPanels(ctx context.Context, a *op.LinearArgs, w []byte) ([]byte, er
 		return nil, err
 	}
 	l := v.(*preparedLayout)
-	if l.nr != gemmCols() || l.k != k || l.n != n {
+	if l.nr != gemmCols() || l.quads != quadPanels() || l.k != k || l.n != n {
 		// Cannot happen (the key and the weight fix them); a layout that
 		// does not fit is ignored, never misread.
 		return nil, nil
@@ -47,11 +57,14 @@ func preparedPanels(ctx context.Context, a *op.LinearArgs, w []byte) ([]byte, er
 
 // packPrepared packs an [n, k] int8 weight into the prepared layout.
 func packPrepared(ctx context.Context, w []byte, k, n int) (*preparedLayout, error) {
-	nr := gemmCols()
-	kp := max(1, (k+1)/2)
+	nr, quads := gemmCols(), quadPanels()
+	kp, unit := max(1, (k+1)/2), 2*nr
+	if quads {
+		kp, unit = max(1, (k+3)/4), 4*nr
+	}
 	panels := roundUp(n, nr) / nr
-	l := &preparedLayout{nr: nr, k: k, n: n, panels: make([]byte, panels*kp*2*nr)}
-	b := &packBody{src: w, dst: l.panels, k: k, n: n, kp: kp, i8: true}
+	l := &preparedLayout{nr: nr, k: k, n: n, quads: quads, panels: make([]byte, panels*kp*unit)}
+	b := &packBody{src: w, dst: l.panels, k: k, n: n, kp: kp, i8: !quads, quads: quads}
 	if err := parallelFor(ctx, b, panels, max(1, grainBytes/max(1, nr*k))); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,9 @@ func dotInt8(a, b []byte) int32 {
 // and for the many-row path with tiles over one panel or two (wide: the
 // kernel set's wide tiles where it has them, else two one-panel tiles);
 // stream packs as if the weight were larger than the last-level cache;
-// int16 packs int16 panels where the kernel set would pack int8 ones.
+// int16 packs int16 panels where the kernel set would pack int8 ones;
+// pairs packs pairs of k where the kernel set would pack quads (int16
+// does too).
 type variant struct {
 	name     string
 	path     int
@@ -42,6 +44,7 @@ type variant struct {
 	wide     bool
 	stream   bool
 	int16    bool
+	pairs    bool
 }
 
 // variants are every way through the driver. Every path takes any
@@ -63,12 +66,21 @@ var variants = []variant{
 	{name: "few,cols,stream", path: fewRows, cols: true, stream: true},
 	{name: "many,int16", path: manyRows, int16: true},
 	{name: "many,cols,int16", path: manyRows, cols: true, int16: true},
+	{name: "many,pairs", path: manyRows, pairs: true},
+	{name: "many,wide,pairs", path: manyRows, wide: true, pairs: true},
+	{name: "many,cols,pairs", path: manyRows, cols: true, pairs: true},
+	{name: "few,pairs", path: fewRows, pairs: true},
+	{name: "few,prepared,pairs", path: fewRows, prepared: true, pairs: true},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
 // [k, n]) through the driver as v says, and returns the int32 sums.
 func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	t.Helper()
+	if v.pairs || v.int16 {
+		defer func(f func() bool) { quadPanels = f }(quadPanels)
+		quadPanels = func() bool { return false }
+	}
 	p := newProduct(m, k, n, v.path)
 	p.wide = v.wide
 	for r := range m {
@@ -80,7 +92,7 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.wp, p.i8, p.shared = l.panels, true, true
+		p.wp, p.i8, p.shared = l.panels, !p.quads, true
 	}
 	if v.stream {
 		defer func(llc func() int) { lastLevelCache = llc }(lastLevelCache)
@@ -412,7 +424,8 @@ func TestPeakGOPS(t *testing.T) {
 // TestLinearPath checks int8_linear's choice of layout by rows, k, a
 // prepared weight and kernel set.
 func TestLinearPath(t *testing.T) {
-	defer func(saved int) { impl = saved }(impl)
+	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
+	vnni = false // quad panels (AVX512-VNNI, assembly only) change the path: TestLinearPathQuads
 	for _, c := range []struct {
 		m, k     int
 		prepared bool
@@ -474,62 +487,98 @@ func BenchmarkInt8Linear(b *testing.B) {
 	}
 }
 
-// TestWideTiles compares each wide tile kernel (where the kernel set has
-// them: AVX512-VNNI) with two one-panel tiles, on random int8 values of
-// every tile height, int16 and int8 panels, several lengths of k, with
-// and without adding to c, and checks that it writes nothing past the
-// tile.
-func TestWideTiles(t *testing.T) {
+// TestQuadTiles compares each quad tile kernel (where the kernel set has
+// them: AVX512-VNNI), over one panel and over two, with the sums it must
+// compute, on random bytes, for every tile height, several lengths of k,
+// with and without adding to c (without, each row's corr is added), and
+// checks that it writes nothing past the tile.
+func TestQuadTiles(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
-		if !hasWideTiles() {
-			t.Skipf("kernel set %s has no wide tiles", KernelSet())
+		if !quadPanels() {
+			t.Skipf("kernel set %s has no quad tiles", KernelSet())
 		}
 		rng := rand.New(rand.NewPCG(21, 22))
 		nr := gemmCols()
+		qb := 4 * nr // a quad of a panel's bytes
 		const guard = 256
-		for _, i8 := range []bool{false, true} {
-			pb := 4 * nr
-			if i8 {
-				pb = 2 * nr
-			}
+		for _, panels := range []int{1, 2} {
 			for mr := 1; mr <= gemmRows; mr++ {
-				for _, kp := range []int{1, 2, 7, 64, 257} {
-					lda, ldc := 4*kp+64, 4*2*nr+64
-					pstride := kp*pb + 128
-					a := make([]byte, (mr-1)*lda+4*kp)
-					for i := 0; i < len(a); i += 2 {
-						binary.LittleEndian.PutUint16(a[i:], uint16(int16(int8(rng.Uint32())))) // int8 values as int16
+				for _, kq := range []int{1, 2, 7, 64, 257} {
+					lda, ldc := 4*kq+64, 4*panels*nr+64
+					pstride := 0
+					if panels == 2 {
+						pstride = kq*qb + 128
 					}
-					b := make([]byte, pstride+kp*pb+guard)
-					for i := range b[:pstride+kp*pb] {
-						b[i] = byte(rng.Uint32())
-					}
-					if !i8 {
-						for i := 0; i < pstride+kp*pb; i += 2 {
-							binary.LittleEndian.PutUint16(b[i:], uint16(int16(int8(b[i]))))
+					a := make([]byte, (mr-1)*lda+4*kq)
+					b := make([]byte, pstride+kq*qb+guard)
+					corr := make([]byte, 4*mr+guard)
+					for _, buf := range [][]byte{a, b, corr} {
+						for i := range buf {
+							buf[i] = byte(rng.Uint32())
 						}
 					}
 					for _, add := range []bool{false, true} {
-						c := make([]byte, (mr-1)*ldc+4*2*nr+guard)
+						c := make([]byte, (mr-1)*ldc+4*panels*nr+guard)
 						for i := range c {
 							c[i] = byte(rng.Uint32())
 						}
 						want := append([]byte(nil), c...)
-						n := (mr-1)*ldc + 4*2*nr
-						gemmTileWide(i8, mr, a, lda, b[:pstride+kp*pb], pstride, kp, c[:n], ldc, add)
-						tile := gemmTile
-						if i8 {
-							tile = gemmTileI8
+						for i := range mr {
+							for h := range panels {
+								for j := range nr {
+									s := int32(binary.LittleEndian.Uint32(corr[4*i:]))
+									at := i*ldc + 4*(h*nr+j)
+									if add {
+										s = int32(binary.LittleEndian.Uint32(c[at:]))
+									}
+									for q := range kq {
+										for e := range 4 {
+											s += int32(int8(a[i*lda+4*q+e])) * int32(b[h*pstride+q*qb+4*j+e])
+										}
+									}
+									binary.LittleEndian.PutUint32(want[at:], uint32(s))
+								}
+							}
 						}
-						tile(mr, a, lda, b[:kp*pb], kp, want[:n], ldc, add)
-						tile(mr, a, lda, b[pstride:pstride+kp*pb], kp, want[4*nr:n], ldc, add)
-						// Between and past the rows, both left c as it was.
+						n := (mr-1)*ldc + 4*panels*nr
+						gemmTileQuad(mr, a, lda, b[:pstride+kq*qb], pstride, kq, c[:n], ldc, add, corr[:4*mr], b, 8)
+						// Between and past the rows, c is as it was.
 						if i := diff(c, want); i >= 0 {
-							t.Fatalf("i8=%v mr=%d kp=%d add=%v: row %d byte %d: %#x, want %#x", i8, mr, kp, add, i/ldc, i%ldc, c[i], want[i])
+							t.Fatalf("panels=%d mr=%d kq=%d add=%v: row %d byte %d: %#x, want %#x", panels, mr, kq, add, i/ldc, i%ldc, c[i], want[i])
 						}
 					}
 				}
 			}
 		}
 	})
+}
+
+// TestSumInt8 compares sumInt8 with a plain loop: every length to 2100
+// (past two of its 1024-byte rounds) of random bytes, and long runs of
+// the extremes, where its 16-bit lanes come closest to overflowing.
+func TestSumInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	q := make([]byte, 3*1024+13)
+	check := func(q []byte) {
+		t.Helper()
+		var want int32
+		for _, v := range q {
+			want += int32(int8(v))
+		}
+		if got := sumInt8(q); got != want {
+			t.Fatalf("%d bytes: %d, want %d", len(q), got, want)
+		}
+	}
+	for n := range 2100 {
+		for i := range q[:n] {
+			q[i] = byte(rng.Uint32())
+		}
+		check(q[:n])
+	}
+	for _, v := range []byte{0x7f, 0x80, 0xff, 0} {
+		for i := range q {
+			q[i] = v
+		}
+		check(q)
+	}
 }

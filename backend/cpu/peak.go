@@ -9,10 +9,11 @@ import (
 )
 
 // PeakGOPS measures this machine's peak speed, for about d, at the
-// arithmetic of the int8 product's inner loop: the loop of gemmTile without
-// its loads (VPMADDWD, then VPADDD into 12 independent accumulators, on
-// registers; VPDPWSSD into them with AVX512-VNNI) on GOMAXPROCS
-// goroutines at once, in billions of operations
+// arithmetic of the int8 product's tiles: their loop without its loads
+// (VPMADDWD, then VPADDD into 12 independent accumulators, on registers;
+// VPDPBUSD into them with AVX512-VNNI, whose quad tiles do twice the
+// multiply-adds per instruction) on GOMAXPROCS goroutines at once, in
+// billions of operations
 // per second, a multiply-add counting as two (as 2·M·N·K does). It returns
 // 0 where the products do not run assembly (purego, other architectures,
 // a CPU without AVX2). It is a measurement helper, for `kitchen bench` to

@@ -45,13 +45,16 @@ import (
 // channels one after another, and the lanes are added up at the end.
 // Nothing is packed or written, so the weight streams from memory once.
 //
-// Where the CPU has AVX512-VNNI, the AVX-512 tiles use VPDPWSSD instead:
-// one instruction for VPMADDWD and VPADDD, with the same wrapping int32
-// arithmetic (its saturating sibling, VPDPWSSDS, is not used), so the same
-// bits for half the arithmetic instructions.
+// Where the CPU has AVX512-VNNI, gemv uses VPDPWSSD: one instruction for
+// VPMADDWD and VPADDD, with the same wrapping int32 arithmetic (its
+// saturating sibling, VPDPWSSDS, is not used). The tiles there use
+// VPDPBUSD on quad panels (gemmTileQuad): four byte products a lane, one
+// side unsigned, which the weight plus 128 is; the caller takes 128 times
+// each row's sum off again, wrapping as the sums do, so the bits are the
+// same.
 //
 // linearOut is int8_linear's epilogue on a row of int32 sums, and peak is
-// the arithmetic of gemmTile alone, from registers, to measure this
+// the arithmetic of the tiles alone, from registers, to measure this
 // machine's peak for it.
 
 // phys returns the vector registers of w by number: the int8 kernels
@@ -108,9 +111,7 @@ func third(p, s Register) GPVirtual {
 // products. With int8 set the panel holds the pairs as int8 (half the
 // bytes to stream: prepared weights, and every panel on AVX2),
 // sign-extended as they are loaded.
-// With vnni set (512-bit only) each VPMADDWD and VPADDD pair is one
-// VPDPWSSD, and register 15 is unused.
-func gemmTile(name string, mr int, w width, int8, vnni bool) {
+func gemmTile(name string, mr int, w width, int8 bool) {
 	nr, pairBytes, what := w.panel(int8)
 	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)")
 	Pragma("noescape")
@@ -135,11 +136,6 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 		}
 		for i, m := range rows(mr, ap, lda, ap3, 4*u) {
 			VPBROADCASTD(m, bc)
-			if vnni {
-				vpdpwssd(b0, bc, acc[2*i])
-				vpdpwssd(b1, bc, acc[2*i+1])
-				continue
-			}
 			VPMADDWD(b0, bc, t)
 			VPADDD(t, acc[2*i], acc[2*i])
 			VPMADDWD(b1, bc, t)
@@ -183,7 +179,7 @@ func gemmTile(name string, mr int, w width, int8, vnni bool) {
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 
-	storeTile(name, mr, acc, w)
+	storeTile(name, mr, acc, w, false)
 }
 
 // tileStart emits the start of a tile kernel's prologue, the rows of the
@@ -212,8 +208,9 @@ func clearRegs(acc []VecPhysical, w width) {
 
 // storeTile emits a tile kernel's end: the accumulators, len(acc)/mr
 // registers a row, stored to the rows of the parameter c, ldc bytes
-// apart, first adding what c holds if the parameter add is set.
-func storeTile(name string, mr int, acc []VecPhysical, w width) {
+// apart, first adding what c holds if the parameter add is set, or else,
+// with corr set, the parameter corr's int32 of the row (the quad tiles').
+func storeTile(name string, mr int, acc []VecPhysical, w width, corr bool) {
 	per := len(acc) / mr
 	cp := Load(Param("c").Base(), GP64())
 	ldc := Load(Param("ldc"), GP64())
@@ -224,7 +221,20 @@ func storeTile(name string, mr int, acc []VecPhysical, w width) {
 	add := Load(Param("add"), GP8())
 	crow := rows(mr, cp, ldc, cp3, 0)
 	TESTB(add, add)
-	JZ(LabelRef(name + "_store"))
+	if corr {
+		JNZ(LabelRef(name + "_add"))
+		kp := Load(Param("corr").Base(), GP64())
+		for i := range mr {
+			VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, w.phys(28))
+			for h := range per {
+				VPADDD(w.phys(28), acc[per*i+h], acc[per*i+h])
+			}
+		}
+		JMP(LabelRef(name + "_store"))
+		Label(name + "_add")
+	} else {
+		JZ(LabelRef(name + "_store"))
+	}
 	for i := range mr {
 		for h := range per {
 			VPADDD(crow[i].Offset(h*w.bytes), acc[per*i+h], acc[per*i+h])
@@ -240,54 +250,80 @@ func storeTile(name string, mr int, acc []VecPhysical, w width) {
 	RET()
 }
 
-// gemmTileWide emits the VNNI tile of mr rows (1 to 6) by two adjacent
-// panels, pstride bytes apart: four registers of columns, in up to 24
-// accumulators (row i in 4i to 4i+3), the four weight registers in 24 to
-// 27 and the broadcast row in 28, which only AVX-512's 32 registers hold.
-// VPDPWSSD halves the arithmetic instructions of a step, so the loads of
-// gemmTile's tile (one broadcast per two products) would come close to
-// limiting it; here a broadcast serves four. 512-bit only.
-func gemmTileWide(name string, mr int, w width, int8 bool) {
-	nr, pairBytes, what := w.panel(int8)
-	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)")
+// gemmTileQuad emits the VNNI tile of mr rows (1 to 6) over quad panels
+// (see above): one panel, or two pstride bytes apart (wide),
+// each per quad of k 32 channels of 4 bytes, the weight plus 128 as
+// unsigned bytes, in two registers. Each row's quad of k, 4 signed bytes,
+// is broadcast to every lane, and one VPDPBUSD adds four steps of k to a
+// register of 16 channels: twice VPDPWSSD's multiply-adds per
+// instruction. Registers: the accumulators from 0 (row i in 2i, 2i+1 or,
+// wide, 4i to 4i+3), the weight in 24 to 27, the broadcast row in 28.
+// 512-bit only.
+func gemmTileQuad(name string, mr int, w width, wide bool) {
+	panels, sig := 1, "func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)"
+	if wide {
+		panels, sig = 2, "func(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)"
+	}
+	nr := 2 * w.lanes()
+	quadBytes := 4 * nr
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kp pairs of k,", name, mr, 2*nr),
-		"as the gemmTile kernels do, from two panels: the second pstride bytes after the first in b,",
-		fmt.Sprintf("each per pair of k %d columns of %s pairs (%d bytes). c gets %d int32 a row.", nr, what, pairBytes, 2*nr),
-		"kp must be at least 1.")
-	acc, ap, lda, ap3 := tileStart(mr, 4*mr, w)
-	wr := []VecPhysical{w.phys(24), w.phys(25), w.phys(26), w.phys(27)}
+	doc := []string{fmt.Sprintf("%s computes a tile of %d rows by %d columns of an exact int8 product over kq quads of k:", name, mr, panels*nr),
+		fmt.Sprintf("a holds %d rows of int8 activations, lda bytes apart (each quad of k 4 bytes);", mr),
+		fmt.Sprintf("b the quad panel: per quad of k, %d columns of 4 bytes, each the weight's int8 plus 128 (%d bytes);", nr, quadBytes)}
+	if wide {
+		doc = append(doc, "the second panel pstride bytes after the first in b;",
+			"step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);")
+	}
+	doc = append(doc, fmt.Sprintf("c gets the int32 sums, %d rows ldc bytes apart: with add, c plus the sums;", mr),
+		"else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.",
+		"kq must be at least 1.")
+	Doc(doc...)
+	acc, ap, lda, ap3 := tileStart(mr, 2*panels*mr, w)
+	wr := []VecPhysical{w.phys(24), w.phys(25), w.phys(26), w.phys(27)}[:2*panels]
 	bc := w.phys(28)
 	bp := Load(Param("b").Base(), GP64())
-	bp2 := Load(Param("pstride"), GP64())
-	ADDQ(bp, bp2)
-	kp := Load(Param("kp"), GP64())
+	bases := []Register{bp}
+	var pf, pf2, pfStep Register
+	if wide {
+		ps := Load(Param("pstride"), GP64())
+		bp2 := GP64()
+		LEAQ(Mem{Base: bp, Index: ps, Scale: 1}, bp2)
+		bases = append(bases, bp2)
+		pf = Load(Param("pf").Base(), GP64())
+		pf2 = GP64()
+		LEAQ(Mem{Base: pf, Index: ps, Scale: 1}, pf2)
+		pfStep = Load(Param("pfStep"), GP64())
+	}
+	kq := Load(Param("kq"), GP64())
 	clearRegs(acc, w)
 	Label(name + "_loop")
+	if wide {
+		PREFETCHT1(Mem{Base: pf})
+		PREFETCHT1(Mem{Base: pf2})
+		ADDQ(pfStep, pf)
+		ADDQ(pfStep, pf2)
+	}
 	for h, r := range wr {
-		base := []Register{bp, bp2}[h/2]
-		if int8 {
-			VPMOVSXBW(Mem{Base: base, Disp: (h % 2) * w.bytes / 2}, r)
-		} else {
-			w.mov(Mem{Base: base, Disp: (h % 2) * w.bytes}, r)
-		}
+		w.mov(Mem{Base: bases[h/2], Disp: (h % 2) * w.bytes}, r)
 	}
 	for i, m := range rows(mr, ap, lda, ap3, 0) {
 		VPBROADCASTD(m, bc)
 		for h, r := range wr {
-			vpdpwssd(r, bc, acc[4*i+h])
+			vpdpbusd(bc, r, acc[len(wr)*i+h])
 		}
 	}
 	ADDQ(Imm(4), ap)
 	if mr > 3 {
 		ADDQ(Imm(4), ap3)
 	}
-	ADDQ(U32(pairBytes), bp)
-	ADDQ(U32(pairBytes), bp2)
-	DECQ(kp)
+	for _, b := range bases {
+		ADDQ(U32(quadBytes), b)
+	}
+	DECQ(kq)
 	JNZ(LabelRef(name + "_loop"))
 
-	storeTile(name, mr, acc, w)
+	storeTile(name, mr, acc, w, true)
 }
 
 // pcalign emits PCALIGN: the next instruction starts on an n-byte
@@ -314,15 +350,29 @@ func vpdpwssd(a, b, acc Op) {
 	})
 }
 
-// peak emits the measurement loop: gemmTile's arithmetic without its
-// loads, 12 VPMADDWD and 12 VPADDD (or, with vnni, 12 VPDPWSSD) into 12
+// vpdpbusd emits VPDPBUSD (AVX512-VNNI): acc += the sums of the four
+// products of the unsigned bytes of u with the signed bytes of s, in each
+// int32 lane, wrapping (its saturating sibling, VPDPBUSDS, is not used).
+// Avo v0.5.0's instruction set lacks it; the Go assembler has it.
+func vpdpbusd(s, u, acc Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPBUSD",
+		Operands: []Op{s, u, acc},
+		Inputs:   []Op{s, u, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+// peak emits the measurement loop: a tile's arithmetic without its loads,
+// 12 VPMADDWD and 12 VPADDD (with quad set, 12 VPDPBUSD) into 12
 // independent accumulators per iteration, from registers.
-func peak(name string, w width, vnni bool) {
+func peak(name string, w width, quad bool) {
 	TEXT(name, NOSPLIT, "func(n int)")
 	Pragma("noescape")
 	what := "12 VPMADDWD and 12 VPADDD"
-	if vnni {
-		what = "12 VPDPWSSD"
+	if quad {
+		what = "12 VPDPBUSD"
 	}
 	Doc(name+" runs n iterations of "+what+" on registers, to time them.",
 		"n must be at least 1.")
@@ -333,8 +383,8 @@ func peak(name string, w width, vnni bool) {
 	}
 	Label(name + "_loop")
 	for i := range 12 {
-		if vnni {
-			vpdpwssd(w.phys(12), w.phys(13), w.phys(i))
+		if quad {
+			vpdpbusd(w.phys(12), w.phys(13), w.phys(i))
 			continue
 		}
 		t := w.phys(14 + i%2)
@@ -485,7 +535,8 @@ func gemv(name string, w width, vnni bool, xrows int) {
 	RET()
 }
 
-// dotTile emits the dot path's kernel (AVX2; see dotTile6 for AVX-512's),
+// dotTile emits the dot path's kernel (AVX2, which AVX-512 without VNNI
+// runs too; with VNNI the quad panels are faster),
 // which reads the weight as it is, [N, K] rows, without packing it: 4
 // rows of A by 3 channels, each of the 12 products a vector of partial
 // dot products along k (VPMOVSXBW widens 16 of a channel's int8 values,
@@ -552,101 +603,6 @@ func dotTile(name string, w width) {
 		VMOVDQU(a.AsX(), Mem{Base: sp})
 		if c < 2 {
 			ADDQ(lds, sp)
-		}
-	}
-	VZEROUPPER()
-	RET()
-}
-
-// dotTile6 emits AVX512-VNNI's dot tile: dotTile's work for 4 rows of A
-// by 6 channels, 32 values of k a step (VPMOVSXBW from 256 bits), each
-// VPMADDWD and VPADDD pair one VPDPWSSD, the rows of A loaded into
-// registers once a step: a VPDPWSSD reading 64 bytes of memory costs two
-// of the loads the tile is short of, and with 6 channels each load of A
-// serves 6 of them (0.85-0.96 of the time of a 3-channel form, 12 to 48
-// rows, on a 2-core Zen 4). Registers: 0 to 11 accumulate channels 0 to 2
-// (row r, channel c at 3r+c), 12 to 23 channels 3 to 5 (12+3r+c-3), 24 to
-// 29 hold the channels' values, 30 and 31 rows of A in turn. The
-// accumulators are added down to 256 bits first; the fold's VPHADDD has
-// only the VEX form (registers 0 to 15), so each half of the channels is
-// folded in registers 0 to 11 in turn.
-func dotTile6(name string, w width) {
-	step := w.bytes / 2
-	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
-	Pragma("noescape")
-	Doc(name+" adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 6 int8 rows of wt",
-		fmt.Sprintf("(ldw bytes apart) over steps·%d values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],", step),
-		"wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
-	xp := Load(Param("x").Base(), GP64())
-	ldx := Load(Param("ldx"), GP64())
-	wp := Load(Param("wt").Base(), GP64())
-	ldw := Load(Param("ldw"), GP64())
-	n := Load(Param("steps"), GP64())
-	pfp := Load(Param("pf").Base(), GP64())
-	pfs := Load(Param("pfStep"), GP64())
-	x3, w3 := GP64(), GP64()
-	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
-	ADDQ(ldx, x3)
-	LEAQ(Mem{Base: wp, Index: ldw, Scale: 2}, w3)
-	ADDQ(ldw, w3)
-	acc := func(r, c int) VecPhysical {
-		if c < 3 {
-			return w.phys(3*r + c)
-		}
-		return w.phys(12 + 3*r + c - 3)
-	}
-	for i := range 24 {
-		w.xor(w.phys(i), w.phys(i), w.phys(i))
-	}
-	xrow := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
-	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2},
-		{Base: w3}, {Base: w3, Index: ldw, Scale: 1}, {Base: w3, Index: ldw, Scale: 2}}
-	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: pfp})
-	for c := range 6 {
-		VPMOVSXBW(wrow[c], w.phys(24+c))
-	}
-	for r := range 4 {
-		xr := w.phys(30 + r%2)
-		w.mov(xrow[r], xr)
-		for c := range 6 {
-			vpdpwssd(w.phys(24+c), xr, acc(r, c))
-		}
-	}
-	ADDQ(Imm(uint64(2*step)), xp)
-	ADDQ(Imm(uint64(2*step)), x3)
-	ADDQ(Imm(uint64(step)), wp)
-	ADDQ(Imm(uint64(step)), w3)
-	ADDQ(pfs, pfp)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-
-	// Each accumulator's upper 256 bits onto its lower ones.
-	for i := range 24 {
-		VEXTRACTI64X4(Imm(1), w.phys(i), Y24)
-		VPADDD(Y24, w.phys(i).AsY(), w.phys(i).AsY())
-	}
-	sp := Load(Param("sums").Base(), GP64())
-	lds := Load(Param("lds"), GP64())
-	for half := range 2 {
-		if half == 1 {
-			for i := range 12 {
-				VMOVDQA64(w.phys(12+i).AsY(), w.phys(i).AsY())
-			}
-		}
-		for c := range 3 {
-			a, b, cc, d := w.phys(c).AsY(), w.phys(3+c).AsY(), w.phys(6+c).AsY(), w.phys(9+c).AsY()
-			VPHADDD(b, a, a)   // rows 0 and 1, pairwise
-			VPHADDD(d, cc, cc) // rows 2 and 3
-			VPHADDD(cc, a, a)  // per 128-bit half: rows 0 to 3
-			VEXTRACTI32X4(Imm(1), a, X24)
-			ax := w.phys(c).AsX()
-			VPADDD(X24, ax, ax)
-			VPADDD(Mem{Base: sp}, ax, ax)
-			VMOVDQU(ax, Mem{Base: sp})
-			if half == 0 || c < 2 {
-				ADDQ(lds, sp)
-			}
 		}
 	}
 	VZEROUPPER()
@@ -977,6 +933,161 @@ func packRows(name string, w width, int8 bool) {
 	RET()
 }
 
+// packQuads emits the kernel that packs whole quad panels (see
+// gemmTileQuad) from [N, K] rows: 32 rows (the panel's channels), 4
+// quads of k per iteration. Each row's 16 bytes are 4 dwords, one per
+// quad; for each half of the panel, rows i, i+4, i+8 and i+12 go into the
+// 128-bit lanes of register i (i = 0 to 3), and two rounds of unpacks
+// (dwords, qwords) transpose each lane's 4x4 dwords, so that register q
+// holds quad q of the half's 16 channels in order. Each byte is XORed
+// with 0x80 (the weight plus 128, as an unsigned byte). 512-bit only.
+func packQuads(name string, w width) {
+	nr := 2 * w.lanes()
+	quadBytes := 4 * nr
+	TEXT(name, NOSPLIT, "func(src []byte, ldw int, kq int, dst []byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs %d int8 weight rows of src, ldw bytes apart, into dst: for each of kq quads of k,", name, nr),
+		fmt.Sprintf("the %d channels' four values plus 128, as unsigned bytes (%d bytes). kq must be a multiple of 4.", nr, quadBytes))
+	sp := Load(Param("src").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("kq"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	ld4 := GP64()
+	MOVQ(ldw, ld4)
+	SHLQ(Imm(2), ld4) // 4 rows
+	bias := w.broadcast(0x80808080)
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	p := GP64()
+	MOVQ(sp, p)
+	for h := range 2 {
+		r := make([]VecVirtual, 4)
+		for i := range r {
+			r[i] = w.reg()
+			q := GP64()
+			MOVQ(p, q)
+			VBROADCASTI32X4(Mem{Base: p}, r[i])
+			for l := 1; l < 4; l++ {
+				ADDQ(ld4, q)
+				VINSERTI32X4(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+			}
+			w.xor(bias, r[i], r[i])
+			ADDQ(ldw, p)
+		}
+		// p is at row 4, whose rows to 15 went into the lanes: on to
+		// row 16.
+		if h == 0 {
+			ADDQ(ld4, p)
+			ADDQ(ld4, p)
+			ADDQ(ld4, p)
+		}
+		t := make([]VecVirtual, 4)
+		for i := range t {
+			t[i] = w.reg()
+		}
+		VPUNPCKLDQ(r[1], r[0], t[0])
+		VPUNPCKHDQ(r[1], r[0], t[1])
+		VPUNPCKLDQ(r[3], r[2], t[2])
+		VPUNPCKHDQ(r[3], r[2], t[3])
+		for q := range 4 {
+			v := w.reg()
+			if q%2 == 0 {
+				VPUNPCKLQDQ(t[2+q/2], t[q/2], v)
+			} else {
+				VPUNPCKHQDQ(t[2+q/2], t[q/2], v)
+			}
+			w.mov(v, Mem{Base: dp, Disp: quadBytes*q + w.bytes*h})
+		}
+	}
+	ADDQ(Imm(16), sp)
+	ADDQ(U32(4*quadBytes), dp)
+	SUBQ(Imm(4), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// packColsQuads emits the kernel that packs one quad of k of whole quad
+// panels from a [K, N] matrix: rows 4q to 4q+3, two panels' 64 columns
+// at a time. The four rows' bytes are interleaved by VPUNPCKLBW/HBW (rows
+// 0 and 1, 2 and 3) and VPUNPCKLWD/HWD, which leaves in lane l of the
+// four results the columns 16l to 16l+3, +4 to +7, +8 to +11 and +12 to
+// +15; two rounds of VSHUFI32X4 transpose those 4x4 lanes, so each
+// register holds 16 columns in order. Each byte is XORed with 0x80.
+// 512-bit only.
+func packColsQuads(name string, w width) {
+	nr := 2 * w.lanes()
+	TEXT(name, NOSPLIT, "func(src []byte, ldb int, pairs int, dst []byte, pstride int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs four int8 rows of src (ldb bytes apart), %d columns for each of pairs pairs of panels, into dst:", name, 2*nr),
+		fmt.Sprintf("per panel, pstride bytes apart, the %d columns' four values plus 128, as unsigned bytes (%d bytes).", nr, 4*nr))
+	sp := Load(Param("src").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	n := Load(Param("pairs"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	ps := Load(Param("pstride"), GP64())
+	sp3 := third(sp, ldb)
+	bias := w.broadcast(0x80808080)
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	r := make([]VecVirtual, 4)
+	for i, m := range []Mem{{Base: sp}, {Base: sp, Index: ldb, Scale: 1}, {Base: sp, Index: ldb, Scale: 2}, {Base: sp3}} {
+		r[i] = w.reg()
+		w.xor(m, bias, r[i])
+	}
+	lo01, hi01, lo23, hi23 := w.reg(), w.reg(), w.reg(), w.reg()
+	VPUNPCKLBW(r[1], r[0], lo01)
+	VPUNPCKHBW(r[1], r[0], hi01)
+	VPUNPCKLBW(r[3], r[2], lo23)
+	VPUNPCKHBW(r[3], r[2], hi23)
+	c := make([]VecVirtual, 4) // lane l: columns 16l+4i to 16l+4i+3
+	for i := range c {
+		c[i] = w.reg()
+	}
+	VPUNPCKLWD(lo23, lo01, c[0])
+	VPUNPCKHWD(lo23, lo01, c[1])
+	VPUNPCKLWD(hi23, hi01, c[2])
+	VPUNPCKHWD(hi23, hi01, c[3])
+	// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
+	// x[2] and x[3] the same of c2 and c3.
+	x := make([]VecVirtual, 4)
+	for i := range x {
+		x[i] = w.reg()
+	}
+	VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
+	VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
+	VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
+	VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
+	// Columns 0-15: x0.l0 x0.l2 x2.l0 x2.l2; 16-31: lanes 1 and 3; then
+	// x1 and x3 the same for columns 32-63.
+	for j := range 4 {
+		v := w.reg()
+		imm := uint64(0x88)
+		if j%2 == 1 {
+			imm = 0xDD
+		}
+		VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], v)
+		if j < 2 {
+			w.mov(v, Mem{Base: dp, Disp: w.bytes * j})
+		} else {
+			w.mov(v, Mem{Base: dp, Index: ps, Scale: 1, Disp: w.bytes * (j - 2)})
+		}
+	}
+	ADDQ(Imm(64), sp)
+	ADDQ(Imm(64), sp3)
+	LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 // packColsI8 emits the kernel that packs two pairs of k of whole int8
 // panels (the few-row path's and a prepared weight's layout) from a [K, N]
 // matrix: rows 4q to 4q+3, a panel's columns at a time (16 on AVX2, 32 on
@@ -1088,18 +1199,16 @@ func packCols(name string, w width) {
 // linearKernels emits the int8 product kernels for w.
 func linearKernels(w width) {
 	for mr := 1; mr <= 6; mr++ {
-		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false, false)
-		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true, false)
+		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false)
+		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true)
 		if w.bytes == 64 {
-			gemmTile(fmt.Sprintf("gemmTile%dVNNI%s", mr, w.name), mr, w, false, true)
-			gemmTile(fmt.Sprintf("gemmTile%dI8VNNI%s", mr, w.name), mr, w, true, true)
-			gemmTileWide(fmt.Sprintf("gemmTileWide%dVNNI%s", mr, w.name), mr, w, false)
-			gemmTileWide(fmt.Sprintf("gemmTileWide%dI8VNNI%s", mr, w.name), mr, w, true)
+			gemmTileQuad(fmt.Sprintf("gemmTile%dQuadVNNI%s", mr, w.name), mr, w, false)
+			gemmTileQuad(fmt.Sprintf("gemmTileWide%dQuadVNNI%s", mr, w.name), mr, w, true)
 		}
 	}
 	peak("peak"+w.name, w, false)
 	if w.bytes == 64 {
-		peak("peakVNNI"+w.name, w, true)
+		peak("peakQuadVNNI"+w.name, w, true)
 	}
 	for _, rows := range []int{1, 2, 4} {
 		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, false, rows)
@@ -1115,10 +1224,12 @@ func linearKernels(w width) {
 	}
 	if w.bytes == 32 {
 		dotTile("dotTile"+w.name, w) // AVX-512 without VNNI runs it too
-	} else {
-		dotTile6("dotTile6VNNI"+w.name, w)
 	}
 	packColsI8("packColsI8"+w.name, w)
+	if w.bytes == 64 {
+		packQuads("packQuadsVNNI"+w.name, w)
+		packColsQuads("packColsQuadsVNNI"+w.name, w)
+	}
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
