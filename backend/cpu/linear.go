@@ -351,9 +351,9 @@ func (p *product) run(ctx context.Context) error {
 // pc+kc) of k, against one panel, or with pstride > 0 against two
 // adjacent panels pstride bytes apart (tileWide), into c (ldc bytes a
 // row). The tiles are as even as possible: 16 rows as 5, 5 and 6
-// measured about 20% faster than as 6, 6 and 4. With two panels, next,
-// if not nil, is where the next two panels' part starts (pstride apart
-// too): the tiles prefetch a share of it each (the quad tiles).
+// measured about 20% faster than as 6, 6 and 4. The quad tiles prefetch
+// next, if not nil, a share each (with two panels, as much pstride
+// bytes further too): what the tiles after these read.
 func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byte, ldc int, next []byte) {
 	tiles := (rows + gemmRows - 1) / gemmRows
 	cols := gemmCols()
@@ -370,22 +370,23 @@ func (p *product) tiles(r0, rows, pc, kc int, panel []byte, pstride int, c []byt
 		mr := (rows - i) / (tiles - t)
 		at := (r0+i)*p.lda + 4*pc
 		a, cs := p.x[at:at+(mr-1)*p.lda+4*kc], c[i*ldc:(i+mr-1)*ldc+4*cols]
+		if next != nil {
+			pf = next[min(t*share, len(next)-1):]
+		}
 		if pstride > 0 {
-			if next != nil {
-				pf = next[min(t*share, len(next)-1):]
-			}
 			p.tileWide(r0+i, mr, a, panel, pstride, kc, cs, ldc, pc > 0, pf, pfStep)
 		} else {
-			p.tile(r0+i, mr, a, panel, kc, cs, ldc, pc > 0)
+			p.tile(r0+i, mr, a, panel, kc, cs, ldc, pc > 0, pf, pfStep)
 		}
 	}
 }
 
 // tile runs the tile kernel for the product's panels (int8 or int16
-// pairs, or quads) over rows a, from row r of A.
-func (p *product) tile(r, mr int, a, panel []byte, kc int, c []byte, ldc int, add bool) {
+// pairs, or quads) over rows a, from row r of A; the quad tile prefetches
+// pf[i·pfStep] at step i.
+func (p *product) tile(r, mr int, a, panel []byte, kc int, c []byte, ldc int, add bool, pf []byte, pfStep int) {
 	if p.quads {
-		gemmTileQuad(mr, a, p.lda, panel, 0, kc, c, ldc, add, p.corr[4*r:], nil, 0)
+		gemmTileQuad(mr, a, p.lda, panel, 0, kc, c, ldc, add, p.corr[4*r:], pf, pfStep)
 		return
 	}
 	if p.i8 {
@@ -405,8 +406,8 @@ func (p *product) tileWide(r, mr int, a, panels []byte, pstride, kc int, c []byt
 		return
 	}
 	pb := p.pairBytes()
-	p.tile(r, mr, a, panels[:kc*pb], kc, c, ldc, add)
-	p.tile(r, mr, a, panels[pstride:pstride+kc*pb], kc, c[4*gemmCols():], ldc, add)
+	p.tile(r, mr, a, panels[:kc*pb], kc, c, ldc, add, nil, 0)
+	p.tile(r, mr, a, panels[pstride:pstride+kc*pb], kc, c[4*gemmCols():], ldc, add, nil, 0)
 }
 
 // pairBytes is the bytes of a panel per pair of k (or quad).
@@ -531,13 +532,44 @@ func (b *fewBody) run(lo, hi int) {
 			} else {
 				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb], true)
 			}
+			next := b.next(pn, hi, pc, kc, pairs)
 			for q := 0; q < kc; q += blockPairs {
 				qc := min(blockPairs, kc-q)
-				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc, nil)
+				var pf []byte
+				if next != nil {
+					pf = next[len(next)*q/kc : len(next)*(q+qc)/kc]
+				}
+				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc, pf)
 			}
 		}
 		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)
 	}
+}
+
+// next returns what the few-row path reads after pass pc (of kc pairs,
+// passes of pass) of panel pn, in the panels up to hi, for the quad tiles
+// to prefetch: the prepared panels' next part, or the next panel's weight
+// rows when one pass takes all of k (else they are not contiguous); nil if
+// there is none.
+func (b *fewBody) next(pn, hi, pc, kc, pass int) []byte {
+	p := b.p
+	if !p.quads {
+		return nil
+	}
+	nr := gemmCols()
+	pb := p.pairBytes()
+	switch {
+	case p.wp != nil && pc+kc < p.kp:
+		at := (pn*p.kp + pc + kc) * pb
+		return p.wp[at : at+min(pass, p.kp-pc-kc)*pb]
+	case pc+kc < p.kp || pn+1 >= hi:
+		return nil
+	case p.wp != nil:
+		at := (pn + 1) * p.kp * pb
+		return p.wp[at : at+min(pass, p.kp)*pb]
+	}
+	n0 := (pn + 1) * nr
+	return p.w[n0*p.k : min(n0+nr, p.n)*p.k]
 }
 
 // dotBody runs blocks [lo, hi) of dotChannels channels over every row with

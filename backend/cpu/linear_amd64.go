@@ -278,7 +278,7 @@ var quadPanels = func() bool { return impl == implAVX512 && vnni }
 // gemmTilesQuad and gemmTilesQuadWide are the quad-panel tiles, by row
 // count less one: over one panel, and over two.
 var (
-	gemmTilesQuad = [gemmRows]func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte){
+	gemmTilesQuad = [gemmRows]func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
 		gemmTile1QuadVNNIAVX512, gemmTile2QuadVNNIAVX512, gemmTile3QuadVNNIAVX512, gemmTile4QuadVNNIAVX512, gemmTile5QuadVNNIAVX512, gemmTile6QuadVNNIAVX512,
 	}
 	gemmTilesQuadWide = [gemmRows]func(a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
@@ -288,13 +288,14 @@ var (
 
 // gemmTileQuad computes a tile of mr rows (1 to gemmRows) over kq >= 1
 // quads of k of a quad panel, or with pstride > 0 of two panels pstride
-// bytes apart: see gemmTileQuadGeneric. Only where quadPanels.
+// bytes apart, and prefetches pf as the kernels say. Only where
+// quadPanels.
 func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int) {
 	if pstride > 0 {
 		gemmTilesQuadWide[min(mr, gemmRows)-1](a, lda, b, pstride, kq, c, ldc, add, corr, pf, pfStep)
 		return
 	}
-	gemmTilesQuad[min(mr, gemmRows)-1](a, lda, b, kq, c, ldc, add, corr)
+	gemmTilesQuad[min(mr, gemmRows)-1](a, lda, b, kq, c, ldc, add, corr, pf, pfStep)
 }
 
 // packQuadsPanel packs the first kq quads of k, rounded down to a

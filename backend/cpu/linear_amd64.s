@@ -2251,17 +2251,21 @@ gemmTile1I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile1QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile1QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), CX
-	MOVQ   kq+56(FP), DX
+	MOVQ   pf_base+128(FP), DX
+	MOVQ   pfStep+152(FP), BX
+	MOVQ   kq+56(FP), SI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
 gemmTile1QuadVNNIAVX512_loop:
+	PREFETCHT1   (DX)
+	ADDQ         BX, DX
 	VMOVDQU32    (CX), Z24
 	VMOVDQU32    64(CX), Z25
 	VPBROADCASTD (AX), Z28
@@ -2269,7 +2273,7 @@ gemmTile1QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z25, Z1
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, CX
-	DECQ         DX
+	DECQ         SI
 	JNZ          gemmTile1QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -2298,10 +2302,10 @@ TEXT ·gemmTileWide1QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), CX
-	MOVQ   pstride+56(FP), DX
-	LEAQ   (CX)(DX*1), BX
-	MOVQ   pf_base+136(FP), SI
-	LEAQ   (SI)(DX*1), DX
+	MOVQ   pf_base+136(FP), DX
+	MOVQ   pstride+56(FP), BX
+	LEAQ   (CX)(BX*1), SI
+	LEAQ   (DX)(BX*1), BX
 	MOVQ   pfStep+160(FP), DI
 	MOVQ   kq+64(FP), R8
 	VPXORD Z0, Z0, Z0
@@ -2310,14 +2314,14 @@ TEXT ·gemmTileWide1QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z3, Z3, Z3
 
 gemmTileWide1QuadVNNIAVX512_loop:
-	PREFETCHT1   (SI)
 	PREFETCHT1   (DX)
-	ADDQ         DI, SI
 	ADDQ         DI, DX
+	PREFETCHT1   (BX)
+	ADDQ         DI, BX
 	VMOVDQU32    (CX), Z24
 	VMOVDQU32    64(CX), Z25
-	VMOVDQU32    (BX), Z26
-	VMOVDQU32    64(BX), Z27
+	VMOVDQU32    (SI), Z26
+	VMOVDQU32    64(SI), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -2325,7 +2329,7 @@ gemmTileWide1QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z27, Z3
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, CX
-	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, SI
 	DECQ         R8
 	JNZ          gemmTileWide1QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
@@ -2511,19 +2515,23 @@ gemmTile2I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile2QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile2QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   kq+56(FP), BX
+	MOVQ   pf_base+128(FP), BX
+	MOVQ   pfStep+152(FP), SI
+	MOVQ   kq+56(FP), DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 
 gemmTile2QuadVNNIAVX512_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
 	VPBROADCASTD (AX), Z28
@@ -2534,7 +2542,7 @@ gemmTile2QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z25, Z3
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	DECQ         BX
+	DECQ         DI
 	JNZ          gemmTile2QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -2570,10 +2578,10 @@ TEXT ·gemmTileWide2QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   pstride+56(FP), BX
-	LEAQ   (DX)(BX*1), SI
-	MOVQ   pf_base+136(FP), DI
-	LEAQ   (DI)(BX*1), BX
+	MOVQ   pf_base+136(FP), BX
+	MOVQ   pstride+56(FP), SI
+	LEAQ   (DX)(SI*1), DI
+	LEAQ   (BX)(SI*1), SI
 	MOVQ   pfStep+160(FP), R8
 	MOVQ   kq+64(FP), R9
 	VPXORD Z0, Z0, Z0
@@ -2586,14 +2594,14 @@ TEXT ·gemmTileWide2QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z7, Z7, Z7
 
 gemmTileWide2QuadVNNIAVX512_loop:
-	PREFETCHT1   (DI)
 	PREFETCHT1   (BX)
-	ADDQ         R8, DI
 	ADDQ         R8, BX
+	PREFETCHT1   (SI)
+	ADDQ         R8, SI
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
-	VMOVDQU32    (SI), Z26
-	VMOVDQU32    64(SI), Z27
+	VMOVDQU32    (DI), Z26
+	VMOVDQU32    64(DI), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -2606,7 +2614,7 @@ gemmTileWide2QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z27, Z7
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000080, DI
 	DECQ         R9
 	JNZ          gemmTileWide2QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
@@ -2765,13 +2773,15 @@ gemmTile3I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   kq+56(FP), BX
+	MOVQ   pf_base+128(FP), BX
+	MOVQ   pfStep+152(FP), SI
+	MOVQ   kq+56(FP), DI
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2780,6 +2790,8 @@ TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	VPXORD Z5, Z5, Z5
 
 gemmTile3QuadVNNIAVX512_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
 	VPBROADCASTD (AX), Z28
@@ -2793,7 +2805,7 @@ gemmTile3QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z25, Z5
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	DECQ         BX
+	DECQ         DI
 	JNZ          gemmTile3QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -2836,10 +2848,10 @@ TEXT ·gemmTileWide3QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	MOVQ   b_base+32(FP), DX
-	MOVQ   pstride+56(FP), BX
-	LEAQ   (DX)(BX*1), SI
-	MOVQ   pf_base+136(FP), DI
-	LEAQ   (DI)(BX*1), BX
+	MOVQ   pf_base+136(FP), BX
+	MOVQ   pstride+56(FP), SI
+	LEAQ   (DX)(SI*1), DI
+	LEAQ   (BX)(SI*1), SI
 	MOVQ   pfStep+160(FP), R8
 	MOVQ   kq+64(FP), R9
 	VPXORD Z0, Z0, Z0
@@ -2856,14 +2868,14 @@ TEXT ·gemmTileWide3QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z11, Z11, Z11
 
 gemmTileWide3QuadVNNIAVX512_loop:
-	PREFETCHT1   (DI)
 	PREFETCHT1   (BX)
-	ADDQ         R8, DI
 	ADDQ         R8, BX
+	PREFETCHT1   (SI)
+	ADDQ         R8, SI
 	VMOVDQU32    (DX), Z24
 	VMOVDQU32    64(DX), Z25
-	VMOVDQU32    (SI), Z26
-	VMOVDQU32    64(SI), Z27
+	VMOVDQU32    (DI), Z26
+	VMOVDQU32    64(DI), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -2881,7 +2893,7 @@ gemmTileWide3QuadVNNIAVX512_loop:
 	VPDPBUSD     Z28, Z27, Z11
 	ADDQ         $0x04, AX
 	ADDQ         $0x00000080, DX
-	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000080, DI
 	DECQ         R9
 	JNZ          gemmTileWide3QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
@@ -3085,15 +3097,17 @@ gemmTile4I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kq+56(FP), SI
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3104,6 +3118,8 @@ TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	VPXORD Z7, Z7, Z7
 
 gemmTile4QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
 	VPBROADCASTD (AX), Z28
@@ -3121,7 +3137,7 @@ gemmTile4QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	DECQ         SI
+	DECQ         R8
 	JNZ          gemmTile4QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -3175,10 +3191,10 @@ TEXT ·gemmTileWide4QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	LEAQ   (BX)(SI*1), DI
-	MOVQ   pf_base+136(FP), R8
-	LEAQ   (R8)(SI*1), SI
+	MOVQ   pf_base+136(FP), SI
+	MOVQ   pstride+56(FP), DI
+	LEAQ   (BX)(DI*1), R8
+	LEAQ   (SI)(DI*1), DI
 	MOVQ   pfStep+160(FP), R9
 	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
@@ -3199,14 +3215,14 @@ TEXT ·gemmTileWide4QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z15, Z15, Z15
 
 gemmTileWide4QuadVNNIAVX512_loop:
-	PREFETCHT1   (R8)
 	PREFETCHT1   (SI)
-	ADDQ         R9, R8
 	ADDQ         R9, SI
+	PREFETCHT1   (DI)
+	ADDQ         R9, DI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (DI), Z26
-	VMOVDQU32    64(DI), Z27
+	VMOVDQU32    (R8), Z26
+	VMOVDQU32    64(R8), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -3230,7 +3246,7 @@ gemmTileWide4QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
 	DECQ         R10
 	JNZ          gemmTileWide4QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
@@ -3471,15 +3487,17 @@ gemmTile5I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kq+56(FP), SI
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3492,6 +3510,8 @@ TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	VPXORD Z9, Z9, Z9
 
 gemmTile5QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
 	VPBROADCASTD (AX), Z28
@@ -3512,7 +3532,7 @@ gemmTile5QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	DECQ         SI
+	DECQ         R8
 	JNZ          gemmTile5QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -3573,10 +3593,10 @@ TEXT ·gemmTileWide5QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	LEAQ   (BX)(SI*1), DI
-	MOVQ   pf_base+136(FP), R8
-	LEAQ   (R8)(SI*1), SI
+	MOVQ   pf_base+136(FP), SI
+	MOVQ   pstride+56(FP), DI
+	LEAQ   (BX)(DI*1), R8
+	LEAQ   (SI)(DI*1), DI
 	MOVQ   pfStep+160(FP), R9
 	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
@@ -3601,14 +3621,14 @@ TEXT ·gemmTileWide5QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z19, Z19, Z19
 
 gemmTileWide5QuadVNNIAVX512_loop:
-	PREFETCHT1   (R8)
 	PREFETCHT1   (SI)
-	ADDQ         R9, R8
 	ADDQ         R9, SI
+	PREFETCHT1   (DI)
+	ADDQ         R9, DI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (DI), Z26
-	VMOVDQU32    64(DI), Z27
+	VMOVDQU32    (R8), Z26
+	VMOVDQU32    64(R8), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -3637,7 +3657,7 @@ gemmTileWide5QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
 	DECQ         R10
 	JNZ          gemmTileWide5QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX
@@ -3913,15 +3933,17 @@ gemmTile6I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
-// Requires: AVX, AVX512F, AVX512_VNNI
-TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-128
+// func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-160
 	MOVQ   a_base+0(FP), AX
 	MOVQ   lda+24(FP), CX
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   kq+56(FP), SI
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3936,6 +3958,8 @@ TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-128
 	VPXORD Z11, Z11, Z11
 
 gemmTile6QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
 	VPBROADCASTD (AX), Z28
@@ -3959,7 +3983,7 @@ gemmTile6QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	DECQ         SI
+	DECQ         R8
 	JNZ          gemmTile6QuadVNNIAVX512_loop
 	MOVQ         c_base+64(FP), AX
 	MOVQ         ldc+88(FP), CX
@@ -4027,10 +4051,10 @@ TEXT ·gemmTileWide6QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	LEAQ   (AX)(CX*2), DX
 	ADDQ   CX, DX
 	MOVQ   b_base+32(FP), BX
-	MOVQ   pstride+56(FP), SI
-	LEAQ   (BX)(SI*1), DI
-	MOVQ   pf_base+136(FP), R8
-	LEAQ   (R8)(SI*1), SI
+	MOVQ   pf_base+136(FP), SI
+	MOVQ   pstride+56(FP), DI
+	LEAQ   (BX)(DI*1), R8
+	LEAQ   (SI)(DI*1), DI
 	MOVQ   pfStep+160(FP), R9
 	MOVQ   kq+64(FP), R10
 	VPXORD Z0, Z0, Z0
@@ -4059,14 +4083,14 @@ TEXT ·gemmTileWide6QuadVNNIAVX512(SB), NOSPLIT, $0-168
 	VPXORD Z23, Z23, Z23
 
 gemmTileWide6QuadVNNIAVX512_loop:
-	PREFETCHT1   (R8)
 	PREFETCHT1   (SI)
-	ADDQ         R9, R8
 	ADDQ         R9, SI
+	PREFETCHT1   (DI)
+	ADDQ         R9, DI
 	VMOVDQU32    (BX), Z24
 	VMOVDQU32    64(BX), Z25
-	VMOVDQU32    (DI), Z26
-	VMOVDQU32    64(DI), Z27
+	VMOVDQU32    (R8), Z26
+	VMOVDQU32    64(R8), Z27
 	VPBROADCASTD (AX), Z28
 	VPDPBUSD     Z28, Z24, Z0
 	VPDPBUSD     Z28, Z25, Z1
@@ -4100,7 +4124,7 @@ gemmTileWide6QuadVNNIAVX512_loop:
 	ADDQ         $0x04, AX
 	ADDQ         $0x04, DX
 	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
 	DECQ         R10
 	JNZ          gemmTileWide6QuadVNNIAVX512_loop
 	MOVQ         c_base+72(FP), AX

@@ -234,12 +234,13 @@ func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile1QuadVNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide1QuadVNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -272,12 +273,13 @@ func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile2QuadVNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide2QuadVNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -310,12 +312,13 @@ func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile3QuadVNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide3QuadVNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -348,12 +351,13 @@ func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile4QuadVNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide4QuadVNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -386,12 +390,13 @@ func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile5QuadVNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide5QuadVNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -424,12 +429,13 @@ func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, a
 // gemmTile6QuadVNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kq quads of k:
 // a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
 // c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
 // else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
 // kq must be at least 1.
 //
 //go:noescape
-func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)
+func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTileWide6QuadVNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);

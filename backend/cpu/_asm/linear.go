@@ -260,7 +260,7 @@ func storeTile(name string, mr int, acc []VecPhysical, w width, corr bool) {
 // wide, 4i to 4i+3), the weight in 24 to 27, the broadcast row in 28.
 // 512-bit only.
 func gemmTileQuad(name string, mr int, w width, wide bool) {
-	panels, sig := 1, "func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte)"
+	panels, sig := 1, "func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)"
 	if wide {
 		panels, sig = 2, "func(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)"
 	}
@@ -274,6 +274,8 @@ func gemmTileQuad(name string, mr int, w width, wide bool) {
 	if wide {
 		doc = append(doc, "the second panel pstride bytes after the first in b;",
 			"step i prefetches pf[i·pfStep] and pf[pstride+i·pfStep] into the second-level cache (pfStep 0 repeats a line);")
+	} else {
+		doc = append(doc, "step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);")
 	}
 	doc = append(doc, fmt.Sprintf("c gets the int32 sums, %d rows ldc bytes apart: with add, c plus the sums;", mr),
 		"else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.",
@@ -284,25 +286,22 @@ func gemmTileQuad(name string, mr int, w width, wide bool) {
 	bc := w.phys(28)
 	bp := Load(Param("b").Base(), GP64())
 	bases := []Register{bp}
-	var pf, pf2, pfStep Register
+	pf := Load(Param("pf").Base(), GP64())
+	pfs := []Register{pf}
 	if wide {
 		ps := Load(Param("pstride"), GP64())
-		bp2 := GP64()
+		bp2, pf2 := GP64(), GP64()
 		LEAQ(Mem{Base: bp, Index: ps, Scale: 1}, bp2)
-		bases = append(bases, bp2)
-		pf = Load(Param("pf").Base(), GP64())
-		pf2 = GP64()
 		LEAQ(Mem{Base: pf, Index: ps, Scale: 1}, pf2)
-		pfStep = Load(Param("pfStep"), GP64())
+		bases, pfs = append(bases, bp2), append(pfs, pf2)
 	}
+	pfStep := Load(Param("pfStep"), GP64())
 	kq := Load(Param("kq"), GP64())
 	clearRegs(acc, w)
 	Label(name + "_loop")
-	if wide {
-		PREFETCHT1(Mem{Base: pf})
-		PREFETCHT1(Mem{Base: pf2})
-		ADDQ(pfStep, pf)
-		ADDQ(pfStep, pf2)
+	for _, r := range pfs {
+		PREFETCHT1(Mem{Base: r})
+		ADDQ(pfStep, r)
 	}
 	for h, r := range wr {
 		w.mov(Mem{Base: bases[h/2], Disp: (h % 2) * w.bytes}, r)
