@@ -39,8 +39,8 @@ across machines.
 M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is moving
 their operands and output (for few rows, mostly the int8 weight's K·N bytes) at the
 copy speed. On the host they also report this
-machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds from registers
-on every thread; the highest of about --runs measurements made just before and just
+machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds, or with
+AVX512-VNNI its byte multiply-adds, from registers on every thread; the highest of about --runs measurements made just before and just
 after each backend's rounds) and their share of it ("of peak"), and, in the same rounds,
 how fast this machine streams memory that is only read (a parallel read, with the cpu
 kernels' vector loads, of a 64 MiB buffer or larger): "x stream" is the median time
