@@ -25,7 +25,7 @@ import (
 //	int8_linear, prepared weight:
 //	    up to 8 rows one row at a time (the plain weight), up to 96 few, more many
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to 8 rows cols (5 with VNNI), up to 96 few, more many (b packed whole)
+//	    up to 8 rows cols (4 with VNNI), up to 96 few, more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
@@ -195,13 +195,14 @@ const (
 // rather than packing it first: gemvRows's cost grows with each row (it
 // widens b again for every row), the packing's does not; measured on a
 // 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead of 5.5-8, 8 rows
-// about as long as packing. With VNNI the packed tiles are twice as fast:
-// on a 2-core Zen 5, reading b as it is took 0.5 of the few-row path's
-// time at 2 rows, 0.84-0.90 at 4, 1.0-1.14 at 5, 1.2-1.4 at 6 and 8 (with
-// the AVX2 set still 0.6 at 6; without VNNI within the noise).
+// about as long as packing. With VNNI the packed tiles are faster still:
+// on a 2-core Zen 5, b out of the caches, the few-row path on quad panels
+// took 2.75, 1.93, 1.44 and 1.09-1.15 times as long as reading b as it is
+// at 1 to 4 rows, 0.90-0.93 at 5 and 0.79 at 6 (with the AVX2 set, reading
+// b as it is still took 0.6 of the pair panels' time at 6 rows).
 func colsMax() int {
-	if vnni {
-		return 5
+	if quadPanels() {
+		return 4
 	}
 	return 8
 }
