@@ -19,11 +19,23 @@ import (
 // deliberately unused (see _asm/main.go), so it is not required.
 var impl = bestImpl()
 
-// vnni is whether the AVX-512 int8 products use AVX512-VNNI (VPDPWSSD in
-// the one-row kernels: the same bits as VPMADDWD and VPADDD in one
-// instruction; VPDPBUSD on quad panels, see quadPanels), chosen once with
-// impl. Tests clear it to check both forms.
-var vnni = impl == implAVX512 && cpu.X86.HasAVX512VNNI
+// vnni is whether the int8 products use the kernel set's VNNI form:
+// AVX512-VNNI with AVX-512 (VPDPWSSD in the one-row kernels: the same bits
+// as VPMADDWD and VPADDD in one instruction; VPDPBUSD on quad panels, see
+// quadPanels), AVX-VNNI with AVX2 (VPDPBUSD on quad panels), chosen once
+// with impl. Tests clear it to check both forms.
+var vnni = hasVNNI(impl)
+
+// hasVNNI reports whether this CPU has kernel set i's VNNI form.
+func hasVNNI(i int) bool {
+	switch i {
+	case implAVX512:
+		return cpu.X86.HasAVX512VNNI
+	case implAVX2:
+		return cpu.X86.HasAVXVNNI
+	}
+	return false
+}
 
 func bestImpl() int {
 	x := cpu.X86

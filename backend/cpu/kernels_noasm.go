@@ -9,7 +9,11 @@ import "github.com/gokitchen/kitchen/dtype"
 
 var impl = implGeneric
 
-var vnni = false // the AVX-512 products' VNNI form: amd64 assembly only
+var vnni = false // the int8 products' VNNI form: amd64 assembly only
+
+// hasVNNI reports whether this CPU has kernel set i's VNNI form: never
+// without assembly.
+func hasVNNI(int) bool { return false }
 
 func impls() []int { return []int{implGeneric} }
 

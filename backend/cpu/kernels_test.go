@@ -70,13 +70,12 @@ func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 		sets = sets[1:]
 	}
 	x := xcpu.X86
-	hasVNNI := vnni || (impl == implAVX512 && x.HasAVX512VNNI) // vnni may be cleared by a caller
 	var ran []string
 	for _, i := range sets {
 		impl, vnni = i, false
 		ran = append(ran, KernelSet())
 		t.Run(KernelSet(), f)
-		if i == implAVX512 && hasVNNI {
+		if hasVNNI(i) {
 			vnni = true
 			ran = append(ran, KernelSet())
 			t.Run(KernelSet(), f)
@@ -90,8 +89,10 @@ func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 		}
 		t.Logf("kernel set %s skipped: %s", kernelSetNames[i], why)
 	}
-	if len(impls()) > implAVX512 && !hasVNNI {
-		t.Logf("kernel set avx512+vnni skipped: this CPU lacks AVX512-VNNI")
+	for _, i := range sets {
+		if i != implGeneric && !hasVNNI(i) {
+			t.Logf("kernel set %s+vnni skipped: this CPU lacks its VNNI (AVX-VNNI for avx2, AVX512-VNNI for avx512)", kernelSetNames[i])
+		}
 	}
 	if len(ran) == 0 {
 		t.Skip("no assembly kernels in this build or on this CPU")

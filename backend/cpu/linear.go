@@ -18,14 +18,14 @@ import (
 // quad panels, below). The ways to lay the work out, which pathFor,
 // linearPath and mmInt8 choose by M:
 //
-//	int8_linear, plain weight, AVX2 or AVX-512 set without VNNI, K % 16 == 0:
+//	int8_linear, plain weight, AVX2 or AVX-512 set without its VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
 //	int8_linear, plain weight otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	int8_linear, prepared weight:
 //	    up to 8 rows one row at a time (the plain weight), up to 96 few, more many
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to 8 rows cols (4 with VNNI), up to 96 few, more many (b packed whole)
+//	    up to 8 rows cols (4 with AVX512-VNNI), up to 96 few, more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
@@ -50,8 +50,8 @@ import (
 //     reads the weight rows as they are too, 4 rows of A by 3 channels at
 //     a time, each product a vector of partial sums along k (dotBody).
 //
-// Quad panels (quadPanels: AVX-512 with VNNI) serve the few- and many-row
-// paths there. VPDPBUSD multiplies four unsigned bytes by four signed ones
+// Quad panels (quadPanels: AVX-512 with AVX512-VNNI, AVX2 with AVX-VNNI)
+// serve the few- and many-row paths there. VPDPBUSD multiplies four unsigned bytes by four signed ones
 // and adds the four products to an int32 lane: twice VPDPWSSD's work per
 // instruction, exact (a product is at most 255·128 in magnitude, four of
 // them far from 2^31), but unsigned on one side. So the panels hold each
@@ -61,9 +61,10 @@ import (
 // added to its sums once, by the tile that starts them. A quad of k takes
 // 4 bytes of a row, as a pair of int16 does, and a quad of a panel 4 bytes
 // a channel, as an int16 pair: the drivers' arithmetic is the same, with
-// kp counting quads. The many-row path runs the tiles over two panels
-// (wideMinRows), in passes of quadPass quads, each tile prefetching a
-// share of the next two panels' part into the second-level cache.
+// kp counting quads. With AVX-512 the many-row path runs the tiles over
+// two panels (wideMinRows), in passes of quadPass quads, each tile
+// prefetching a share of the next two panels' part into the second-level
+// cache; AVX2's 16 registers hold the sums of one panel's tiles only.
 //
 // The few-row path packs its panels as int8 pairs (half the bytes of the
 // int16 ones, widened as the tiles load them) or quads. A prepared weight
@@ -199,9 +200,10 @@ const (
 // on a 2-core Zen 5, b out of the caches, the few-row path on quad panels
 // took 2.75, 1.93, 1.44 and 1.09-1.15 times as long as reading b as it is
 // at 1 to 4 rows, 0.90-0.93 at 5 and 0.79 at 6 (with the AVX2 set, reading
-// b as it is still took 0.6 of the pair panels' time at 6 rows).
+// b as it is still took 0.6 of the pair panels' time at 6 rows; with
+// AVX-VNNI's quads, 0.63-0.74 at 5, whose 256-bit packing of b is slower).
 func colsMax() int {
-	if quadPanels() {
+	if quadPanels() && impl == implAVX512 {
 		return 4
 	}
 	return 8
@@ -239,7 +241,7 @@ func newProduct(m, k, n, path int) *product {
 	if (path == manyRows || path == fewRows) && quadPanels() {
 		// Quads of k: 4 bytes of a row of A a quad, as a pair of int16.
 		p.quads, p.i8, p.kp = true, false, max(1, (k+3)/4)
-		p.wide = path == manyRows && m >= wideMinRows
+		p.wide = path == manyRows && m >= wideMinRows && hasWideQuads()
 		p.corr = smallBufs.get(4 * m)
 	}
 	// An odd number of 64-byte lines apart, so that the rows a tile reads
@@ -402,7 +404,7 @@ func (p *product) tile(r, mr int, a, panel []byte, kc int, c []byte, ldc int, ad
 // at step i and as far into the second panel, or as two one-panel tiles
 // (which tests force on every kernel set, to reach this path).
 func (p *product) tileWide(r, mr int, a, panels []byte, pstride, kc int, c []byte, ldc int, add bool, pf []byte, pfStep int) {
-	if p.quads {
+	if p.quads && hasWideQuads() {
 		gemmTileQuad(mr, a, p.lda, panels, pstride, kc, c, ldc, add, p.corr[4*r:], pf, pfStep)
 		return
 	}

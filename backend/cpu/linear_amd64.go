@@ -104,6 +104,10 @@ func peakLoop(n int) int64 {
 		peakAVX512(n)
 		return int64(n) * 12 * 64
 	case implAVX2:
+		if quadPanels() {
+			peakQuadVNNIAVX2(n)
+			return int64(n) * 12 * 64
+		}
 		peakAVX2(n)
 		return int64(n) * 12 * 32
 	}
@@ -179,7 +183,7 @@ func gemvStep() int {
 func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
 	i := bits.Len(uint(rows)) - 1 // 1, 2, 4 rows: 0, 1, 2
 	switch {
-	case vnni:
+	case impl == implAVX512 && vnni:
 		gemvVNNI[i](x, ldx, w, ldw, k, out, lds)
 	case impl == implAVX512:
 		gemvAVX512[i](x, ldx, w, ldw, k, out, lds)
@@ -266,36 +270,41 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 }
 
 // quadPanels reports whether the panel paths (few and many rows) multiply
-// quads of k with VPDPBUSD: AVX-512 with VNNI. VPDPBUSD multiplies
-// unsigned bytes by signed ones, four to a lane, twice VPDPWSSD's
-// multiply-adds per instruction at the same rate (a 2-core Zen 5: 1.6 and
-// 0.8 TOPS from registers); the panels hold the weight plus 128 as
-// unsigned bytes, and each row's sum times 128 comes off again (see
-// product.corr). A variable so that tests also run the pair panels where
-// the set would pack quads.
-var quadPanels = func() bool { return impl == implAVX512 && vnni }
+// quads of k with VPDPBUSD: where the kernel set has VNNI (AVX512-VNNI
+// with AVX-512, AVX-VNNI with AVX2). VPDPBUSD multiplies unsigned bytes by
+// signed ones, four to a lane, twice VPDPWSSD's multiply-adds per
+// instruction at the same rate (a 2-core Zen 5: 1.6 and 0.8 TOPS from
+// registers); the panels hold the weight plus 128 as unsigned bytes, and
+// each row's sum times 128 comes off again (see product.corr). A variable
+// so that tests also run the pair panels where the set would pack quads.
+var quadPanels = func() bool { return vnni }
 
-// gemmTilesQuad and gemmTilesQuadWide are the quad-panel tiles, by row
-// count less one: over one panel, and over two.
+// The quad-panel tiles, by row count less one: over one panel for each
+// kernel set, and over two for AVX-512.
 var (
-	gemmTilesQuad = [gemmRows]func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
-		gemmTile1QuadVNNIAVX512, gemmTile2QuadVNNIAVX512, gemmTile3QuadVNNIAVX512, gemmTile4QuadVNNIAVX512, gemmTile5QuadVNNIAVX512, gemmTile6QuadVNNIAVX512,
+	gemmTilesQuad = [...][gemmRows]func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
+		implAVX2:   {gemmTile1QuadVNNIAVX2, gemmTile2QuadVNNIAVX2, gemmTile3QuadVNNIAVX2, gemmTile4QuadVNNIAVX2, gemmTile5QuadVNNIAVX2, gemmTile6QuadVNNIAVX2},
+		implAVX512: {gemmTile1QuadVNNIAVX512, gemmTile2QuadVNNIAVX512, gemmTile3QuadVNNIAVX512, gemmTile4QuadVNNIAVX512, gemmTile5QuadVNNIAVX512, gemmTile6QuadVNNIAVX512},
 	}
 	gemmTilesQuadWide = [gemmRows]func(a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int){
 		gemmTileWide1QuadVNNIAVX512, gemmTileWide2QuadVNNIAVX512, gemmTileWide3QuadVNNIAVX512, gemmTileWide4QuadVNNIAVX512, gemmTileWide5QuadVNNIAVX512, gemmTileWide6QuadVNNIAVX512,
 	}
 )
 
+// hasWideQuads reports whether the kernel set has quad tiles over two
+// panels: AVX-512, whose 32 registers hold their accumulators.
+func hasWideQuads() bool { return impl == implAVX512 }
+
 // gemmTileQuad computes a tile of mr rows (1 to gemmRows) over kq >= 1
-// quads of k of a quad panel, or with pstride > 0 of two panels pstride
-// bytes apart, and prefetches pf as the kernels say. Only where
-// quadPanels.
+// quads of k of a quad panel, or with pstride > 0 (where hasWideQuads) of
+// two panels pstride bytes apart, and prefetches pf as the kernels say.
+// Only where quadPanels.
 func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int) {
 	if pstride > 0 {
 		gemmTilesQuadWide[min(mr, gemmRows)-1](a, lda, b, pstride, kq, c, ldc, add, corr, pf, pfStep)
 		return
 	}
-	gemmTilesQuad[min(mr, gemmRows)-1](a, lda, b, kq, c, ldc, add, corr, pf, pfStep)
+	gemmTilesQuad[impl][min(mr, gemmRows)-1](a, lda, b, kq, c, ldc, add, corr, pf, pfStep)
 }
 
 // packQuadsPanel packs the first kq quads of k, rounded down to a
@@ -303,7 +312,11 @@ func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte
 // apart) into dst, and returns how many quads it packed.
 func packQuadsPanel(src []byte, ldw, kq int, dst []byte) int {
 	kq &^= 3
-	packQuadsVNNIAVX512(src, ldw, kq, dst)
+	if impl == implAVX512 {
+		packQuadsVNNIAVX512(src, ldw, kq, dst)
+	} else {
+		packQuadsVNNIAVX2(src, ldw, kq, dst)
+	}
 	return kq
 }
 
@@ -312,6 +325,10 @@ func packQuadsPanel(src []byte, ldw, kq int, dst []byte) int {
 // pstride bytes apart in dst, and returns how many panels it packed.
 func packColsQuadsPanels(src []byte, ldb, panels int, dst []byte, pstride int) int {
 	panels &^= 1
-	packColsQuadsVNNIAVX512(src, ldb, panels/2, dst, pstride)
+	if impl == implAVX512 {
+		packColsQuadsVNNIAVX512(src, ldb, panels/2, dst, pstride)
+	} else {
+		packColsQuadsVNNIAVX2(src, ldb, panels/2, dst, pstride)
+	}
 	return panels
 }

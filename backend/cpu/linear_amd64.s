@@ -118,6 +118,59 @@ gemmTile1I8AVX2_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile1QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile1QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), CX
+	MOVQ  pf_base+128(FP), DX
+	MOVQ  pfStep+152(FP), BX
+	MOVQ  kq+56(FP), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+
+gemmTile1QuadVNNIAVX2_loop:
+	PREFETCHT1   (DX)
+	ADDQ         BX, DX
+	VMOVDQU      (CX), Y12
+	VMOVDQU      32(CX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, CX
+	DECQ         SI
+	JNZ          gemmTile1QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JNZ          gemmTile1QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), CX
+	VPBROADCASTD (CX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	JMP          gemmTile1QuadVNNIAVX2_store
+
+gemmTile1QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+
+gemmTile1QuadVNNIAVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VZEROUPPER
+	RET
+
 // func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX2
 TEXT ·gemmTile2AVX2(SB), NOSPLIT, $0-97
@@ -274,6 +327,79 @@ gemmTile2I8AVX2_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile2QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile2QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  pf_base+128(FP), BX
+	MOVQ  pfStep+152(FP), SI
+	MOVQ  kq+56(FP), DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemmTile2QuadVNNIAVX2_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
+	VMOVDQU      (DX), Y12
+	VMOVDQU      32(DX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (AX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         DI
+	JNZ          gemmTile2QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JNZ          gemmTile2QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD 4(DX), Y15
+	VPADDD       Y15, Y2, Y2
+	VPADDD       Y15, Y3, Y3
+	JMP          gemmTile2QuadVNNIAVX2_store
+
+gemmTile2QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (AX)(CX*1), Y2, Y2
+	VPADDD 32(AX)(CX*1), Y3, Y3
+
+gemmTile2QuadVNNIAVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VZEROUPPER
+	RET
+
 // func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX2
 TEXT ·gemmTile3AVX2(SB), NOSPLIT, $0-97
@@ -381,6 +507,99 @@ gemmTile3I8AVX2_loop:
 	VPADDD       32(AX)(CX*2), Y5, Y5
 
 gemmTile3I8AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile3QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	MOVQ  b_base+32(FP), DX
+	MOVQ  pf_base+128(FP), BX
+	MOVQ  pfStep+152(FP), SI
+	MOVQ  kq+56(FP), DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+
+gemmTile3QuadVNNIAVX2_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
+	VMOVDQU      (DX), Y12
+	VMOVDQU      32(DX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (AX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	VPBROADCASTD (AX)(CX*2), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xe6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xee
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000040, DX
+	DECQ         DI
+	JNZ          gemmTile3QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JNZ          gemmTile3QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD 4(DX), Y15
+	VPADDD       Y15, Y2, Y2
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD 8(DX), Y15
+	VPADDD       Y15, Y4, Y4
+	VPADDD       Y15, Y5, Y5
+	JMP          gemmTile3QuadVNNIAVX2_store
+
+gemmTile3QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (AX)(CX*1), Y2, Y2
+	VPADDD 32(AX)(CX*1), Y3, Y3
+	VPADDD (AX)(CX*2), Y4, Y4
+	VPADDD 32(AX)(CX*2), Y5, Y5
+
+gemmTile3QuadVNNIAVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -527,6 +746,124 @@ gemmTile4I8AVX2_loop:
 	VPADDD       32(DX), Y7, Y7
 
 gemmTile4I8AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile4QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  pf_base+128(FP), SI
+	MOVQ  pfStep+152(FP), DI
+	MOVQ  kq+56(FP), R8
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemmTile4QuadVNNIAVX2_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (AX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	VPBROADCASTD (AX)(CX*2), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xe6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xee
+	VPBROADCASTD (DX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xf6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xfe
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R8
+	JNZ          gemmTile4QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile4QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD 4(BX), Y15
+	VPADDD       Y15, Y2, Y2
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD 8(BX), Y15
+	VPADDD       Y15, Y4, Y4
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD 12(BX), Y15
+	VPADDD       Y15, Y6, Y6
+	VPADDD       Y15, Y7, Y7
+	JMP          gemmTile4QuadVNNIAVX2_store
+
+gemmTile4QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (AX)(CX*1), Y2, Y2
+	VPADDD 32(AX)(CX*1), Y3, Y3
+	VPADDD (AX)(CX*2), Y4, Y4
+	VPADDD 32(AX)(CX*2), Y5, Y5
+	VPADDD (DX), Y6, Y6
+	VPADDD 32(DX), Y7, Y7
+
+gemmTile4QuadVNNIAVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -695,6 +1032,144 @@ gemmTile5I8AVX2_loop:
 	VPADDD       32(DX)(CX*1), Y9, Y9
 
 gemmTile5I8AVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile5QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile5QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  pf_base+128(FP), SI
+	MOVQ  pfStep+152(FP), DI
+	MOVQ  kq+56(FP), R8
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+
+gemmTile5QuadVNNIAVX2_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (AX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	VPBROADCASTD (AX)(CX*2), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xe6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xee
+	VPBROADCASTD (DX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xf6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xfe
+	VPBROADCASTD (DX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R8
+	JNZ          gemmTile5QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile5QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD 4(BX), Y15
+	VPADDD       Y15, Y2, Y2
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD 8(BX), Y15
+	VPADDD       Y15, Y4, Y4
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD 12(BX), Y15
+	VPADDD       Y15, Y6, Y6
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD 16(BX), Y15
+	VPADDD       Y15, Y8, Y8
+	VPADDD       Y15, Y9, Y9
+	JMP          gemmTile5QuadVNNIAVX2_store
+
+gemmTile5QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (AX)(CX*1), Y2, Y2
+	VPADDD 32(AX)(CX*1), Y3, Y3
+	VPADDD (AX)(CX*2), Y4, Y4
+	VPADDD 32(AX)(CX*2), Y5, Y5
+	VPADDD (DX), Y6, Y6
+	VPADDD 32(DX), Y7, Y7
+	VPADDD (DX)(CX*1), Y8, Y8
+	VPADDD 32(DX)(CX*1), Y9, Y9
+
+gemmTile5QuadVNNIAVX2_store:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (AX)(CX*1)
@@ -916,6 +1391,164 @@ gemmTile6I8AVX2_store:
 	VZEROUPPER
 	RET
 
+// func gemmTile6QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemmTile6QuadVNNIAVX2(SB), NOSPLIT, $0-160
+	MOVQ  a_base+0(FP), AX
+	MOVQ  lda+24(FP), CX
+	LEAQ  (AX)(CX*2), DX
+	ADDQ  CX, DX
+	MOVQ  b_base+32(FP), BX
+	MOVQ  pf_base+128(FP), SI
+	MOVQ  pfStep+152(FP), DI
+	MOVQ  kq+56(FP), R8
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+gemmTile6QuadVNNIAVX2_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU      (BX), Y12
+	VMOVDQU      32(BX), Y13
+	VPBROADCASTD (AX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (AX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	VPBROADCASTD (AX)(CX*2), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xe6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xee
+	VPBROADCASTD (DX), Y14
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xf6
+	BYTE         $0xc4
+	BYTE         $0xc2
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xfe
+	VPBROADCASTD (DX)(CX*1), Y14
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xc6
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xce
+	VPBROADCASTD (DX)(CX*2), Y14
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x1d
+	BYTE         $0x50
+	BYTE         $0xd6
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xde
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R8
+	JNZ          gemmTile6QuadVNNIAVX2_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile6QuadVNNIAVX2_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Y15
+	VPADDD       Y15, Y0, Y0
+	VPADDD       Y15, Y1, Y1
+	VPBROADCASTD 4(BX), Y15
+	VPADDD       Y15, Y2, Y2
+	VPADDD       Y15, Y3, Y3
+	VPBROADCASTD 8(BX), Y15
+	VPADDD       Y15, Y4, Y4
+	VPADDD       Y15, Y5, Y5
+	VPBROADCASTD 12(BX), Y15
+	VPADDD       Y15, Y6, Y6
+	VPADDD       Y15, Y7, Y7
+	VPBROADCASTD 16(BX), Y15
+	VPADDD       Y15, Y8, Y8
+	VPADDD       Y15, Y9, Y9
+	VPBROADCASTD 20(BX), Y15
+	VPADDD       Y15, Y10, Y10
+	VPADDD       Y15, Y11, Y11
+	JMP          gemmTile6QuadVNNIAVX2_store
+
+gemmTile6QuadVNNIAVX2_add:
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (AX)(CX*1), Y2, Y2
+	VPADDD 32(AX)(CX*1), Y3, Y3
+	VPADDD (AX)(CX*2), Y4, Y4
+	VPADDD 32(AX)(CX*2), Y5, Y5
+	VPADDD (DX), Y6, Y6
+	VPADDD 32(DX), Y7, Y7
+	VPADDD (DX)(CX*1), Y8, Y8
+	VPADDD 32(DX)(CX*1), Y9, Y9
+	VPADDD (DX)(CX*2), Y10, Y10
+	VPADDD 32(DX)(CX*2), Y11, Y11
+
+gemmTile6QuadVNNIAVX2_store:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (AX)(CX*1)
+	VMOVDQU Y3, 32(AX)(CX*1)
+	VMOVDQU Y4, (AX)(CX*2)
+	VMOVDQU Y5, 32(AX)(CX*2)
+	VMOVDQU Y6, (DX)
+	VMOVDQU Y7, 32(DX)
+	VMOVDQU Y8, (DX)(CX*1)
+	VMOVDQU Y9, 32(DX)(CX*1)
+	VMOVDQU Y10, (DX)(CX*2)
+	VMOVDQU Y11, 32(DX)(CX*2)
+	VZEROUPPER
+	RET
+
 // func peakAVX2(n int)
 // Requires: AVX, AVX2
 TEXT ·peakAVX2(SB), NOSPLIT, $0-8
@@ -962,6 +1595,91 @@ peakAVX2_loop:
 	VPADDD   Y15, Y11, Y11
 	DECQ     AX
 	JNZ      peakAVX2_loop
+	VZEROUPPER
+	RET
+
+// func peakQuadVNNIAVX2(n int)
+// Requires: AVX, AVX2
+TEXT ·peakQuadVNNIAVX2(SB), NOSPLIT, $0-8
+	MOVQ  n+0(FP), AX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	VPXOR Y12, Y12, Y12
+	VPXOR Y13, Y13, Y13
+
+peakQuadVNNIAVX2_loop:
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xc4
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xcc
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xd4
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xdc
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xe4
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xec
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xf4
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xfc
+	BYTE $0xc4
+	BYTE $0x42
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xc4
+	BYTE $0xc4
+	BYTE $0x42
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xcc
+	BYTE $0xc4
+	BYTE $0x42
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xd4
+	BYTE $0xc4
+	BYTE $0x42
+	BYTE $0x15
+	BYTE $0x50
+	BYTE $0xdc
+	DECQ AX
+	JNZ  peakQuadVNNIAVX2_loop
 	VZEROUPPER
 	RET
 
@@ -1834,6 +2552,152 @@ packColsI8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func packQuadsVNNIAVX2(src []byte, ldw int, kq int, dst []byte)
+// Requires: AVX, AVX2
+TEXT ·packQuadsVNNIAVX2(SB), NOSPLIT, $0-64
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldw+24(FP), CX
+	MOVQ         kq+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         CX, SI
+	SHLQ         $0x02, SI
+	MOVL         $0x80808080, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+
+packQuadsVNNIAVX2_loop:
+	CMPQ           DX, $0x00
+	JE             packQuadsVNNIAVX2_done
+	MOVQ           AX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y1
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y1, Y1
+	VPXOR          Y0, Y1, Y1
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y2
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y2, Y2
+	VPXOR          Y0, Y2, Y2
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y3
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y3, Y3
+	VPXOR          Y0, Y3, Y3
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y4
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y4, Y4
+	VPXOR          Y0, Y4, Y4
+	ADDQ           CX, DI
+	ADDQ           SI, DI
+	VPUNPCKLDQ     Y2, Y1, Y5
+	VPUNPCKHDQ     Y2, Y1, Y1
+	VPUNPCKLDQ     Y4, Y3, Y2
+	VPUNPCKHDQ     Y4, Y3, Y3
+	VPUNPCKLQDQ    Y2, Y5, Y4
+	VMOVDQU        Y4, (BX)
+	VPUNPCKHQDQ    Y2, Y5, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPUNPCKLQDQ    Y3, Y1, Y2
+	VMOVDQU        Y2, 128(BX)
+	VPUNPCKHQDQ    Y3, Y1, Y1
+	VMOVDQU        Y1, 192(BX)
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y1
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y1, Y1
+	VPXOR          Y0, Y1, Y1
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y2
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y2, Y2
+	VPXOR          Y0, Y2, Y2
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y3
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y3, Y3
+	VPXOR          Y0, Y3, Y3
+	ADDQ           CX, DI
+	MOVQ           DI, R8
+	VBROADCASTI128 (DI), Y4
+	ADDQ           SI, R8
+	VINSERTI128    $0x01, (R8), Y4, Y4
+	VPXOR          Y0, Y4, Y4
+	ADDQ           CX, DI
+	VPUNPCKLDQ     Y2, Y1, Y5
+	VPUNPCKHDQ     Y2, Y1, Y1
+	VPUNPCKLDQ     Y4, Y3, Y2
+	VPUNPCKHDQ     Y4, Y3, Y3
+	VPUNPCKLQDQ    Y2, Y5, Y4
+	VMOVDQU        Y4, 32(BX)
+	VPUNPCKHQDQ    Y2, Y5, Y2
+	VMOVDQU        Y2, 96(BX)
+	VPUNPCKLQDQ    Y3, Y1, Y2
+	VMOVDQU        Y2, 160(BX)
+	VPUNPCKHQDQ    Y3, Y1, Y1
+	VMOVDQU        Y1, 224(BX)
+	ADDQ           $0x10, AX
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x04, DX
+	JMP            packQuadsVNNIAVX2_loop
+
+packQuadsVNNIAVX2_done:
+	VZEROUPPER
+	RET
+
+// func packColsQuadsVNNIAVX2(src []byte, ldb int, pairs int, dst []byte, pstride int)
+// Requires: AVX, AVX2
+TEXT ·packColsQuadsVNNIAVX2(SB), NOSPLIT, $0-72
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldb+24(FP), CX
+	MOVQ         pairs+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         pstride+64(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	MOVL         $0x80808080, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+
+packColsQuadsVNNIAVX2_loop:
+	CMPQ       DX, $0x00
+	JE         packColsQuadsVNNIAVX2_done
+	VPXOR      (AX), Y0, Y1
+	VPXOR      (AX)(CX*1), Y0, Y2
+	VPXOR      (AX)(CX*2), Y0, Y3
+	VPXOR      (DI), Y0, Y4
+	VPUNPCKLBW Y2, Y1, Y5
+	VPUNPCKHBW Y2, Y1, Y1
+	VPUNPCKLBW Y4, Y3, Y2
+	VPUNPCKHBW Y4, Y3, Y3
+	VPUNPCKLWD Y2, Y5, Y4
+	VPUNPCKHWD Y2, Y5, Y2
+	VPUNPCKLWD Y3, Y1, Y5
+	VPUNPCKHWD Y3, Y1, Y1
+	VPERM2I128 $0x20, Y2, Y4, Y3
+	VMOVDQU    Y3, (BX)
+	VPERM2I128 $0x20, Y1, Y5, Y3
+	VMOVDQU    Y3, 32(BX)
+	VPERM2I128 $0x31, Y2, Y4, Y2
+	VMOVDQU    Y2, (BX)(SI*1)
+	VPERM2I128 $0x31, Y1, Y5, Y1
+	VMOVDQU    Y1, 32(BX)(SI*1)
+	ADDQ       $0x20, AX
+	ADDQ       $0x20, DI
+	LEAQ       (BX)(SI*2), BX
+	DECQ       DX
+	JMP        packColsQuadsVNNIAVX2_loop
+
+packColsQuadsVNNIAVX2_done:
+	VZEROUPPER
+	RET
+
 // func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
 // Requires: AVX, AVX2
 TEXT ·packColsAVX2(SB), NOSPLIT, $0-72
@@ -2251,51 +3115,6 @@ gemmTile1I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile1QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), CX
-	MOVQ   pf_base+128(FP), DX
-	MOVQ   pfStep+152(FP), BX
-	MOVQ   kq+56(FP), SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-
-gemmTile1QuadVNNIAVX512_loop:
-	PREFETCHT1   (DX)
-	ADDQ         BX, DX
-	VMOVDQU32    (CX), Z24
-	VMOVDQU32    64(CX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000080, CX
-	DECQ         SI
-	JNZ          gemmTile1QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	MOVB         add+96(FP), CL
-	TESTB        CL, CL
-	JNZ          gemmTile1QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), CX
-	VPBROADCASTD (CX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	JMP          gemmTile1QuadVNNIAVX512_store
-
-gemmTile1QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-
-gemmTile1QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide1QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide1QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -2356,6 +3175,51 @@ gemmTileWide1QuadVNNIAVX512_store:
 	VMOVDQU32 Z1, 64(AX)
 	VMOVDQU32 Z2, 128(AX)
 	VMOVDQU32 Z3, 192(AX)
+	VZEROUPPER
+	RET
+
+// func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile1QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   pf_base+128(FP), DX
+	MOVQ   pfStep+152(FP), BX
+	MOVQ   kq+56(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmTile1QuadVNNIAVX512_loop:
+	PREFETCHT1   (DX)
+	ADDQ         BX, DX
+	VMOVDQU32    (CX), Z24
+	VMOVDQU32    64(CX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, CX
+	DECQ         SI
+	JNZ          gemmTile1QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), CL
+	TESTB        CL, CL
+	JNZ          gemmTile1QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), CX
+	VPBROADCASTD (CX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	JMP          gemmTile1QuadVNNIAVX512_store
+
+gemmTile1QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+
+gemmTile1QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -2515,63 +3379,6 @@ gemmTile2I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile2QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   pf_base+128(FP), BX
-	MOVQ   pfStep+152(FP), SI
-	MOVQ   kq+56(FP), DI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-gemmTile2QuadVNNIAVX512_loop:
-	PREFETCHT1   (BX)
-	ADDQ         SI, BX
-	VMOVDQU32    (DX), Z24
-	VMOVDQU32    64(DX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z2
-	VPDPBUSD     Z28, Z25, Z3
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000080, DX
-	DECQ         DI
-	JNZ          gemmTile2QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	MOVB         add+96(FP), DL
-	TESTB        DL, DL
-	JNZ          gemmTile2QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), DX
-	VPBROADCASTD (DX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	VPBROADCASTD 4(DX), Z28
-	VPADDD       Z28, Z2, Z2
-	VPADDD       Z28, Z3, Z3
-	JMP          gemmTile2QuadVNNIAVX512_store
-
-gemmTile2QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-	VPADDD (AX)(CX*1), Z2, Z2
-	VPADDD 64(AX)(CX*1), Z3, Z3
-
-gemmTile2QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide2QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide2QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -2654,6 +3461,63 @@ gemmTileWide2QuadVNNIAVX512_store:
 	VMOVDQU32 Z5, 64(AX)(CX*1)
 	VMOVDQU32 Z6, 128(AX)(CX*1)
 	VMOVDQU32 Z7, 192(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile2QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   pf_base+128(FP), BX
+	MOVQ   pfStep+152(FP), SI
+	MOVQ   kq+56(FP), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemmTile2QuadVNNIAVX512_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
+	VMOVDQU32    (DX), Z24
+	VMOVDQU32    64(DX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         DI
+	JNZ          gemmTile2QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JNZ          gemmTile2QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	JMP          gemmTile2QuadVNNIAVX512_store
+
+gemmTile2QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+
+gemmTile2QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
 	VZEROUPPER
 	RET
 
@@ -2773,75 +3637,6 @@ gemmTile3I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   pf_base+128(FP), BX
-	MOVQ   pfStep+152(FP), SI
-	MOVQ   kq+56(FP), DI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-
-gemmTile3QuadVNNIAVX512_loop:
-	PREFETCHT1   (BX)
-	ADDQ         SI, BX
-	VMOVDQU32    (DX), Z24
-	VMOVDQU32    64(DX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z2
-	VPDPBUSD     Z28, Z25, Z3
-	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPBUSD     Z28, Z24, Z4
-	VPDPBUSD     Z28, Z25, Z5
-	ADDQ         $0x04, AX
-	ADDQ         $0x00000080, DX
-	DECQ         DI
-	JNZ          gemmTile3QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	MOVB         add+96(FP), DL
-	TESTB        DL, DL
-	JNZ          gemmTile3QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), DX
-	VPBROADCASTD (DX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	VPBROADCASTD 4(DX), Z28
-	VPADDD       Z28, Z2, Z2
-	VPADDD       Z28, Z3, Z3
-	VPBROADCASTD 8(DX), Z28
-	VPADDD       Z28, Z4, Z4
-	VPADDD       Z28, Z5, Z5
-	JMP          gemmTile3QuadVNNIAVX512_store
-
-gemmTile3QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-	VPADDD (AX)(CX*1), Z2, Z2
-	VPADDD 64(AX)(CX*1), Z3, Z3
-	VPADDD (AX)(CX*2), Z4, Z4
-	VPADDD 64(AX)(CX*2), Z5, Z5
-
-gemmTile3QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide3QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide3QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -2946,6 +3741,75 @@ gemmTileWide3QuadVNNIAVX512_store:
 	VMOVDQU32 Z9, 64(AX)(CX*2)
 	VMOVDQU32 Z10, 128(AX)(CX*2)
 	VMOVDQU32 Z11, 192(AX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile3QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	MOVQ   b_base+32(FP), DX
+	MOVQ   pf_base+128(FP), BX
+	MOVQ   pfStep+152(FP), SI
+	MOVQ   kq+56(FP), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmTile3QuadVNNIAVX512_loop:
+	PREFETCHT1   (BX)
+	ADDQ         SI, BX
+	VMOVDQU32    (DX), Z24
+	VMOVDQU32    64(DX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
+	VPBROADCASTD (AX)(CX*2), Z28
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, DX
+	DECQ         DI
+	JNZ          gemmTile3QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	MOVB         add+96(FP), DL
+	TESTB        DL, DL
+	JNZ          gemmTile3QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), DX
+	VPBROADCASTD (DX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(DX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(DX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	JMP          gemmTile3QuadVNNIAVX512_store
+
+gemmTile3QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+
+gemmTile3QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
 	VZEROUPPER
 	RET
 
@@ -3097,92 +3961,6 @@ gemmTile4I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pf_base+128(FP), SI
-	MOVQ   pfStep+152(FP), DI
-	MOVQ   kq+56(FP), R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-
-gemmTile4QuadVNNIAVX512_loop:
-	PREFETCHT1   (SI)
-	ADDQ         DI, SI
-	VMOVDQU32    (BX), Z24
-	VMOVDQU32    64(BX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z2
-	VPDPBUSD     Z28, Z25, Z3
-	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPBUSD     Z28, Z24, Z4
-	VPDPBUSD     Z28, Z25, Z5
-	VPBROADCASTD (DX), Z28
-	VPDPBUSD     Z28, Z24, Z6
-	VPDPBUSD     Z28, Z25, Z7
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         R8
-	JNZ          gemmTile4QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JNZ          gemmTile4QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), BX
-	VPBROADCASTD (BX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	VPBROADCASTD 4(BX), Z28
-	VPADDD       Z28, Z2, Z2
-	VPADDD       Z28, Z3, Z3
-	VPBROADCASTD 8(BX), Z28
-	VPADDD       Z28, Z4, Z4
-	VPADDD       Z28, Z5, Z5
-	VPBROADCASTD 12(BX), Z28
-	VPADDD       Z28, Z6, Z6
-	VPADDD       Z28, Z7, Z7
-	JMP          gemmTile4QuadVNNIAVX512_store
-
-gemmTile4QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-	VPADDD (AX)(CX*1), Z2, Z2
-	VPADDD 64(AX)(CX*1), Z3, Z3
-	VPADDD (AX)(CX*2), Z4, Z4
-	VPADDD 64(AX)(CX*2), Z5, Z5
-	VPADDD (DX), Z6, Z6
-	VPADDD 64(DX), Z7, Z7
-
-gemmTile4QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide4QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide4QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -3314,6 +4092,92 @@ gemmTileWide4QuadVNNIAVX512_store:
 	VMOVDQU32 Z13, 64(DX)
 	VMOVDQU32 Z14, 128(DX)
 	VMOVDQU32 Z15, 192(DX)
+	VZEROUPPER
+	RET
+
+// func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile4QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmTile4QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
+	VPBROADCASTD (AX)(CX*2), Z28
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPBROADCASTD (DX), Z28
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         R8
+	JNZ          gemmTile4QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile4QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	JMP          gemmTile4QuadVNNIAVX512_store
+
+gemmTile4QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+
+gemmTile4QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
 	VZEROUPPER
 	RET
 
@@ -3487,104 +4351,6 @@ gemmTile5I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pf_base+128(FP), SI
-	MOVQ   pfStep+152(FP), DI
-	MOVQ   kq+56(FP), R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-
-gemmTile5QuadVNNIAVX512_loop:
-	PREFETCHT1   (SI)
-	ADDQ         DI, SI
-	VMOVDQU32    (BX), Z24
-	VMOVDQU32    64(BX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z2
-	VPDPBUSD     Z28, Z25, Z3
-	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPBUSD     Z28, Z24, Z4
-	VPDPBUSD     Z28, Z25, Z5
-	VPBROADCASTD (DX), Z28
-	VPDPBUSD     Z28, Z24, Z6
-	VPDPBUSD     Z28, Z25, Z7
-	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z8
-	VPDPBUSD     Z28, Z25, Z9
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         R8
-	JNZ          gemmTile5QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JNZ          gemmTile5QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), BX
-	VPBROADCASTD (BX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	VPBROADCASTD 4(BX), Z28
-	VPADDD       Z28, Z2, Z2
-	VPADDD       Z28, Z3, Z3
-	VPBROADCASTD 8(BX), Z28
-	VPADDD       Z28, Z4, Z4
-	VPADDD       Z28, Z5, Z5
-	VPBROADCASTD 12(BX), Z28
-	VPADDD       Z28, Z6, Z6
-	VPADDD       Z28, Z7, Z7
-	VPBROADCASTD 16(BX), Z28
-	VPADDD       Z28, Z8, Z8
-	VPADDD       Z28, Z9, Z9
-	JMP          gemmTile5QuadVNNIAVX512_store
-
-gemmTile5QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-	VPADDD (AX)(CX*1), Z2, Z2
-	VPADDD 64(AX)(CX*1), Z3, Z3
-	VPADDD (AX)(CX*2), Z4, Z4
-	VPADDD 64(AX)(CX*2), Z5, Z5
-	VPADDD (DX), Z6, Z6
-	VPADDD 64(DX), Z7, Z7
-	VPADDD (DX)(CX*1), Z8, Z8
-	VPADDD 64(DX)(CX*1), Z9, Z9
-
-gemmTile5QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide5QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide5QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -3738,6 +4504,104 @@ gemmTileWide5QuadVNNIAVX512_store:
 	VMOVDQU32 Z17, 64(DX)(CX*1)
 	VMOVDQU32 Z18, 128(DX)(CX*1)
 	VMOVDQU32 Z19, 192(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile5QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+gemmTile5QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
+	VPBROADCASTD (AX)(CX*2), Z28
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPBROADCASTD (DX), Z28
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
+	VPBROADCASTD (DX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         R8
+	JNZ          gemmTile5QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile5QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	JMP          gemmTile5QuadVNNIAVX512_store
+
+gemmTile5QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+	VPADDD (DX)(CX*1), Z8, Z8
+	VPADDD 64(DX)(CX*1), Z9, Z9
+
+gemmTile5QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
 	VZEROUPPER
 	RET
 
@@ -3933,116 +4797,6 @@ gemmTile6I8AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
-TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-160
-	MOVQ   a_base+0(FP), AX
-	MOVQ   lda+24(FP), CX
-	LEAQ   (AX)(CX*2), DX
-	ADDQ   CX, DX
-	MOVQ   b_base+32(FP), BX
-	MOVQ   pf_base+128(FP), SI
-	MOVQ   pfStep+152(FP), DI
-	MOVQ   kq+56(FP), R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-
-gemmTile6QuadVNNIAVX512_loop:
-	PREFETCHT1   (SI)
-	ADDQ         DI, SI
-	VMOVDQU32    (BX), Z24
-	VMOVDQU32    64(BX), Z25
-	VPBROADCASTD (AX), Z28
-	VPDPBUSD     Z28, Z24, Z0
-	VPDPBUSD     Z28, Z25, Z1
-	VPBROADCASTD (AX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z2
-	VPDPBUSD     Z28, Z25, Z3
-	VPBROADCASTD (AX)(CX*2), Z28
-	VPDPBUSD     Z28, Z24, Z4
-	VPDPBUSD     Z28, Z25, Z5
-	VPBROADCASTD (DX), Z28
-	VPDPBUSD     Z28, Z24, Z6
-	VPDPBUSD     Z28, Z25, Z7
-	VPBROADCASTD (DX)(CX*1), Z28
-	VPDPBUSD     Z28, Z24, Z8
-	VPDPBUSD     Z28, Z25, Z9
-	VPBROADCASTD (DX)(CX*2), Z28
-	VPDPBUSD     Z28, Z24, Z10
-	VPDPBUSD     Z28, Z25, Z11
-	ADDQ         $0x04, AX
-	ADDQ         $0x04, DX
-	ADDQ         $0x00000080, BX
-	DECQ         R8
-	JNZ          gemmTile6QuadVNNIAVX512_loop
-	MOVQ         c_base+64(FP), AX
-	MOVQ         ldc+88(FP), CX
-	LEAQ         (AX)(CX*2), DX
-	ADDQ         CX, DX
-	MOVB         add+96(FP), BL
-	TESTB        BL, BL
-	JNZ          gemmTile6QuadVNNIAVX512_add
-	MOVQ         corr_base+104(FP), BX
-	VPBROADCASTD (BX), Z28
-	VPADDD       Z28, Z0, Z0
-	VPADDD       Z28, Z1, Z1
-	VPBROADCASTD 4(BX), Z28
-	VPADDD       Z28, Z2, Z2
-	VPADDD       Z28, Z3, Z3
-	VPBROADCASTD 8(BX), Z28
-	VPADDD       Z28, Z4, Z4
-	VPADDD       Z28, Z5, Z5
-	VPBROADCASTD 12(BX), Z28
-	VPADDD       Z28, Z6, Z6
-	VPADDD       Z28, Z7, Z7
-	VPBROADCASTD 16(BX), Z28
-	VPADDD       Z28, Z8, Z8
-	VPADDD       Z28, Z9, Z9
-	VPBROADCASTD 20(BX), Z28
-	VPADDD       Z28, Z10, Z10
-	VPADDD       Z28, Z11, Z11
-	JMP          gemmTile6QuadVNNIAVX512_store
-
-gemmTile6QuadVNNIAVX512_add:
-	VPADDD (AX), Z0, Z0
-	VPADDD 64(AX), Z1, Z1
-	VPADDD (AX)(CX*1), Z2, Z2
-	VPADDD 64(AX)(CX*1), Z3, Z3
-	VPADDD (AX)(CX*2), Z4, Z4
-	VPADDD 64(AX)(CX*2), Z5, Z5
-	VPADDD (DX), Z6, Z6
-	VPADDD 64(DX), Z7, Z7
-	VPADDD (DX)(CX*1), Z8, Z8
-	VPADDD 64(DX)(CX*1), Z9, Z9
-	VPADDD (DX)(CX*2), Z10, Z10
-	VPADDD 64(DX)(CX*2), Z11, Z11
-
-gemmTile6QuadVNNIAVX512_store:
-	VMOVDQU32 Z0, (AX)
-	VMOVDQU32 Z1, 64(AX)
-	VMOVDQU32 Z2, (AX)(CX*1)
-	VMOVDQU32 Z3, 64(AX)(CX*1)
-	VMOVDQU32 Z4, (AX)(CX*2)
-	VMOVDQU32 Z5, 64(AX)(CX*2)
-	VMOVDQU32 Z6, (DX)
-	VMOVDQU32 Z7, 64(DX)
-	VMOVDQU32 Z8, (DX)(CX*1)
-	VMOVDQU32 Z9, 64(DX)(CX*1)
-	VMOVDQU32 Z10, (DX)(CX*2)
-	VMOVDQU32 Z11, 64(DX)(CX*2)
-	VZEROUPPER
-	RET
-
 // func gemmTileWide6QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 // Requires: AVX, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemmTileWide6QuadVNNIAVX512(SB), NOSPLIT, $0-168
@@ -4218,6 +4972,116 @@ gemmTileWide6QuadVNNIAVX512_store:
 	VMOVDQU32 Z21, 64(DX)(CX*2)
 	VMOVDQU32 Z22, 128(DX)(CX*2)
 	VMOVDQU32 Z23, 192(DX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemmTile6QuadVNNIAVX512(SB), NOSPLIT, $0-160
+	MOVQ   a_base+0(FP), AX
+	MOVQ   lda+24(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	ADDQ   CX, DX
+	MOVQ   b_base+32(FP), BX
+	MOVQ   pf_base+128(FP), SI
+	MOVQ   pfStep+152(FP), DI
+	MOVQ   kq+56(FP), R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+gemmTile6QuadVNNIAVX512_loop:
+	PREFETCHT1   (SI)
+	ADDQ         DI, SI
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VPBROADCASTD (AX), Z28
+	VPDPBUSD     Z28, Z24, Z0
+	VPDPBUSD     Z28, Z25, Z1
+	VPBROADCASTD (AX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z2
+	VPDPBUSD     Z28, Z25, Z3
+	VPBROADCASTD (AX)(CX*2), Z28
+	VPDPBUSD     Z28, Z24, Z4
+	VPDPBUSD     Z28, Z25, Z5
+	VPBROADCASTD (DX), Z28
+	VPDPBUSD     Z28, Z24, Z6
+	VPDPBUSD     Z28, Z25, Z7
+	VPBROADCASTD (DX)(CX*1), Z28
+	VPDPBUSD     Z28, Z24, Z8
+	VPDPBUSD     Z28, Z25, Z9
+	VPBROADCASTD (DX)(CX*2), Z28
+	VPDPBUSD     Z28, Z24, Z10
+	VPDPBUSD     Z28, Z25, Z11
+	ADDQ         $0x04, AX
+	ADDQ         $0x04, DX
+	ADDQ         $0x00000080, BX
+	DECQ         R8
+	JNZ          gemmTile6QuadVNNIAVX512_loop
+	MOVQ         c_base+64(FP), AX
+	MOVQ         ldc+88(FP), CX
+	LEAQ         (AX)(CX*2), DX
+	ADDQ         CX, DX
+	MOVB         add+96(FP), BL
+	TESTB        BL, BL
+	JNZ          gemmTile6QuadVNNIAVX512_add
+	MOVQ         corr_base+104(FP), BX
+	VPBROADCASTD (BX), Z28
+	VPADDD       Z28, Z0, Z0
+	VPADDD       Z28, Z1, Z1
+	VPBROADCASTD 4(BX), Z28
+	VPADDD       Z28, Z2, Z2
+	VPADDD       Z28, Z3, Z3
+	VPBROADCASTD 8(BX), Z28
+	VPADDD       Z28, Z4, Z4
+	VPADDD       Z28, Z5, Z5
+	VPBROADCASTD 12(BX), Z28
+	VPADDD       Z28, Z6, Z6
+	VPADDD       Z28, Z7, Z7
+	VPBROADCASTD 16(BX), Z28
+	VPADDD       Z28, Z8, Z8
+	VPADDD       Z28, Z9, Z9
+	VPBROADCASTD 20(BX), Z28
+	VPADDD       Z28, Z10, Z10
+	VPADDD       Z28, Z11, Z11
+	JMP          gemmTile6QuadVNNIAVX512_store
+
+gemmTile6QuadVNNIAVX512_add:
+	VPADDD (AX), Z0, Z0
+	VPADDD 64(AX), Z1, Z1
+	VPADDD (AX)(CX*1), Z2, Z2
+	VPADDD 64(AX)(CX*1), Z3, Z3
+	VPADDD (AX)(CX*2), Z4, Z4
+	VPADDD 64(AX)(CX*2), Z5, Z5
+	VPADDD (DX), Z6, Z6
+	VPADDD 64(DX), Z7, Z7
+	VPADDD (DX)(CX*1), Z8, Z8
+	VPADDD 64(DX)(CX*1), Z9, Z9
+	VPADDD (DX)(CX*2), Z10, Z10
+	VPADDD 64(DX)(CX*2), Z11, Z11
+
+gemmTile6QuadVNNIAVX512_store:
+	VMOVDQU32 Z0, (AX)
+	VMOVDQU32 Z1, 64(AX)
+	VMOVDQU32 Z2, (AX)(CX*1)
+	VMOVDQU32 Z3, 64(AX)(CX*1)
+	VMOVDQU32 Z4, (AX)(CX*2)
+	VMOVDQU32 Z5, 64(AX)(CX*2)
+	VMOVDQU32 Z6, (DX)
+	VMOVDQU32 Z7, 64(DX)
+	VMOVDQU32 Z8, (DX)(CX*1)
+	VMOVDQU32 Z9, 64(DX)(CX*1)
+	VMOVDQU32 Z10, (DX)(CX*2)
+	VMOVDQU32 Z11, 64(DX)(CX*2)
 	VZEROUPPER
 	RET
 

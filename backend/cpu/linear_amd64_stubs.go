@@ -20,6 +20,17 @@ func gemmTile1AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile1I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile1QuadVNNIAVX2 computes a tile of 1 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile1QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
 // gemmTile2AVX2 computes a tile of 2 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -35,6 +46,17 @@ func gemmTile2AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //
 //go:noescape
 func gemmTile2I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile2QuadVNNIAVX2 computes a tile of 2 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile2QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile3AVX2 computes a tile of 3 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -52,6 +74,17 @@ func gemmTile3AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile3I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile3QuadVNNIAVX2 computes a tile of 3 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile3QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
 // gemmTile4AVX2 computes a tile of 4 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -67,6 +100,17 @@ func gemmTile4AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //
 //go:noescape
 func gemmTile4I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTile4QuadVNNIAVX2 computes a tile of 4 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile4QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile5AVX2 computes a tile of 5 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -84,6 +128,17 @@ func gemmTile5AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile5I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile5QuadVNNIAVX2 computes a tile of 5 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile5QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
 // gemmTile6AVX2 computes a tile of 6 rows by 16 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 16 columns of int16 pairs (64 bytes);
@@ -100,11 +155,28 @@ func gemmTile6AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add b
 //go:noescape
 func gemmTile6I8AVX2(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTile6QuadVNNIAVX2 computes a tile of 6 rows by 16 columns of an exact int8 product over kq quads of k:
+// a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 16 columns of 4 bytes, each the weight's int8 plus 128 (64 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile6QuadVNNIAVX2(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
 // peakAVX2 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.
 //
 //go:noescape
 func peakAVX2(n int)
+
+// peakQuadVNNIAVX2 runs n iterations of 12 VPDPBUSD on registers, to time them.
+// n must be at least 1.
+//
+//go:noescape
+func peakQuadVNNIAVX2(n int)
 
 // gemv1AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
@@ -165,6 +237,18 @@ func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, 
 //
 //go:noescape
 func packColsI8AVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
+
+// packQuadsVNNIAVX2 packs 16 int8 weight rows of src, ldw bytes apart, into dst: for each of kq quads of k,
+// the 16 channels' four values plus 128, as unsigned bytes (64 bytes). kq must be a multiple of 4.
+//
+//go:noescape
+func packQuadsVNNIAVX2(src []byte, ldw int, kq int, dst []byte)
+
+// packColsQuadsVNNIAVX2 packs four int8 rows of src (ldb bytes apart), 32 columns for each of pairs pairs of panels, into dst:
+// per panel, pstride bytes apart, the 16 columns' four values plus 128, as unsigned bytes (64 bytes).
+//
+//go:noescape
+func packColsQuadsVNNIAVX2(src []byte, ldb int, pairs int, dst []byte, pstride int)
 
 // packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
@@ -231,17 +315,6 @@ func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile1QuadVNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide1QuadVNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -253,6 +326,17 @@ func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide1QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile1QuadVNNIAVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 1 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile1QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile2AVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -270,17 +354,6 @@ func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile2QuadVNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide2QuadVNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -292,6 +365,17 @@ func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide2QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile2QuadVNNIAVX512 computes a tile of 2 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 2 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile2QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile3AVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -309,17 +393,6 @@ func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile3QuadVNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide3QuadVNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -331,6 +404,17 @@ func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide3QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile3QuadVNNIAVX512 computes a tile of 3 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 3 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile3QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile4AVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -348,17 +432,6 @@ func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile4QuadVNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide4QuadVNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -370,6 +443,17 @@ func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide4QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile4QuadVNNIAVX512 computes a tile of 4 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 4 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile4QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile5AVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -387,17 +471,6 @@ func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile5QuadVNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide5QuadVNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -409,6 +482,17 @@ func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide5QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile5QuadVNNIAVX512 computes a tile of 5 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 5 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile5QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // gemmTile6AVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
@@ -426,17 +510,6 @@ func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
-// gemmTile6QuadVNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kq quads of k:
-// a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
-// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
-// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
-// c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
-// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
-// kq must be at least 1.
-//
-//go:noescape
-func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
-
 // gemmTileWide6QuadVNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -448,6 +521,17 @@ func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc 
 //
 //go:noescape
 func gemmTileWide6QuadVNNIAVX512(a []byte, lda int, b []byte, pstride int, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
+
+// gemmTile6QuadVNNIAVX512 computes a tile of 6 rows by 32 columns of an exact int8 product over kq quads of k:
+// a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
+// b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
+// step i prefetches pf[i·pfStep] into the second-level cache (pfStep 0 repeats a line);
+// c gets the int32 sums, 6 rows ldc bytes apart: with add, c plus the sums;
+// else the sums plus corr's int32 of each row, -128 times the row's sum, which takes the weight's 128 off.
+// kq must be at least 1.
+//
+//go:noescape
+func gemmTile6QuadVNNIAVX512(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)
 
 // peakAVX512 runs n iterations of 12 VPMADDWD and 12 VPADDD on registers, to time them.
 // n must be at least 1.

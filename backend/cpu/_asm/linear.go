@@ -51,7 +51,8 @@ import (
 // VPDPBUSD on quad panels (gemmTileQuad): four byte products a lane, one
 // side unsigned, which the weight plus 128 is; the caller takes 128 times
 // each row's sum off again, wrapping as the sums do, so the bits are the
-// same.
+// same. The AVX2 kernels have the same tiles where the CPU has AVX-VNNI
+// (VPDPBUSD's VEX form on 256 bits, emitted as bytes: see dpbusd).
 //
 // linearOut is int8_linear's epilogue on a row of int32 sums, and peak is
 // the arithmetic of the tiles alone, from registers, to measure this
@@ -224,10 +225,14 @@ func storeTile(name string, mr int, acc []VecPhysical, w width, corr bool) {
 	if corr {
 		JNZ(LabelRef(name + "_add"))
 		kp := Load(Param("corr").Base(), GP64())
+		t := w.phys(15) // free in the tiles that pass corr
+		if w.bytes == 64 {
+			t = w.phys(28)
+		}
 		for i := range mr {
-			VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, w.phys(28))
+			VPBROADCASTD(Mem{Base: kp, Disp: 4 * i}, t)
 			for h := range per {
-				VPADDD(w.phys(28), acc[per*i+h], acc[per*i+h])
+				VPADDD(t, acc[per*i+h], acc[per*i+h])
 			}
 		}
 		JMP(LabelRef(name + "_store"))
@@ -257,8 +262,8 @@ func storeTile(name string, mr int, acc []VecPhysical, w width, corr bool) {
 // is broadcast to every lane, and one VPDPBUSD adds four steps of k to a
 // register of 16 channels: twice VPDPWSSD's multiply-adds per
 // instruction. Registers: the accumulators from 0 (row i in 2i, 2i+1 or,
-// wide, 4i to 4i+3), the weight in 24 to 27, the broadcast row in 28.
-// 512-bit only.
+// wide, 4i to 4i+3), the weight in 24 to 27 and the broadcast row in 28
+// (with 256 bits, one panel only: the weight in 12 and 13, the row in 14).
 func gemmTileQuad(name string, mr int, w width, wide bool) {
 	panels, sig := 1, "func(a []byte, lda int, b []byte, kq int, c []byte, ldc int, add bool, corr []byte, pf []byte, pfStep int)"
 	if wide {
@@ -282,8 +287,18 @@ func gemmTileQuad(name string, mr int, w width, wide bool) {
 		"kq must be at least 1.")
 	Doc(doc...)
 	acc, ap, lda, ap3 := tileStart(mr, 2*panels*mr, w)
-	wr := []VecPhysical{w.phys(24), w.phys(25), w.phys(26), w.phys(27)}[:2*panels]
-	bc := w.phys(28)
+	first := 24 // the weight's registers, then the broadcast row's
+	if w.bytes == 32 {
+		first = 12
+	}
+	wr := make([]VecPhysical, 2*panels)
+	for i := range wr {
+		wr[i] = w.phys(first + i)
+	}
+	bc := w.phys(first + 2) // 14 with AVX2 (one panel); 28 with AVX-512
+	if w.bytes == 64 {
+		bc = w.phys(first + 4)
+	}
 	bp := Load(Param("b").Base(), GP64())
 	bases := []Register{bp}
 	pf := Load(Param("pf").Base(), GP64())
@@ -309,7 +324,7 @@ func gemmTileQuad(name string, mr int, w width, wide bool) {
 	for i, m := range rows(mr, ap, lda, ap3, 0) {
 		VPBROADCASTD(m, bc)
 		for h, r := range wr {
-			vpdpbusd(bc, r, acc[len(wr)*i+h])
+			w.dpbusd(bc, r, acc[len(wr)*i+h])
 		}
 	}
 	ADDQ(Imm(4), ap)
@@ -323,6 +338,27 @@ func gemmTileQuad(name string, mr int, w width, wide bool) {
 	JNZ(LabelRef(name + "_loop"))
 
 	storeTile(name, mr, acc, w, true)
+}
+
+// dpbusd emits VPDPBUSD on registers for w: acc += the four products of
+// the unsigned bytes of u with the signed bytes of s in each int32 lane.
+// The 512-bit form is AVX512-VNNI's; the 256-bit one AVX-VNNI's VEX form,
+// which the Go assembler lacks (it encodes VPDPBUSD on YMM registers as
+// EVEX, an AVX512VL instruction), so it is emitted as its bytes: C4, then
+// R̄X̄B̄ and map 0F38, then W0, the inverted register of u, L1 and the 66
+// prefix, opcode 50, and a register-to-register ModRM of acc and s.
+func (w width) dpbusd(s, u, acc VecPhysical) {
+	if w.bytes == 64 {
+		vpdpbusd(s, u, acc)
+		return
+	}
+	num := func(r VecPhysical) byte { return byte(r.PhysicalIndex()) }
+	d, v, m := num(acc), num(u), num(s)
+	b1 := byte(0x02) | (^d>>3&1)<<7 | 1<<6 | (^m>>3&1)<<5
+	b2 := (^v&15)<<3 | 1<<2 | 0x01
+	for _, b := range []byte{0xc4, b1, b2, 0x50, 0xc0 | (d&7)<<3 | m&7} {
+		Instruction(&ir.Instruction{Opcode: "BYTE", Operands: []Op{Imm(uint64(b))}})
+	}
 }
 
 // pcalign emits PCALIGN: the next instruction starts on an n-byte
@@ -383,7 +419,7 @@ func peak(name string, w width, quad bool) {
 	Label(name + "_loop")
 	for i := range 12 {
 		if quad {
-			vpdpbusd(w.phys(12), w.phys(13), w.phys(i))
+			w.dpbusd(w.phys(12), w.phys(13), w.phys(i))
 			continue
 		}
 		t := w.phys(14 + i%2)
@@ -938,8 +974,9 @@ func packRows(name string, w width, int8 bool) {
 // quad; for each half of the panel, rows i, i+4, i+8 and i+12 go into the
 // 128-bit lanes of register i (i = 0 to 3), and two rounds of unpacks
 // (dwords, qwords) transpose each lane's 4x4 dwords, so that register q
-// holds quad q of the half's 16 channels in order. Each byte is XORed
-// with 0x80 (the weight plus 128, as an unsigned byte). 512-bit only.
+// holds quad q of the half's 16 channels in order (with 256 bits, rows i
+// and i+4 in the 2 lanes, 8 channels). Each byte is XORed with 0x80 (the
+// weight plus 128, as an unsigned byte).
 func packQuads(name string, w width) {
 	nr := 2 * w.lanes()
 	quadBytes := 4 * nr
@@ -960,26 +997,35 @@ func packQuads(name string, w width) {
 	JE(LabelRef(name + "_done"))
 	p := GP64()
 	MOVQ(sp, p)
+	lanes := w.bytes / 16
 	for h := range 2 {
 		r := make([]VecVirtual, 4)
 		for i := range r {
 			r[i] = w.reg()
 			q := GP64()
 			MOVQ(p, q)
-			VBROADCASTI32X4(Mem{Base: p}, r[i])
-			for l := 1; l < 4; l++ {
+			if w.bytes == 64 {
+				VBROADCASTI32X4(Mem{Base: p}, r[i])
+			} else {
+				VBROADCASTI128(Mem{Base: p}, r[i])
+			}
+			for l := 1; l < lanes; l++ {
 				ADDQ(ld4, q)
-				VINSERTI32X4(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+				if w.bytes == 64 {
+					VINSERTI32X4(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+				} else {
+					VINSERTI128(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
+				}
 			}
 			w.xor(bias, r[i], r[i])
 			ADDQ(ldw, p)
 		}
-		// p is at row 4, whose rows to 15 went into the lanes: on to
-		// row 16.
+		// p is at row 4, whose rows up to the half's last went into the
+		// lanes: on to the next half's first.
 		if h == 0 {
-			ADDQ(ld4, p)
-			ADDQ(ld4, p)
-			ADDQ(ld4, p)
+			for range lanes - 1 {
+				ADDQ(ld4, p)
+			}
 		}
 		t := make([]VecVirtual, 4)
 		for i := range t {
@@ -1015,8 +1061,9 @@ func packQuads(name string, w width) {
 // 0 and 1, 2 and 3) and VPUNPCKLWD/HWD, which leaves in lane l of the
 // four results the columns 16l to 16l+3, +4 to +7, +8 to +11 and +12 to
 // +15; two rounds of VSHUFI32X4 transpose those 4x4 lanes, so each
-// register holds 16 columns in order. Each byte is XORed with 0x80.
-// 512-bit only.
+// register holds 16 columns in order (with 256 bits, 32 columns at a
+// time, VPERM2I128 pairs the lanes: 8 columns a register). Each byte is
+// XORed with 0x80.
 func packColsQuads(name string, w width) {
 	nr := 2 * w.lanes()
 	TEXT(name, NOSPLIT, "func(src []byte, ldb int, pairs int, dst []byte, pstride int)")
@@ -1051,6 +1098,32 @@ func packColsQuads(name string, w width) {
 	VPUNPCKHWD(lo23, lo01, c[1])
 	VPUNPCKLWD(hi23, hi01, c[2])
 	VPUNPCKHWD(hi23, hi01, c[3])
+	if w.bytes == 32 {
+		// Columns 0-7: c0.l0 c1.l0; 8-15: c2.l0 c3.l0; 16-31 the same of
+		// the high lanes.
+		for j := range 4 {
+			v := w.reg()
+			imm := uint64(0x20)
+			if j >= 2 {
+				imm = 0x31
+			}
+			VPERM2I128(Imm(imm), c[2*(j%2)+1], c[2*(j%2)], v)
+			if j < 2 {
+				w.mov(v, Mem{Base: dp, Disp: w.bytes * j})
+			} else {
+				w.mov(v, Mem{Base: dp, Index: ps, Scale: 1, Disp: w.bytes * (j - 2)})
+			}
+		}
+		ADDQ(Imm(32), sp)
+		ADDQ(Imm(32), sp3)
+		LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
+		DECQ(n)
+		JMP(LabelRef(name + "_loop"))
+		Label(name + "_done")
+		VZEROUPPER()
+		RET()
+		return
+	}
 	// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
 	// x[2] and x[3] the same of c2 and c3.
 	x := make([]VecVirtual, 4)
@@ -1201,14 +1274,12 @@ func linearKernels(w width) {
 		gemmTile(fmt.Sprintf("gemmTile%d%s", mr, w.name), mr, w, false)
 		gemmTile(fmt.Sprintf("gemmTile%dI8%s", mr, w.name), mr, w, true)
 		if w.bytes == 64 {
-			gemmTileQuad(fmt.Sprintf("gemmTile%dQuadVNNI%s", mr, w.name), mr, w, false)
 			gemmTileQuad(fmt.Sprintf("gemmTileWide%dQuadVNNI%s", mr, w.name), mr, w, true)
 		}
+		gemmTileQuad(fmt.Sprintf("gemmTile%dQuadVNNI%s", mr, w.name), mr, w, false)
 	}
 	peak("peak"+w.name, w, false)
-	if w.bytes == 64 {
-		peak("peakQuadVNNI"+w.name, w, true)
-	}
+	peak("peakQuadVNNI"+w.name, w, true)
 	for _, rows := range []int{1, 2, 4} {
 		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, false, rows)
 		if w.bytes == 64 {
@@ -1225,10 +1296,8 @@ func linearKernels(w width) {
 		dotTile("dotTile"+w.name, w) // AVX-512 without VNNI runs it too
 	}
 	packColsI8("packColsI8"+w.name, w)
-	if w.bytes == 64 {
-		packQuads("packQuadsVNNI"+w.name, w)
-		packColsQuads("packColsQuadsVNNI"+w.name, w)
-	}
+	packQuads("packQuadsVNNI"+w.name, w)
+	packColsQuads("packColsQuadsVNNI"+w.name, w)
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
