@@ -1098,59 +1098,52 @@ func packColsQuads(name string, w width) {
 	VPUNPCKHWD(lo23, lo01, c[1])
 	VPUNPCKLWD(hi23, hi01, c[2])
 	VPUNPCKHWD(hi23, hi01, c[3])
+	// The registers of columns in order: the first panel's two, then the
+	// second's.
+	out := make([]VecVirtual, 4)
+	for j := range out {
+		out[j] = w.reg()
+	}
 	if w.bytes == 32 {
 		// Columns 0-7: c0.l0 c1.l0; 8-15: c2.l0 c3.l0; 16-31 the same of
 		// the high lanes.
-		for j := range 4 {
-			v := w.reg()
+		for j, v := range out {
 			imm := uint64(0x20)
 			if j >= 2 {
 				imm = 0x31
 			}
 			VPERM2I128(Imm(imm), c[2*(j%2)+1], c[2*(j%2)], v)
-			if j < 2 {
-				w.mov(v, Mem{Base: dp, Disp: w.bytes * j})
-			} else {
-				w.mov(v, Mem{Base: dp, Index: ps, Scale: 1, Disp: w.bytes * (j - 2)})
+		}
+	} else {
+		// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
+		// x[2] and x[3] the same of c2 and c3.
+		x := make([]VecVirtual, 4)
+		for i := range x {
+			x[i] = w.reg()
+		}
+		VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
+		VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
+		VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
+		VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
+		// Columns 0-15: x0.l0 x0.l2 x2.l0 x2.l2; 16-31: lanes 1 and 3;
+		// then x1 and x3 the same for columns 32-63.
+		for j, v := range out {
+			imm := uint64(0x88)
+			if j%2 == 1 {
+				imm = 0xDD
 			}
+			VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], v)
 		}
-		ADDQ(Imm(32), sp)
-		ADDQ(Imm(32), sp3)
-		LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
-		DECQ(n)
-		JMP(LabelRef(name + "_loop"))
-		Label(name + "_done")
-		VZEROUPPER()
-		RET()
-		return
 	}
-	// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
-	// x[2] and x[3] the same of c2 and c3.
-	x := make([]VecVirtual, 4)
-	for i := range x {
-		x[i] = w.reg()
-	}
-	VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
-	VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
-	VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
-	VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
-	// Columns 0-15: x0.l0 x0.l2 x2.l0 x2.l2; 16-31: lanes 1 and 3; then
-	// x1 and x3 the same for columns 32-63.
-	for j := range 4 {
-		v := w.reg()
-		imm := uint64(0x88)
-		if j%2 == 1 {
-			imm = 0xDD
-		}
-		VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], v)
+	for j, v := range out {
 		if j < 2 {
 			w.mov(v, Mem{Base: dp, Disp: w.bytes * j})
 		} else {
 			w.mov(v, Mem{Base: dp, Index: ps, Scale: 1, Disp: w.bytes * (j - 2)})
 		}
 	}
-	ADDQ(Imm(64), sp)
-	ADDQ(Imm(64), sp3)
+	ADDQ(Imm(uint64(w.bytes)), sp)
+	ADDQ(Imm(uint64(w.bytes)), sp3)
 	LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
 	DECQ(n)
 	JMP(LabelRef(name + "_loop"))
