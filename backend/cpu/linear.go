@@ -866,7 +866,7 @@ func packQuadPanel(w []byte, k, n, n0, qc, kc int, dst []byte) {
 	nr := gemmCols()
 	cols := min(nr, n-n0)
 	done := 0
-	if full := min(kc, k/4-qc); cols == nr && full >= 4 {
+	if full := min(kc, k/4-qc); cols == nr && full > 0 {
 		done = packQuadsPanel(w[n0*k+4*qc:(n0+nr-1)*k+4*(qc+full)], k, full, dst)
 	}
 	for j := range cols {

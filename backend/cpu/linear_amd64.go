@@ -308,13 +308,15 @@ func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte
 }
 
 // packQuadsPanel packs the first kq quads of k, rounded down to a
-// multiple of 4, of a whole quad panel (gemmCols rows of src, ldw bytes
-// apart) into dst, and returns how many quads it packed.
+// multiple of 16 (AVX-512) or 4 (AVX2), of a whole quad panel (gemmCols
+// rows of src, ldw bytes apart) into dst, and returns how many quads it
+// packed.
 func packQuadsPanel(src []byte, ldw, kq int, dst []byte) int {
-	kq &^= 3
 	if impl == implAVX512 {
+		kq &^= 15
 		packQuadsVNNIAVX512(src, ldw, kq, dst)
 	} else {
+		kq &^= 3
 		packQuadsVNNIAVX2(src, ldw, kq, dst)
 	}
 	return kq

@@ -613,7 +613,7 @@ func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 func packColsI8AVX512(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
 
 // packQuadsVNNIAVX512 packs 32 int8 weight rows of src, ldw bytes apart, into dst: for each of kq quads of k,
-// the 32 channels' four values plus 128, as unsigned bytes (128 bytes). kq must be a multiple of 4.
+// the 32 channels' four values plus 128, as unsigned bytes (128 bytes). kq must be a multiple of 16.
 //
 //go:noescape
 func packQuadsVNNIAVX512(src []byte, ldw int, kq int, dst []byte)

@@ -1055,6 +1055,89 @@ func packQuads(name string, w width) {
 	RET()
 }
 
+// packQuadLines emits packQuads's 512-bit form, which reads whole lines:
+// per iteration 16 quads of k (a 64-byte line of each row) of the 32
+// rows, 16 rows at a time, each line loaded once. (packQuads, 16 bytes of
+// each of the 32 rows an iteration, keeps 32 lines in use at once; with
+// rows 4 KiB apart they all fall into one set of the first-level cache,
+// which has 12 ways.) For 16 rows, the first two rounds of unpacks leave
+// in lane l of register (j, q') quad 4l+q' of rows 4j to 4j+3; two rounds
+// of VSHUFI32X4 then transpose the 4x4 lanes of the registers (0..3, q'),
+// as packColsQuads does, so each result holds one quad of the 16 rows.
+func packQuadLines(name string, w width) {
+	nr := 2 * w.lanes()
+	quadBytes := 4 * nr
+	TEXT(name, NOSPLIT, "func(src []byte, ldw int, kq int, dst []byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s packs %d int8 weight rows of src, ldw bytes apart, into dst: for each of kq quads of k,", name, nr),
+		fmt.Sprintf("the %d channels' four values plus 128, as unsigned bytes (%d bytes). kq must be a multiple of 16.", nr, quadBytes))
+	sp := Load(Param("src").Base(), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("kq"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	bias := w.broadcast(0x80808080)
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	p := GP64()
+	MOVQ(sp, p)
+	for g := range nr / 16 {
+		r := make([]VecVirtual, 16)
+		for i := range r {
+			r[i] = w.reg()
+			w.xor(Mem{Base: p}, bias, r[i])
+			ADDQ(ldw, p)
+		}
+		// v[j][q']: lane l holds quad 4l+q' of rows 4j to 4j+3.
+		var v [4][4]VecVirtual
+		for j := range 4 {
+			t := make([]VecVirtual, 4)
+			for i := range t {
+				t[i] = w.reg()
+			}
+			VPUNPCKLDQ(r[4*j+1], r[4*j], t[0])
+			VPUNPCKHDQ(r[4*j+1], r[4*j], t[1])
+			VPUNPCKLDQ(r[4*j+3], r[4*j+2], t[2])
+			VPUNPCKHDQ(r[4*j+3], r[4*j+2], t[3])
+			for q := range 4 {
+				v[j][q] = w.reg()
+				if q%2 == 0 {
+					VPUNPCKLQDQ(t[2+q/2], t[q/2], v[j][q])
+				} else {
+					VPUNPCKHQDQ(t[2+q/2], t[q/2], v[j][q])
+				}
+			}
+		}
+		for q := range 4 {
+			x := make([]VecVirtual, 4)
+			for i := range x {
+				x[i] = w.reg()
+			}
+			VSHUFI32X4(Imm(0x44), v[1][q], v[0][q], x[0])
+			VSHUFI32X4(Imm(0xEE), v[1][q], v[0][q], x[1])
+			VSHUFI32X4(Imm(0x44), v[3][q], v[2][q], x[2])
+			VSHUFI32X4(Imm(0xEE), v[3][q], v[2][q], x[3])
+			for l := range 4 {
+				o := w.reg()
+				imm := uint64(0x88)
+				if l%2 == 1 {
+					imm = 0xDD
+				}
+				VSHUFI32X4(Imm(imm), x[2+l/2], x[l/2], o)
+				w.mov(o, Mem{Base: dp, Disp: quadBytes*(4*l+q) + w.bytes*g})
+			}
+		}
+	}
+	ADDQ(Imm(64), sp)
+	ADDQ(U32(16*quadBytes), dp)
+	SUBQ(Imm(16), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 // packColsQuads emits the kernel that packs one quad of k of whole quad
 // panels from a [K, N] matrix: rows 4q to 4q+3, two panels' 64 columns
 // at a time. The four rows' bytes are interleaved by VPUNPCKLBW/HBW (rows
@@ -1289,7 +1372,11 @@ func linearKernels(w width) {
 		dotTile("dotTile"+w.name, w) // AVX-512 without VNNI runs it too
 	}
 	packColsI8("packColsI8"+w.name, w)
-	packQuads("packQuadsVNNI"+w.name, w)
+	if w.bytes == 64 {
+		packQuadLines("packQuadsVNNI"+w.name, w)
+	} else {
+		packQuads("packQuadsVNNI"+w.name, w)
+	}
 	packColsQuads("packColsQuadsVNNI"+w.name, w)
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
