@@ -969,14 +969,12 @@ func packRows(name string, w width, int8 bool) {
 }
 
 // packQuads emits the kernel that packs whole quad panels (see
-// gemmTileQuad) from [N, K] rows: 32 rows (the panel's channels), 4
-// quads of k per iteration. Each row's 16 bytes are 4 dwords, one per
-// quad; for each half of the panel, rows i, i+4, i+8 and i+12 go into the
-// 128-bit lanes of register i (i = 0 to 3), and two rounds of unpacks
-// (dwords, qwords) transpose each lane's 4x4 dwords, so that register q
-// holds quad q of the half's 16 channels in order (with 256 bits, rows i
-// and i+4 in the 2 lanes, 8 channels). Each byte is XORed with 0x80 (the
-// weight plus 128, as an unsigned byte).
+// gemmTileQuad) from [N, K] rows on 256-bit registers: the panel's 16 rows
+// (its channels), 4 quads of k per iteration. Each row's 16 bytes are 4
+// dwords, one per quad; for each half of the panel, rows i and i+4 go into
+// the two 128-bit lanes of register i (i = 0 to 3), and transposeDwords
+// leaves in register q quad q of the half's 8 channels in order. Each byte
+// is XORed with 0x80 (the weight plus 128, as an unsigned byte).
 func packQuads(name string, w width) {
 	nr := 2 * w.lanes()
 	quadBytes := 4 * nr
@@ -997,51 +995,21 @@ func packQuads(name string, w width) {
 	JE(LabelRef(name + "_done"))
 	p := GP64()
 	MOVQ(sp, p)
-	lanes := w.bytes / 16
 	for h := range 2 {
-		r := make([]VecVirtual, 4)
+		var r [4]VecVirtual
 		for i := range r {
 			r[i] = w.reg()
 			q := GP64()
-			MOVQ(p, q)
-			if w.bytes == 64 {
-				VBROADCASTI32X4(Mem{Base: p}, r[i])
-			} else {
-				VBROADCASTI128(Mem{Base: p}, r[i])
-			}
-			for l := 1; l < lanes; l++ {
-				ADDQ(ld4, q)
-				if w.bytes == 64 {
-					VINSERTI32X4(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
-				} else {
-					VINSERTI128(Imm(uint64(l)), Mem{Base: q}, r[i], r[i])
-				}
-			}
+			LEAQ(Mem{Base: p, Index: ld4, Scale: 1}, q)
+			VBROADCASTI128(Mem{Base: p}, r[i])
+			VINSERTI128(Imm(1), Mem{Base: q}, r[i], r[i])
 			w.xor(bias, r[i], r[i])
 			ADDQ(ldw, p)
 		}
-		// p is at row 4, whose rows up to the half's last went into the
-		// lanes: on to the next half's first.
 		if h == 0 {
-			for range lanes - 1 {
-				ADDQ(ld4, p)
-			}
+			ADDQ(ld4, p) // from row 4 of the half to the next half's first
 		}
-		t := make([]VecVirtual, 4)
-		for i := range t {
-			t[i] = w.reg()
-		}
-		VPUNPCKLDQ(r[1], r[0], t[0])
-		VPUNPCKHDQ(r[1], r[0], t[1])
-		VPUNPCKLDQ(r[3], r[2], t[2])
-		VPUNPCKHDQ(r[3], r[2], t[3])
-		for q := range 4 {
-			v := w.reg()
-			if q%2 == 0 {
-				VPUNPCKLQDQ(t[2+q/2], t[q/2], v)
-			} else {
-				VPUNPCKHQDQ(t[2+q/2], t[q/2], v)
-			}
+		for q, v := range transposeDwords(w, r) {
 			w.mov(v, Mem{Base: dp, Disp: quadBytes*q + w.bytes*h})
 		}
 	}
@@ -1053,6 +1021,54 @@ func packQuads(name string, w width) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// transposeDwords emits the transpose of the 4x4 dwords in each 128-bit
+// lane of r (two rounds of unpacks): dword d of lane l of result q is
+// dword q of lane l of r[d].
+func transposeDwords(w width, r [4]VecVirtual) [4]VecVirtual {
+	var t, v [4]VecVirtual
+	for i := range t {
+		t[i], v[i] = w.reg(), w.reg()
+	}
+	VPUNPCKLDQ(r[1], r[0], t[0])
+	VPUNPCKHDQ(r[1], r[0], t[1])
+	VPUNPCKLDQ(r[3], r[2], t[2])
+	VPUNPCKHDQ(r[3], r[2], t[3])
+	for q := range v {
+		if q%2 == 0 {
+			VPUNPCKLQDQ(t[2+q/2], t[q/2], v[q])
+		} else {
+			VPUNPCKHQDQ(t[2+q/2], t[q/2], v[q])
+		}
+	}
+	return v
+}
+
+// transposeLanes emits the transpose of the 4x4 128-bit lanes of c (two
+// rounds of VSHUFI32X4; 512-bit), handing each result to use as soon as it
+// is made: lane l of result j is lane j of c[l].
+func transposeLanes(w width, c [4]VecVirtual, use func(j int, o VecVirtual)) {
+	// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
+	// x[2] and x[3] the same of c2 and c3.
+	var x [4]VecVirtual
+	for i := range x {
+		x[i] = w.reg()
+	}
+	VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
+	VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
+	VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
+	VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
+	// Result j: lanes j%2 and j%2+2 of x[j/2], then of x[2+j/2].
+	for j := range 4 {
+		o := w.reg()
+		imm := uint64(0x88)
+		if j%2 == 1 {
+			imm = 0xDD
+		}
+		VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], o)
+		use(j, o)
+	}
 }
 
 // packQuadLines emits packQuads's 512-bit form, which reads whole lines:
@@ -1090,42 +1106,13 @@ func packQuadLines(name string, w width) {
 		}
 		// v[j][q']: lane l holds quad 4l+q' of rows 4j to 4j+3.
 		var v [4][4]VecVirtual
-		for j := range 4 {
-			t := make([]VecVirtual, 4)
-			for i := range t {
-				t[i] = w.reg()
-			}
-			VPUNPCKLDQ(r[4*j+1], r[4*j], t[0])
-			VPUNPCKHDQ(r[4*j+1], r[4*j], t[1])
-			VPUNPCKLDQ(r[4*j+3], r[4*j+2], t[2])
-			VPUNPCKHDQ(r[4*j+3], r[4*j+2], t[3])
-			for q := range 4 {
-				v[j][q] = w.reg()
-				if q%2 == 0 {
-					VPUNPCKLQDQ(t[2+q/2], t[q/2], v[j][q])
-				} else {
-					VPUNPCKHQDQ(t[2+q/2], t[q/2], v[j][q])
-				}
-			}
+		for j := range v {
+			v[j] = transposeDwords(w, [4]VecVirtual{r[4*j], r[4*j+1], r[4*j+2], r[4*j+3]})
 		}
 		for q := range 4 {
-			x := make([]VecVirtual, 4)
-			for i := range x {
-				x[i] = w.reg()
-			}
-			VSHUFI32X4(Imm(0x44), v[1][q], v[0][q], x[0])
-			VSHUFI32X4(Imm(0xEE), v[1][q], v[0][q], x[1])
-			VSHUFI32X4(Imm(0x44), v[3][q], v[2][q], x[2])
-			VSHUFI32X4(Imm(0xEE), v[3][q], v[2][q], x[3])
-			for l := range 4 {
-				o := w.reg()
-				imm := uint64(0x88)
-				if l%2 == 1 {
-					imm = 0xDD
-				}
-				VSHUFI32X4(Imm(imm), x[2+l/2], x[l/2], o)
+			transposeLanes(w, [4]VecVirtual{v[0][q], v[1][q], v[2][q], v[3][q]}, func(l int, o VecVirtual) {
 				w.mov(o, Mem{Base: dp, Disp: quadBytes*(4*l+q) + w.bytes*g})
-			}
+			})
 		}
 	}
 	ADDQ(Imm(64), sp)
@@ -1173,7 +1160,7 @@ func packColsQuads(name string, w width) {
 	VPUNPCKHBW(r[1], r[0], hi01)
 	VPUNPCKLBW(r[3], r[2], lo23)
 	VPUNPCKHBW(r[3], r[2], hi23)
-	c := make([]VecVirtual, 4) // lane l: columns 16l+4i to 16l+4i+3
+	var c [4]VecVirtual // lane l: columns 16l+4i to 16l+4i+3
 	for i := range c {
 		c[i] = w.reg()
 	}
@@ -1181,49 +1168,30 @@ func packColsQuads(name string, w width) {
 	VPUNPCKHWD(lo23, lo01, c[1])
 	VPUNPCKLWD(hi23, hi01, c[2])
 	VPUNPCKHWD(hi23, hi01, c[3])
-	// The registers of columns in order: the first panel's two, then the
-	// second's.
-	out := make([]VecVirtual, 4)
-	for j := range out {
-		out[j] = w.reg()
-	}
-	if w.bytes == 32 {
-		// Columns 0-7: c0.l0 c1.l0; 8-15: c2.l0 c3.l0; 16-31 the same of
-		// the high lanes.
-		for j, v := range out {
-			imm := uint64(0x20)
-			if j >= 2 {
-				imm = 0x31
-			}
-			VPERM2I128(Imm(imm), c[2*(j%2)+1], c[2*(j%2)], v)
-		}
-	} else {
-		// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
-		// x[2] and x[3] the same of c2 and c3.
-		x := make([]VecVirtual, 4)
-		for i := range x {
-			x[i] = w.reg()
-		}
-		VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
-		VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
-		VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
-		VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
-		// Columns 0-15: x0.l0 x0.l2 x2.l0 x2.l2; 16-31: lanes 1 and 3;
-		// then x1 and x3 the same for columns 32-63.
-		for j, v := range out {
-			imm := uint64(0x88)
-			if j%2 == 1 {
-				imm = 0xDD
-			}
-			VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], v)
-		}
-	}
-	for j, v := range out {
+	// The registers of columns in order, stored as they are made: the
+	// first panel's two, then the second's.
+	store := func(j int, v VecVirtual) {
 		if j < 2 {
 			w.mov(v, Mem{Base: dp, Disp: w.bytes * j})
 		} else {
 			w.mov(v, Mem{Base: dp, Index: ps, Scale: 1, Disp: w.bytes * (j - 2)})
 		}
+	}
+	if w.bytes == 32 {
+		// Columns 0-7: c0.l0 c1.l0; 8-15: c2.l0 c3.l0; 16-31 the same of
+		// the high lanes.
+		for j := range 4 {
+			v := w.reg()
+			imm := uint64(0x20)
+			if j >= 2 {
+				imm = 0x31
+			}
+			VPERM2I128(Imm(imm), c[2*(j%2)+1], c[2*(j%2)], v)
+			store(j, v)
+		}
+	} else {
+		// Columns 0-15: lane 0 of c0 to c3; 16-31: lane 1; and so on.
+		transposeLanes(w, c, store)
 	}
 	ADDQ(Imm(uint64(w.bytes)), sp)
 	ADDQ(Imm(uint64(w.bytes)), sp3)
