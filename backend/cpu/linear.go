@@ -18,12 +18,11 @@ import (
 // quad panels, below). The ways to lay the work out, which pathFor,
 // linearPath and mmInt8 choose by M:
 //
-//	int8_linear, plain weight, AVX2 or AVX-512 set without its VNNI, K % 16 == 0:
+//	int8_linear, AVX2 or AVX-512 set without its VNNI, K % 16 == 0 (AVX-512: plain weight):
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
-//	int8_linear, plain weight otherwise:
+//	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
-//	int8_linear, prepared weight:
-//	    up to 8 rows one row at a time (the plain weight), up to 96 few, more many
+//	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to 8 rows cols (4 with AVX512-VNNI), up to 96 few, more many (b packed whole)
 //	mm_int8 otherwise:
@@ -44,9 +43,9 @@ import (
 //   - one row at a time (M <= gemvMax): gemv reads 8 weight rows as they
 //     are, one after another, and multiplies them with up to 4 rows of A,
 //     at the memory's speed;
-//   - dot products (int8_linear with a plain weight, dotMin to dotMax
-//     rows, K a multiple of 16, an assembly kernel set without quad
-//     panels: linearPath takes it there instead of the two above): dotTile
+//   - dot products (int8_linear, dotMin to dotMax rows, K a multiple of
+//     16, an assembly kernel set without quad panels, a plain weight or
+//     the AVX2 set: linearPath takes it there instead of the two above): dotTile
 //     reads the weight rows as they are too, 4 rows of A by 3 channels at
 //     a time, each product a vector of partial sums along k (dotBody).
 //
@@ -70,8 +69,8 @@ import (
 // int16 ones, widened as the tiles load them) or quads. A prepared weight
 // (op.PackedWeight, packed by preparedPanels the first time) is already in
 // such panels: with it the few-row path packs nothing, and the many-row
-// path skips the call's packing (up to gemvMax rows, the one-row path
-// reads the plain weight instead). mm_int8 at up to colsMax() rows reads
+// path skips the call's packing (the one-row path, and the dot path where
+// linearPath takes it, read the plain weight instead). mm_int8 at up to colsMax() rows reads
 // b [K, N] as it is, row by row (colsBody), instead of packing it; with
 // more, on the assembly sets, it packs b whole into int8 panels (quads
 // with VNNI), four rows of b at a time so that each panel's part is
@@ -162,10 +161,14 @@ func pathFor(m int) int {
 // dot path's time from 9 to 16 rows, 0.77-0.85 from 20 to 32). Up to gemvMax
 // rows, a prepared weight's rows are read plain too, on the one-row path:
 // on a 2-core Zen 5, 4096x4096, two threads, it took 0.83-0.88 of the
-// few-row path's time over the prepared panels at 2, 4 and 8 rows.
+// few-row path's time over the prepared panels at 2, 4 and 8 rows. So are
+// they on the dot path with the AVX2 set (there, on the Zen 5, the few-row
+// path over prepared panels took 1.10-1.16 times the dot path's time at 16
+// rows, 1.05-1.08 at 32, 0.97-0.99 at 9 and 48), but not with AVX-512,
+// whose wider tiles took 0.55-0.61 of it at 16 and 32 rows.
 func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
-	if !prepared && impl != implGeneric && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
+	if (!prepared || impl == implAVX2) && impl != implGeneric && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
 		return dotRows
 	}
 	return path
@@ -1148,14 +1151,14 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	}
 	out := res.Out
 	// A prepared weight, in this kernel set's panels: no packing for the
-	// few-row and many-row paths. The one-row path streams the plain
-	// weight instead (see linearPath).
+	// few-row and many-row paths. The one-row and dot paths stream the
+	// plain weight instead (see linearPath).
 	panels, err := preparedPanels(ctx, a, wb)
 	if err != nil {
 		return res, err
 	}
 	path := linearPath(m, k, panels != nil)
-	if path == oneRow {
+	if path == oneRow || path == dotRows {
 		panels = nil
 	}
 	// 1. The activations, quantized row by row into the product's rows.

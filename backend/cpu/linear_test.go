@@ -435,12 +435,12 @@ func TestLinearPath(t *testing.T) {
 		{1, 4096, false, implAVX2, oneRow}, {1, 4096, true, implAVX2, oneRow},
 		{2, 4096, false, implAVX2, oneRow}, {2, 4096, true, implAVX2, oneRow},
 		{8, 4096, false, implAVX2, oneRow}, {8, 4096, true, implAVX2, oneRow},
-		{9, 4096, false, implAVX2, dotRows}, {9, 4096, true, implAVX2, fewRows},
+		{9, 4096, false, implAVX2, dotRows}, {9, 4096, true, implAVX2, dotRows},
 		{16, 4096, false, implAVX2, dotRows}, {48, 4096, false, implAVX2, dotRows},
 		{49, 4096, false, implAVX2, fewRows}, {97, 4096, false, implAVX2, manyRows},
 		{16, 4100, false, implAVX2, fewRows}, {8, 4100, false, implAVX2, oneRow},
 		{16, 4096, false, implAVX512, dotRows}, {2, 4096, false, implAVX512, oneRow}, {16, 4096, false, implGeneric, fewRows},
-		{16, 4096, true, implAVX2, fewRows}, {200, 4096, true, implAVX2, manyRows},
+		{16, 4096, true, implAVX2, dotRows}, {16, 4096, true, implAVX512, fewRows}, {200, 4096, true, implAVX2, manyRows},
 	} {
 		impl = c.set
 		if got := linearPath(c.m, c.k, c.prepared); got != c.want {

@@ -913,36 +913,10 @@ func packRows(name string, w width, int8 bool) {
 		}
 		ADDQ(ldw, p)
 	}
-	// Words: t[2i], t[2i+1] interleave rows 2i and 2i+1.
-	t := make([]VecVirtual, 8)
-	for i := range 4 {
-		t[2*i], t[2*i+1] = w.reg(), w.reg()
-		VPUNPCKLWD(r[2*i+1], r[2*i], t[2*i])
-		VPUNPCKHWD(r[2*i+1], r[2*i], t[2*i+1])
-	}
-	// Dwords: u[0..3] rows 0-3 (pairs 0-1, 2-3, 4-5, 6-7), u[4..7] rows 4-7.
-	u := make([]VecVirtual, 8)
-	for h := range 2 {
-		a, b, c, d := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
-		for i := range 4 {
-			u[4*h+i] = w.reg()
-		}
-		VPUNPCKLDQ(c, a, u[4*h])
-		VPUNPCKHDQ(c, a, u[4*h+1])
-		VPUNPCKLDQ(d, b, u[4*h+2])
-		VPUNPCKHDQ(d, b, u[4*h+3])
-	}
-	// Qwords: pair q of rows 0-7, then widen and store.
-	for q := range 8 {
-		v := w.reg()
-		if q%2 == 0 {
-			VPUNPCKLQDQ(u[4+q/2], u[q/2], v)
-		} else {
-			VPUNPCKHQDQ(u[4+q/2], u[q/2], v)
-		}
+	transposePairs(w, r, func(q int, v VecVirtual) {
 		if int8 {
 			w.mov(v, Mem{Base: dp, Disp: pairBytes * q})
-			continue
+			return
 		}
 		lo, hi := w.reg(), w.reg()
 		VPMOVSXBW(w.half(v), lo)
@@ -957,7 +931,7 @@ func packRows(name string, w width, int8 bool) {
 		}
 		w.mov(lo, Mem{Base: dp, Disp: 4 * nr * q})
 		w.mov(hi, Mem{Base: dp, Disp: 4*nr*q + w.bytes})
-	}
+	})
 	ADDQ(Imm(16), sp)
 	ADDQ(U32(8*pairBytes), dp)
 	SUBQ(Imm(8), n)
@@ -966,6 +940,42 @@ func packRows(name string, w width, int8 bool) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// transposePairs emits the transpose of the 8x8 words in each 128-bit
+// lane of r (three rounds of unpacks: words, dwords, qwords), handing each
+// result to use as soon as it is made: word i of lane l of result q is
+// word q of lane l of r[i].
+func transposePairs(w width, r []VecVirtual, use func(q int, v VecVirtual)) {
+	// Words: t[2i], t[2i+1] interleave r[2i] and r[2i+1].
+	t := make([]VecVirtual, 8)
+	for i := range 4 {
+		t[2*i], t[2*i+1] = w.reg(), w.reg()
+		VPUNPCKLWD(r[2*i+1], r[2*i], t[2*i])
+		VPUNPCKHWD(r[2*i+1], r[2*i], t[2*i+1])
+	}
+	// Dwords: u[0..3] words 0-1, 2-3, 4-5, 6-7 of r[0..3], u[4..7] of r[4..7].
+	u := make([]VecVirtual, 8)
+	for h := range 2 {
+		a, b, c, d := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
+		for i := range 4 {
+			u[4*h+i] = w.reg()
+		}
+		VPUNPCKLDQ(c, a, u[4*h])
+		VPUNPCKHDQ(c, a, u[4*h+1])
+		VPUNPCKLDQ(d, b, u[4*h+2])
+		VPUNPCKHDQ(d, b, u[4*h+3])
+	}
+	// Qwords: word q of r[0..7].
+	for q := range 8 {
+		v := w.reg()
+		if q%2 == 0 {
+			VPUNPCKLQDQ(u[4+q/2], u[q/2], v)
+		} else {
+			VPUNPCKHQDQ(u[4+q/2], u[q/2], v)
+		}
+		use(q, v)
+	}
 }
 
 // packQuads emits the kernel that packs whole quad panels (see
