@@ -15,7 +15,10 @@ import (
 // The ConvRot operations and int8 embeddings: each row is widened (and
 // scaled) into a float32 buffer, rotated there (rotate: quant.Rotate's
 // summation order, the contract's one, with assembly on amd64), then
-// quantized or stored, in one pass per row over memory.
+// quantized or stored, in one pass per row over memory. Where oneRowPass
+// (AVX-512, groups of 16 to 256) one kernel does the widening, rotation
+// and rounding of a row in registers (rotateRow, rotateQRow): the row
+// never goes through memory as float32.
 
 // rowBufs are per-part scratch rows: two float32 rows and a row of the
 // input dtype.
@@ -88,21 +91,30 @@ func (w *rotateQuantizeBody) run(lo, hi int) {
 	size := w.dt.Size()
 	buf := getRowBufs(w.k, size)
 	defer rowBufPool.Put(buf)
+	one := oneRowPass(w.k, w.g)
 	for r := lo; r < hi; r++ {
-		widenRow(w.dt, w.src[r*w.k*size:(r+1)*w.k*size], buf.f)
-		rotate(buf.f, w.g)
-		storeRow(w.dt, buf.b, buf.f) // rT(rotate(x)), as the row to quantize
-		if quantizeRow(w.dt, buf.b, w.dst[r*w.k:(r+1)*w.k], w.scales[4*r:], w.seed, uint64(r*w.k)) {
+		// rT(rotate(x)), as the row to quantize, and its largest magnitude.
+		src := w.src[r*w.k*size : (r+1)*w.k*size]
+		var bits uint32
+		if one {
+			bits = rotateRow(w.dt, src, buf.b, w.g)
+		} else {
+			widenRow(w.dt, src, buf.f)
+			rotate(buf.f, w.g)
+			storeRow(w.dt, buf.b, buf.f)
+			bits = absMaxBits(w.dt, buf.b)
+		}
+		if quantizeRow(w.dt, buf.b, bits, w.dst[r*w.k:(r+1)*w.k], w.scales[4*r:], w.seed, uint64(r*w.k)) {
 			w.bad.report(r)
 			return
 		}
 	}
 }
 
-// quantizeRow quantizes one row of dt into dst, writing its float32 scale
-// to scale[:4]; it reports whether the row holds NaN or an infinity.
-func quantizeRow(dt dtype.DType, row, dst, scale []byte, seed int64, base uint64) (bad bool) {
-	bits := absMaxBits(dt, row)
+// quantizeRow quantizes one row of dt whose largest sign-cleared bits are
+// bits (absMaxBits) into dst, writing its float32 scale to scale[:4]; it
+// reports whether the row holds NaN or an infinity.
+func quantizeRow(dt dtype.DType, row []byte, bits uint32, dst, scale []byte, seed int64, base uint64) (bad bool) {
 	if bits >= infBits(dt) {
 		return true
 	}
@@ -207,6 +219,14 @@ func (w *rotatedRows) run(lo, hi int) {
 			src = int(i)
 		}
 		q := w.q[src*w.k : (src+1)*w.k]
+		if !w.full && w.g > 0 && oneRowPass(w.k, w.g) {
+			si := 0
+			if w.perRow {
+				si = src
+			}
+			rotateQRow(w.out, q, loadScale(w.sdt, w.scales, si), w.dst[r*w.k*size:(r+1)*w.k*size], w.g)
+			continue
+		}
 		switch {
 		case w.full:
 			ss := w.sdt.Size()

@@ -160,17 +160,23 @@ func dequantizeF32AVX2(q []byte, s float32, dst []byte, nt bool)
 //go:noescape
 func rotate4AVX2(v []float32, scale float32)
 
-// rotate16AVX2 does the stride-1 and stride-4 stages of the ConvRot rotation on v in place.
-// len(v) must be a multiple of 32.
-//
-//go:noescape
-func rotate16AVX2(v []float32)
-
-// rotate16ScaledAVX2 does the stride-1 and stride-4 stages and the product by scale of the ConvRot rotation on v in place.
+// rotate16ScaledAVX2 does the stages of the ConvRot rotation in groups of 16, then the product by scale, on v in place.
 // len(v) must be a multiple of 32.
 //
 //go:noescape
 func rotate16ScaledAVX2(v []float32, scale float32)
+
+// rotate64ScaledAVX2 does the stages of the ConvRot rotation in groups of 64, then the product by scale, on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate64ScaledAVX2(v []float32, scale float32)
+
+// rotate64AVX2 does the stages of the ConvRot rotation in groups of 64 on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate64AVX2(v []float32)
 
 // rotateStageAVX2 does the stage of the given stride of the ConvRot rotation on v in place.
 // stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
@@ -397,17 +403,155 @@ func dequantizeF32AVX512(q []byte, s float32, dst []byte, nt bool)
 //go:noescape
 func rotate4AVX512(v []float32, scale float32)
 
-// rotate16AVX512 does the stride-1 and stride-4 stages of the ConvRot rotation on v in place.
-// len(v) must be a multiple of 64.
-//
-//go:noescape
-func rotate16AVX512(v []float32)
-
-// rotate16ScaledAVX512 does the stride-1 and stride-4 stages and the product by scale of the ConvRot rotation on v in place.
+// rotate16ScaledAVX512 does the stages of the ConvRot rotation in groups of 16, then the product by scale, on v in place.
 // len(v) must be a multiple of 64.
 //
 //go:noescape
 func rotate16ScaledAVX512(v []float32, scale float32)
+
+// rotate64ScaledAVX512 does the stages of the ConvRot rotation in groups of 64, then the product by scale, on v in place.
+// len(v) must be a multiple of 64.
+//
+//go:noescape
+func rotate64ScaledAVX512(v []float32, scale float32)
+
+// rotate256ScaledAVX512 does the stages of the ConvRot rotation in groups of 256, then the product by scale, on v in place.
+// len(v) must be a multiple of 256.
+//
+//go:noescape
+func rotate256ScaledAVX512(v []float32, scale float32)
+
+// rotate256AVX512 does the stages of the ConvRot rotation in groups of 256 on v in place.
+// len(v) must be a multiple of 256.
+//
+//go:noescape
+func rotate256AVX512(v []float32)
+
+// rotateRows16BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 16 of the bfloat16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows16BF16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ16BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 16 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows16F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 16 of the float16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows16F16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ16F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 16 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows16F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 16 of the float32
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows16F32AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ16F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 16 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows64BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 64 of the bfloat16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows64BF16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ64BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 64 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows64F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 64 of the float16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows64F16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ64F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 64 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows64F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 64 of the float32
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 64 elements, and dst as long.
+//
+//go:noescape
+func rotateRows64F32AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ64F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 64 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows256BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 256 of the bfloat16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 256 elements, and dst as long.
+//
+//go:noescape
+func rotateRows256BF16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ256BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 256 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows256F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 256 of the float16
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 256 elements, and dst as long.
+//
+//go:noescape
+func rotateRows256F16AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ256F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 256 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32)
+
+// rotateRows256F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 256 of the float32
+// elements of src, returning the unsigned maximum of their sign-cleared bits.
+// len(src) must be a multiple of 256 elements, and dst as long.
+//
+//go:noescape
+func rotateRows256F32AVX512(src []byte, dst []byte, scale float32) uint32
+
+// rotateRowsQ256F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 256 of
+// float32(int8(src[i])) * s.
+// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+//
+//go:noescape
+func rotateRowsQ256F32AVX512(src []byte, s float32, dst []byte, scale float32)
 
 // rotateStageAVX512 does the stage of the given stride of the ConvRot rotation on v in place.
 // stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.

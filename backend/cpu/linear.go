@@ -1234,37 +1234,42 @@ func (w *prepareBody) run(lo, hi int) {
 	defer smallBufs.put(q)
 	for r := lo; r < hi; r++ {
 		row := w.src[r*w.kx*w.dt.Size() : (r+1)*w.kx*w.dt.Size()]
-		if w.act == "" && w.g == 0 {
-			// Nothing to compute first: quantize x's row as it is.
-			if quantizeRow(w.dt, row, q, w.scales[4*r:], 0, 0) {
-				w.bad.report(r)
-				return
-			}
-			w.prod.setRow(r, q)
-			continue
+		b := buf.b[:w.k*w.dt.Size()] // the row to quantize
+		var bits uint32              // its largest magnitude (absMaxBits)
+		switch {
+		case w.act == "" && w.g == 0:
+			b, bits = row, absMaxBits(w.dt, row) // nothing to compute first
+		case w.act == "" && oneRowPass(w.k, w.g):
+			bits = rotateRow(w.dt, row, b, w.g)
+		default:
+			w.transform(row, buf.f, b)
+			bits = absMaxBits(w.dt, b)
 		}
-		v := buf.f
-		widenBlock(w.dt, w.src, r*w.kx, v)
-		switch w.act {
-		case op.ActGeluTanh:
-			for j, x := range v {
-				v[j] = w.dt.Round(quant.GeluTanh(x))
-			}
-		case op.ActSwiGLU:
-			for j := range w.k {
-				v[j] = w.dt.Round(w.dt.Round(quant.Silu(v[j])) * v[w.k+j])
-			}
-			v = v[:w.k]
-		}
-		if w.g > 0 {
-			rotate(v, w.g)
-		}
-		b := buf.b[:w.k*w.dt.Size()]
-		storeBlock(w.dt, b, 0, v)
-		if quantizeRow(w.dt, b, q, w.scales[4*r:], 0, 0) {
+		if quantizeRow(w.dt, b, bits, q, w.scales[4*r:], 0, 0) {
 			w.bad.report(r)
 			return
 		}
 		w.prod.setRow(r, q)
 	}
+}
+
+// transform sets b to x's row after the input activation and the
+// rotation, rounded to x's dtype, through the float32 row v.
+func (w *prepareBody) transform(row []byte, v []float32, b []byte) {
+	widenRow(w.dt, row, v)
+	switch w.act {
+	case op.ActGeluTanh:
+		for j, x := range v {
+			v[j] = w.dt.Round(quant.GeluTanh(x))
+		}
+	case op.ActSwiGLU:
+		for j := range w.k {
+			v[j] = w.dt.Round(w.dt.Round(quant.Silu(v[j])) * v[w.k+j])
+		}
+		v = v[:w.k]
+	}
+	if w.g > 0 {
+		rotate(v, w.g)
+	}
+	storeRow(w.dt, b, v)
 }

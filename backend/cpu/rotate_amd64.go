@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/quant"
 )
 
@@ -33,46 +34,24 @@ func rotate(v []float32, g int) {
 		quant.Rotate(v, g)
 		return
 	}
-	// The first pass works on four registers of values at a time: 32 or
-	// 64. Groups smaller than that leave a tail of whole groups to Go;
-	// larger groups are multiples of it.
-	unit := 32
-	if impl == implAVX512 {
-		unit = 64
-	}
+	// Groups of up to rk.whole values rotate in registers in one pass
+	// (rotateGroups), four registers or a group at a time: rk.unit values
+	// at least. Groups smaller than that leave a tail of whole groups to
+	// Go; larger groups are multiples of it, and take one more pass per
+	// further stage.
+	rk := &rotations[impl]
+	unit := max(rk.unit, min(g, rk.whole))
 	n := len(v) &^ (unit - 1)
 	body := v[:n]
-	scale := float32(1)
-	for s := 1; s < g; s *= 4 {
-		scale /= 2
-	}
-	switch impl {
-	case implAVX512:
-		switch g {
-		case 4:
-			rotate4AVX512(body, scale)
-		case 16:
-			rotate16ScaledAVX512(body, scale)
-		default:
-			rotate16AVX512(body)
-			for s := 16; s < g/4; s *= 4 {
-				rotateStageAVX512(body, s)
-			}
-			rotateStageScaledAVX512(body, g/4, scale)
+	scale := rotateScale(g)
+	if g <= rk.whole {
+		rk.groups[g](body, scale)
+	} else {
+		rk.stages(body) // every stage in groups of rk.whole
+		for s := rk.whole; s < g/4; s *= 4 {
+			rk.stage(body, s)
 		}
-	default:
-		switch g {
-		case 4:
-			rotate4AVX2(body, scale)
-		case 16:
-			rotate16ScaledAVX2(body, scale)
-		default:
-			rotate16AVX2(body)
-			for s := 16; s < g/4; s *= 4 {
-				rotateStageAVX2(body, s)
-			}
-			rotateStageScaledAVX2(body, g/4, scale)
-		}
+		rk.stageScaled(body, g/4, scale)
 	}
 	if n < len(v) {
 		quant.Rotate(v[n:], g)
@@ -100,4 +79,72 @@ func hasNaN(v []float32) bool {
 		}
 	}
 	return false
+}
+
+// rotationKernels are an assembly set's rotation kernels (see rotate).
+type rotationKernels struct {
+	unit, whole int                                      // the fewest values of a pass; the largest group rotated in one
+	groups      map[int]func(v []float32, scale float32) // the whole rotation, by group size up to whole
+	stages      func(v []float32)                        // the stages of groups of whole
+	stage       func(v []float32, stride int)            // one later stage
+	stageScaled func(v []float32, stride int, scale float32)
+}
+
+var rotations = [...]rotationKernels{
+	implAVX2: {
+		unit: 32, whole: 64,
+		groups: map[int]func([]float32, float32){4: rotate4AVX2, 16: rotate16ScaledAVX2, 64: rotate64ScaledAVX2},
+		stages: rotate64AVX2, stage: rotateStageAVX2, stageScaled: rotateStageScaledAVX2,
+	},
+	implAVX512: {
+		unit: 64, whole: 256,
+		groups: map[int]func([]float32, float32){4: rotate4AVX512, 16: rotate16ScaledAVX512, 64: rotate64ScaledAVX512, 256: rotate256ScaledAVX512},
+		stages: rotate256AVX512, stage: rotateStageAVX512, stageScaled: rotateStageScaledAVX512,
+	},
+}
+
+// The one-pass row kernels (AVX-512), by group size and kernelIndex.
+var (
+	rotateRowKernels = map[int][3]func(src, dst []byte, scale float32) uint32{
+		16:  {rotateRows16BF16AVX512, rotateRows16F16AVX512, rotateRows16F32AVX512},
+		64:  {rotateRows64BF16AVX512, rotateRows64F16AVX512, rotateRows64F32AVX512},
+		256: {rotateRows256BF16AVX512, rotateRows256F16AVX512, rotateRows256F32AVX512},
+	}
+	rotateQRowKernels = map[int][3]func(q []byte, s float32, dst []byte, scale float32){
+		16:  {rotateRowsQ16BF16AVX512, rotateRowsQ16F16AVX512, rotateRowsQ16F32AVX512},
+		64:  {rotateRowsQ64BF16AVX512, rotateRowsQ64F16AVX512, rotateRowsQ64F32AVX512},
+		256: {rotateRowsQ256BF16AVX512, rotateRowsQ256F16AVX512, rotateRowsQ256F32AVX512},
+	}
+)
+
+// oneRowPass reports whether rows of k values rotate in groups of g in one
+// pass (rotateRow, rotateQRow): with AVX-512, g of 16 to 256, and k a
+// multiple of the kernels' 64 values and of g.
+func oneRowPass(k, g int) bool {
+	return impl == implAVX512 && g >= 16 && g <= 256 && k%max(64, g) == 0
+}
+
+// rotateRow sets dst to rT(rotate(x, g)) for the row x of dt at src, and
+// returns absMaxBits(dt, dst): the operations of widenRow, rotate and
+// storeRow, in one pass. Only where oneRowPass. The payload of a NaN in
+// x may differ from rotate's (see there): a row that holds one is an
+// error, whatever its bits.
+func rotateRow(dt dtype.DType, src, dst []byte, g int) uint32 {
+	return rotateRowKernels[g][kernelIndex(dt)](src, dst, rotateScale(g))
+}
+
+// rotateQRow sets dst to rOut(rotate(float32(int8(q[i])) * s, g)), s
+// finite: the operations of scaleInt8, rotate and storeRow, in one pass.
+// Only where oneRowPass.
+func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int) {
+	rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g))
+}
+
+// rotateScale is the rotation's scale for groups of g, 2^-(log4 g).
+func rotateScale(g int) float32 {
+	scale := float32(1)
+	for s := 1; s < g; s *= 4 {
+		scale /= 2
+	}
+	return scale
 }

@@ -3,9 +3,13 @@
 package cpu
 
 import (
+	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gokitchen/kitchen/dtype"
 )
 
 // TestHasNaN puts a NaN (of random sign and payload, signaling or quiet)
@@ -35,4 +39,84 @@ func testHasNaN(t *testing.T) {
 			v[i] = f
 		}
 	}
+}
+
+// TestRotateRowMatchesPasses checks the one-pass row kernels (rotateRow,
+// rotateQRow) against the passes they stand for (widenRow or scaleInt8,
+// rotate, storeRow, absMaxBits), bit for bit, on every group size and
+// dtype they serve and every mix of values: overflow to infinity and NaN,
+// subnormal results, ties in the rounding to bfloat16 and float16. A row
+// that holds a NaN (an error for the quantization, whose bits do not
+// matter then) must only be reported as holding a non-finite value.
+func TestRotateRowMatchesPasses(t *testing.T) { forEachImpl(t, testRotateRowMatchesPasses) }
+
+func testRotateRowMatchesPasses(t *testing.T) {
+	if !oneRowPass(256, 256) {
+		t.Skipf("no one-pass rotation with %s", KernelSet())
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	rows := 0
+	for _, g := range []int{16, 64, 256} {
+		unit := max(64, g)
+		for _, n := range []int{unit, 2 * unit, 3 * unit, 5 * unit} {
+			if !oneRowPass(n, g) {
+				t.Fatalf("g=%d: rows of %d take the passes", g, n)
+			}
+			for _, dt := range dtype.Floats() {
+				size := dt.Size()
+				for _, mix := range rotationMixes {
+					for rep := range 3 {
+						src := make([]byte, n*size)
+						for i, v := range rotationRow(rng, mix, n) {
+							dtype.Store(src, dt, i, v)
+						}
+						f := make([]float32, n)
+						widenRow(dt, src, f)
+						nan := hasNaN(f)
+						rotate(f, g)
+						want := make([]byte, n*size)
+						storeRow(dt, want, f)
+						wantBits := absMaxBits(dt, want)
+						got := make([]byte, n*size)
+						gotBits := rotateRow(dt, src, got, g)
+						name := fmt.Sprintf("g=%d n=%d %s %s #%d", g, n, dt, mix, rep)
+						switch {
+						case nan:
+							if gotBits < infBits(dt) {
+								t.Fatalf("%s: a row with NaN has largest bits %#x", name, gotBits)
+							}
+						case !bytes.Equal(got, want) || gotBits != wantBits:
+							i := 0
+							for got[i] == want[i] {
+								i++
+							}
+							t.Fatalf("%s: byte %d differs (element %d); largest bits %#x, want %#x", name, i, i/size, gotBits, wantBits)
+						}
+						rows++
+					}
+				}
+				// Dequantization: every int8 value, scales from
+				// subnormal products to overflow.
+				for _, s := range []float32{1.0 / 127, 0.37, 1e-41, 3e-39, 1e30, 3e36} {
+					q := make([]byte, n)
+					for i := range q {
+						q[i] = byte(rng.Uint32())
+					}
+					q[0], q[n-1] = 0x80, 0x7f
+					f := make([]float32, n)
+					scaleInt8(q, s, f)
+					rotate(f, g)
+					want := make([]byte, n*size)
+					storeRow(dt, want, f)
+					got := make([]byte, n*size)
+					rotateQRow(dt, q, s, got, g)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("dequantize g=%d n=%d %s scale %g: rows differ", g, n, dt, s)
+					}
+					rows++
+				}
+			}
+		}
+	}
+	t.Logf("%d rows identical to the passes", rows)
 }

@@ -1059,16 +1059,26 @@ func transposeDwords(w width, r [4]VecVirtual) [4]VecVirtual {
 // rounds of VSHUFI32X4; 512-bit), handing each result to use as soon as it
 // is made: lane l of result j is lane j of c[l].
 func transposeLanes(w width, c [4]VecVirtual, use func(j int, o VecVirtual)) {
+	shuffleLanes(w, VSHUFI32X4, c, use)
+}
+
+// transposeLanesF is transposeLanes for float32 values (VSHUFF32X4).
+func transposeLanesF(w width, c [4]VecVirtual, use func(j int, o VecVirtual)) {
+	shuffleLanes(w, VSHUFF32X4, c, use)
+}
+
+// shuffleLanes is transposeLanes with the shuffle shuf.
+func shuffleLanes(w width, shuf func(ops ...Op), c [4]VecVirtual, use func(j int, o VecVirtual)) {
 	// x[0] = c0.l0 c0.l1 c1.l0 c1.l1, x[1] = c0.l2 c0.l3 c1.l2 c1.l3,
 	// x[2] and x[3] the same of c2 and c3.
 	var x [4]VecVirtual
 	for i := range x {
 		x[i] = w.reg()
 	}
-	VSHUFI32X4(Imm(0x44), c[1], c[0], x[0])
-	VSHUFI32X4(Imm(0xEE), c[1], c[0], x[1])
-	VSHUFI32X4(Imm(0x44), c[3], c[2], x[2])
-	VSHUFI32X4(Imm(0xEE), c[3], c[2], x[3])
+	shuf(Imm(0x44), c[1], c[0], x[0])
+	shuf(Imm(0xEE), c[1], c[0], x[1])
+	shuf(Imm(0x44), c[3], c[2], x[2])
+	shuf(Imm(0xEE), c[3], c[2], x[3])
 	// Result j: lanes j%2 and j%2+2 of x[j/2], then of x[2+j/2].
 	for j := range 4 {
 		o := w.reg()
@@ -1076,7 +1086,7 @@ func transposeLanes(w width, c [4]VecVirtual, use func(j int, o VecVirtual)) {
 		if j%2 == 1 {
 			imm = 0xDD
 		}
-		VSHUFI32X4(Imm(imm), x[2+j/2], x[j/2], o)
+		shuf(Imm(imm), x[2+j/2], x[j/2], o)
 		use(j, o)
 	}
 }

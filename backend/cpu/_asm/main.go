@@ -925,55 +925,94 @@ func transpose4(w width, x []VecVirtual) []VecVirtual {
 	return out
 }
 
-// loadChunks fills x with 128-bit chunk i of each block of 16 float32 at
-// m, one block per 128-bit lane of x.
-func loadChunks(w width, m Mem, i int, x VecVirtual) {
-	m = m.Offset(16 * i)
+// chunks rearranges four registers of consecutive values (one block of
+// 16 per register with AVX-512, one per two registers with AVX2) so that
+// register c holds 128-bit chunk c of each block, one block per lane: a
+// transpose of 128-bit lanes. unchunks undoes it.
+func chunks(w width, x []VecVirtual) []VecVirtual {
 	if w.bytes == 64 {
-		VBROADCASTF32X4(m, x)
-		for l := 1; l < 4; l++ {
-			VINSERTF32X4(Imm(uint64(l)), m.Offset(64*l), x, x)
-		}
-		return
+		var out []VecVirtual
+		transposeLanesF(w, [4]VecVirtual{x[0], x[1], x[2], x[3]}, func(_ int, o VecVirtual) { out = append(out, o) })
+		return out
 	}
-	VBROADCASTF128(m, x)
-	VINSERTF128(Imm(1), m.Offset(64), x, x)
+	// x[0] and x[1] hold block 0, x[2] and x[3] block 1.
+	out := []VecVirtual{w.reg(), w.reg(), w.reg(), w.reg()}
+	VPERM2F128(Imm(0x20), x[2], x[0], out[0]) // chunk 0 of blocks 0 and 1
+	VPERM2F128(Imm(0x31), x[2], x[0], out[1])
+	VPERM2F128(Imm(0x20), x[3], x[1], out[2])
+	VPERM2F128(Imm(0x31), x[3], x[1], out[3])
+	return out
 }
 
-// storeChunks is the inverse of loadChunks.
-func storeChunks(w width, x VecVirtual, m Mem, i int) {
-	m = m.Offset(16 * i)
+// unchunks is the inverse of chunks.
+func unchunks(w width, x []VecVirtual) []VecVirtual {
 	if w.bytes == 64 {
-		for l := 0; l < 4; l++ {
-			VEXTRACTF32X4(Imm(uint64(l)), x, m.Offset(64*l))
-		}
-		return
+		return chunks(w, x) // a transpose is its own inverse
 	}
-	VMOVUPS(x.AsX(), m)
-	VEXTRACTF128(Imm(1), x, m.Offset(64))
+	out := []VecVirtual{w.reg(), w.reg(), w.reg(), w.reg()}
+	VPERM2F128(Imm(0x20), x[1], x[0], out[0]) // block 0's chunks 0 and 1
+	VPERM2F128(Imm(0x20), x[3], x[2], out[1])
+	VPERM2F128(Imm(0x31), x[1], x[0], out[2])
+	VPERM2F128(Imm(0x31), x[3], x[2], out[3])
+	return out
 }
 
-// rotateSmall emits the kernel for the first stages, on four registers of
-// values per iteration: the stride-1 stage, then (g16) the stride-4 stage,
-// then (scaled) the product by the scale, which makes it the whole
-// rotation for g = 4 or 16.
-func rotateSmall(name string, g16, scaled bool, w width) {
+// rotateSmall emits the kernel for g = 4: the stride-1 stage and the
+// product by the scale, on four registers of values per iteration.
+func rotateSmall(name string, w width) {
 	block := 4 * w.lanes()
+	TEXT(name, NOSPLIT, "func(v []float32, scale float32)")
+	Pragma("noescape")
+	Doc(name+" does the stride-1 stage and the product by scale of the ConvRot rotation on v in place.",
+		fmt.Sprintf("len(v) must be a multiple of %d.", block))
+	p := Load(Param("v").Base(), GP64())
+	n := Load(Param("v").Len(), GP64())
+	scale := w.broadcastParam("scale")
+	two := w.broadcast(0x40000000) // 2.0
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	m := Mem{Base: p}
+	x := make([]VecVirtual, 4)
+	for i := range x {
+		x[i] = w.reg()
+		VMOVUPS(m.Offset(w.bytes*i), x[i])
+	}
+	x = transpose4(w, x)
+	x = transpose4(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
+	for i, y := range x {
+		VMULPS(scale, y, y)
+		VMOVUPS(y, m.Offset(w.bytes*i))
+	}
+	ADDQ(U32(4*block), p)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// rotateGroups emits the kernel that does every stage of the rotation in
+// groups of g values (16, 64, or with AVX-512 256), then (scaled) the
+// product by the scale, on max(4, g/lanes) registers of values per
+// iteration that stay in registers from load to store. For the stride-1
+// and stride-4 stages, chunks puts chunk c of four blocks of 16 in
+// register c and transpose4 value j of every chunk in register j (as the
+// stride-4 and stride-1 butterflies need, see above), and the inverses
+// put them back; the stages of stride 16 and 64 are of whole registers,
+// stride/lanes apart.
+func rotateGroups(name string, g int, scaled bool, w width) {
+	regs := max(4, g/w.lanes())
 	sig := "func(v []float32)"
+	what := fmt.Sprintf("the stages of the ConvRot rotation in groups of %d", g)
 	if scaled {
 		sig = "func(v []float32, scale float32)"
+		what += ", then the product by scale,"
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	what := "the stride-1 stage"
-	if g16 {
-		what = "the stride-1 and stride-4 stages"
-	}
-	if scaled {
-		what += " and the product by scale"
-	}
-	Doc(name+" does "+what+" of the ConvRot rotation on v in place.",
-		fmt.Sprintf("len(v) must be a multiple of %d.", block))
+	Doc(name+" does "+what+" on v in place.", fmt.Sprintf("len(v) must be a multiple of %d.", regs*w.lanes()))
 	p := Load(Param("v").Base(), GP64())
 	n := Load(Param("v").Len(), GP64())
 	var scale VecVirtual
@@ -985,35 +1024,137 @@ func rotateSmall(name string, g16, scaled bool, w width) {
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
 	m := Mem{Base: p}
-	x := make([]VecVirtual, 4)
-	for i := range x {
-		x[i] = w.reg()
-		if g16 {
-			loadChunks(w, m, i, x[i])
-		} else {
-			VMOVUPS(m.Offset(w.bytes*i), x[i])
-		}
+	r := make([]VecVirtual, regs)
+	for i := range r {
+		r[i] = w.reg()
+		VMOVUPS(m.Offset(w.bytes*i), r[i])
 	}
-	x = transpose4(w, x)
-	x = transpose4(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
-	if g16 {
-		x = butterfly(w, two, x[0], x[1], x[2], x[3])
-	}
-	for i, y := range x {
+	rotateRegs(w, two, r, g)
+	for i, y := range r {
 		if scaled {
 			VMULPS(scale, y, y)
 		}
-		if g16 {
-			storeChunks(w, y, m, i)
-		} else {
-			VMOVUPS(y, m.Offset(w.bytes*i))
-		}
+		VMOVUPS(y, m.Offset(w.bytes*i))
 	}
-	ADDQ(U32(4*block), p)
-	SUBQ(U32(block), n)
+	ADDQ(U32(regs*w.bytes), p)
+	SUBQ(U32(regs*w.lanes()), n)
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// rotateRegs emits every stage of the rotation in groups of g (16, 64
+// or 256) of the consecutive values in r (a multiple of 4 registers, and
+// of g values), leaving the results in r in the same order.
+func rotateRegs(w width, two VecVirtual, r []VecVirtual, g int) {
+	for u := 0; u < len(r); u += 4 {
+		x := transpose4(w, chunks(w, r[u:u+4]))
+		x = transpose4(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
+		copy(r[u:], unchunks(w, butterfly(w, two, x[0], x[1], x[2], x[3])))
+	}
+	for stride := 16; stride < g; stride *= 4 {
+		d := stride / w.lanes() // registers apart
+		for b := 0; b < len(r); b += 4 * d {
+			for j := b; j < b+d; j++ {
+				y := butterfly(w, two, r[j], r[j+d], r[j+2*d], r[j+3*d])
+				r[j], r[j+d], r[j+2*d], r[j+3*d] = y[0], y[1], y[2], y[3]
+			}
+		}
+	}
+}
+
+// rotateRows emits a kernel that rotates rows whole in one pass (AVX-512,
+// g of 16 to 256: the groups fit in its registers), converting as it
+// loads and stores, so that no float32 row goes through memory. With in
+// "int8" it is the ConvRot dequantization, rT(rotate(float32(q) * s)),
+// written to dst as out; else in = out, a float dtype, and it is the first
+// half of the ConvRot quantization: rT(rotate(x)) written to dst, and the
+// unsigned maximum of its sign-cleared bits returned (absMaxBits of dst,
+// which then holds the row to quantize). The scale is the rotation's,
+// 2^-(log4 g). It does the operations of widen (or scaleInt8),
+// rotateGroups and narrow, in their order: the same bits.
+func rotateRows(name string, g int, in, out string, w width) {
+	regs := max(4, g/w.lanes())
+	block := regs * w.lanes()
+	quant := in != "int8"
+	inSize, outSize := 1, elemSize(out)
+	if quant {
+		inSize = elemSize(in)
+		TEXT(name, NOSPLIT, "func(src, dst []byte, scale float32) uint32")
+		Doc(fmt.Sprintf("%s sets dst to the %s rounding of the ConvRot rotation in groups of %d of the %s", name, out, g, in),
+			"elements of src, returning the unsigned maximum of their sign-cleared bits.",
+			fmt.Sprintf("len(src) must be a multiple of %d elements, and dst as long.", block))
+	} else {
+		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []byte, scale float32)")
+		Doc(fmt.Sprintf("%s sets dst to the %s rounding of the ConvRot rotation in groups of %d of", name, out, g),
+			"float32(int8(src[i])) * s.",
+			fmt.Sprintf("len(src) must be a multiple of %d, and dst must hold len(src) elements.", block))
+	}
+	Pragma("noescape")
+	p := Load(Param("src").Base(), GP64())
+	n := Load(Param("src").Len(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	var s VecVirtual
+	if !quant {
+		s = w.broadcastParam("s")
+	}
+	scale := w.broadcastParam("scale")
+	two := w.broadcast(0x40000000) // 2.0
+	st := newStorer(out, w)
+	var acc, mask VecVirtual
+	if quant {
+		acc, mask = w.reg(), absMask(map[int]int{2: 16, 4: 32}[outSize], w)
+		w.xor(acc, acc, acc)
+	}
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	r := make([]VecVirtual, regs)
+	for i := range r {
+		r[i] = w.reg()
+		m := Mem{Base: p, Disp: w.lanes() * inSize * i}
+		if quant {
+			widenLoad(in, m, r[i])
+			continue
+		}
+		VPMOVSXBD(m, r[i])
+		VCVTDQ2PS(r[i], r[i])
+		VMULPS(s, r[i], r[i])
+	}
+	rotateRegs(w, two, r, g)
+	for i, y := range r {
+		VMULPS(scale, y, y)
+		at := Mem{Base: dst, Disp: w.lanes() * outSize * i}
+		switch {
+		case quant && out == "float16":
+			// The float16 bits, for the maximum, in 32-bit lanes.
+			h := w.half(y)
+			VCVTPS2PH(Imm(0), y, h)
+			VMOVDQU32(h, at) // EVEX: the register may be past Y15
+			VPMOVZXWD(h, y)
+		default:
+			st.store(y, at) // y holds the stored bits after (32-bit lanes)
+		}
+		if quant {
+			w.and(y, mask, y)
+			VPMAXUD(y, acc, acc)
+		}
+	}
+	ADDQ(U32(block*inSize), p)
+	ADDQ(U32(block*outSize), dst)
+	SUBQ(U32(block*inSize), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	if quant {
+		m := foldMax([]VecVirtual{acc}, 32, w)
+		VZEROUPPER()
+		Store(m, ReturnIndex(0))
+		RET()
+		return
+	}
 	VZEROUPPER()
 	RET()
 }
@@ -1310,9 +1451,22 @@ func qdqKernels(w width) {
 		quantize("quantizeSR"+short+w.name, dt, quantForm{stochastic: true}, w, tab)
 		dequantize("dequantize"+short+w.name, dt, w, tab)
 	}
-	rotateSmall("rotate4"+w.name, false, true, w)
-	rotateSmall("rotate16"+w.name, true, false, w)
-	rotateSmall("rotate16Scaled"+w.name, true, true, w)
+	rotateSmall("rotate4"+w.name, w)
+	rotateGroups("rotate16Scaled"+w.name, 16, true, w)
+	rotateGroups("rotate64Scaled"+w.name, 64, true, w)
+	if w.bytes == 64 {
+		rotateGroups("rotate256Scaled"+w.name, 256, true, w)
+		rotateGroups("rotate256"+w.name, 256, false, w) // then the stages of 256 and more
+		for _, g := range []int{16, 64, 256} {
+			for _, dt := range []string{"bfloat16", "float16", "float32"} {
+				short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+				rotateRows(fmt.Sprintf("rotateRows%d%s%s", g, short, w.name), g, dt, dt, w)
+				rotateRows(fmt.Sprintf("rotateRowsQ%d%s%s", g, short, w.name), g, "int8", dt, w)
+			}
+		}
+	} else {
+		rotateGroups("rotate64"+w.name, 64, false, w) // then the stages of 64 and more
+	}
 	rotateStage("rotateStage"+w.name, false, w)
 	rotateStage("rotateStageScaled"+w.name, true, w)
 	hasNaN("hasNaN"+w.name, w)
