@@ -15,10 +15,11 @@ import (
 // The ConvRot operations and int8 embeddings: each row is widened (and
 // scaled) into a float32 buffer, rotated there (rotate: quant.Rotate's
 // summation order, the contract's one, with assembly on amd64), then
-// quantized or stored, in one pass per row over memory. Where oneRowPass
-// (AVX-512, groups of 16 to 256) one kernel does the widening, rotation
-// and rounding of a row in registers (rotateRow, rotateQRow): the row
-// never goes through memory as float32.
+// quantized or stored, in one pass per row over memory. Where
+// fusedRotation, the widening and rounding are done by the rotation's
+// first and last passes (rotateRow, rotateQRow); with AVX-512 and groups
+// of 16 to 256, one kernel does all of it in registers, so the row never
+// goes through memory as float32.
 
 // rowBufs are per-part scratch rows: two float32 rows and a row of the
 // input dtype.
@@ -91,13 +92,13 @@ func (w *rotateQuantizeBody) run(lo, hi int) {
 	size := w.dt.Size()
 	buf := getRowBufs(w.k, size)
 	defer rowBufPool.Put(buf)
-	one := oneRowPass(w.k, w.g)
+	fused := fusedRotation(w.k, w.g)
 	for r := lo; r < hi; r++ {
 		// rT(rotate(x)), as the row to quantize, and its largest magnitude.
 		src := w.src[r*w.k*size : (r+1)*w.k*size]
 		var bits uint32
-		if one {
-			bits = rotateRow(w.dt, src, buf.b, w.g)
+		if fused {
+			bits = rotateRow(w.dt, src, buf.b, w.g, buf.f)
 		} else {
 			widenRow(w.dt, src, buf.f)
 			rotate(buf.f, w.g)
@@ -219,12 +220,12 @@ func (w *rotatedRows) run(lo, hi int) {
 			src = int(i)
 		}
 		q := w.q[src*w.k : (src+1)*w.k]
-		if !w.full && w.g > 0 && oneRowPass(w.k, w.g) {
+		if !w.full && w.g > 0 && fusedRotation(w.k, w.g) {
 			si := 0
 			if w.perRow {
 				si = src
 			}
-			rotateQRow(w.out, q, loadScale(w.sdt, w.scales, si), w.dst[r*w.k*size:(r+1)*w.k*size], w.g)
+			rotateQRow(w.out, q, loadScale(w.sdt, w.scales, si), w.dst[r*w.k*size:(r+1)*w.k*size], w.g, v)
 			continue
 		}
 		switch {

@@ -178,6 +178,54 @@ func rotate64ScaledAVX2(v []float32, scale float32)
 //go:noescape
 func rotate64AVX2(v []float32)
 
+// rotateLoad16BF16AVX2 sets dst to the bfloat16 elements of src after the ConvRot stages of groups of 16.
+// len(dst) must be a multiple of 32, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad16BF16AVX2(src []byte, dst []float32)
+
+// rotateLoad64BF16AVX2 sets dst to the bfloat16 elements of src after the ConvRot stages of groups of 64.
+// len(dst) must be a multiple of 64, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad64BF16AVX2(src []byte, dst []float32)
+
+// rotateLoad16F16AVX2 sets dst to the float16 elements of src after the ConvRot stages of groups of 16.
+// len(dst) must be a multiple of 32, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad16F16AVX2(src []byte, dst []float32)
+
+// rotateLoad64F16AVX2 sets dst to the float16 elements of src after the ConvRot stages of groups of 64.
+// len(dst) must be a multiple of 64, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad64F16AVX2(src []byte, dst []float32)
+
+// rotateLoad16F32AVX2 sets dst to the float32 elements of src after the ConvRot stages of groups of 16.
+// len(dst) must be a multiple of 32, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad16F32AVX2(src []byte, dst []float32)
+
+// rotateLoad64F32AVX2 sets dst to the float32 elements of src after the ConvRot stages of groups of 64.
+// len(dst) must be a multiple of 64, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad64F32AVX2(src []byte, dst []float32)
+
+// rotateLoad16QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 16.
+// len(dst) must be a multiple of 32, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad16QAVX2(src []byte, s float32, dst []float32)
+
+// rotateLoad64QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 64.
+// len(dst) must be a multiple of 64, and src must hold len(dst) elements.
+//
+//go:noescape
+func rotateLoad64QAVX2(src []byte, s float32, dst []float32)
+
 // rotateStageAVX2 does the stage of the given stride of the ConvRot rotation on v in place.
 // stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
 //

@@ -1239,8 +1239,8 @@ func (w *prepareBody) run(lo, hi int) {
 		switch {
 		case w.act == "" && w.g == 0:
 			b, bits = row, absMaxBits(w.dt, row) // nothing to compute first
-		case w.act == "" && oneRowPass(w.k, w.g):
-			bits = rotateRow(w.dt, row, b, w.g)
+		case w.act == "" && fusedRotation(w.k, w.g):
+			bits = rotateRow(w.dt, row, b, w.g, buf.f)
 		default:
 			w.transform(row, buf.f, b)
 			bits = absMaxBits(w.dt, b)

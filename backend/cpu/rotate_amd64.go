@@ -117,27 +117,70 @@ var (
 	}
 )
 
-// oneRowPass reports whether rows of k values rotate in groups of g in one
-// pass (rotateRow, rotateQRow): with AVX-512, g of 16 to 256, and k a
-// multiple of the kernels' 64 values and of g.
-func oneRowPass(k, g int) bool {
-	return impl == implAVX512 && g >= 16 && g <= 256 && k%max(64, g) == 0
+// The AVX2 rotations' first passes (rotateLoad), by kernelIndex and for
+// int8 rows, by the group they rotate.
+var (
+	rotateLoads = map[int][3]func(src []byte, dst []float32){
+		16: {rotateLoad16BF16AVX2, rotateLoad16F16AVX2, rotateLoad16F32AVX2},
+		64: {rotateLoad64BF16AVX2, rotateLoad64F16AVX2, rotateLoad64F32AVX2},
+	}
+	rotateLoadsQ = map[int]func(q []byte, s float32, dst []float32){16: rotateLoad16QAVX2, 64: rotateLoad64QAVX2}
+)
+
+// fusedRotation reports whether rows of k values rotate in groups of g
+// with their conversions fused into the rotation (rotateRow, rotateQRow):
+// with AVX-512, all in one pass, for g of 16 to 256 (k a multiple of the
+// kernels' 64 values and of g); with AVX2, the widening into the first of
+// the passes, for g of 64 or more.
+func fusedRotation(k, g int) bool {
+	switch impl {
+	case implAVX512:
+		return g >= 16 && g <= 256 && k%max(64, g) == 0
+	case implAVX2:
+		return g >= 64 && k%g == 0
+	}
+	return false
 }
 
 // rotateRow sets dst to rT(rotate(x, g)) for the row x of dt at src, and
 // returns absMaxBits(dt, dst): the operations of widenRow, rotate and
-// storeRow, in one pass. Only where oneRowPass. The payload of a NaN in
-// x may differ from rotate's (see there): a row that holds one is an
-// error, whatever its bits.
-func rotateRow(dt dtype.DType, src, dst []byte, g int) uint32 {
-	return rotateRowKernels[g][kernelIndex(dt)](src, dst, rotateScale(g))
+// storeRow, with AVX2 through v, a float32 row as long. Only where
+// fusedRotation. The payload of a NaN in x may differ from rotate's (see
+// there): a row that holds one is an error, whatever its bits.
+func rotateRow(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
+	if impl == implAVX512 {
+		return rotateRowKernels[g][kernelIndex(dt)](src, dst, rotateScale(g))
+	}
+	v = v[:len(dst)/dt.Size()]
+	first := min(g/4, 64)
+	rotateLoads[first][kernelIndex(dt)](src, v)
+	laterStages(v, first, g)
+	storeRow(dt, dst, v)
+	return absMaxBits(dt, dst)
 }
 
 // rotateQRow sets dst to rOut(rotate(float32(int8(q[i])) * s, g)), s
-// finite: the operations of scaleInt8, rotate and storeRow, in one pass.
-// Only where oneRowPass.
-func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int) {
-	rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g))
+// finite: the operations of scaleInt8, rotate and storeRow, with AVX2
+// through v, a float32 row as long as q. Only where fusedRotation.
+func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32) {
+	if impl == implAVX512 {
+		rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g))
+		return
+	}
+	v = v[:len(q)]
+	first := min(g/4, 64)
+	rotateLoadsQ[first](q, s, v)
+	laterStages(v, first, g)
+	storeRow(out, dst, v)
+}
+
+// laterStages does the stages of the AVX2 rotation in groups of g after
+// its first pass's, which rotated groups of first: the last one scaled.
+func laterStages(v []float32, first, g int) {
+	for s := first; s < g/4; s *= 4 {
+		rotateStageAVX2(v, s)
+	}
+	rotateStageScaledAVX2(v, g/4, rotateScale(g))
 }
 
 // rotateScale is the rotation's scale for groups of g, 2^-(log4 g).

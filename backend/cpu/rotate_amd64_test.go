@@ -41,7 +41,7 @@ func testHasNaN(t *testing.T) {
 	}
 }
 
-// TestRotateRowMatchesPasses checks the one-pass row kernels (rotateRow,
+// TestRotateRowMatchesPasses checks the fused row kernels (rotateRow,
 // rotateQRow) against the passes they stand for (widenRow or scaleInt8,
 // rotate, storeRow, absMaxBits), bit for bit, on every group size and
 // dtype they serve and every mix of values: overflow to infinity and NaN,
@@ -51,16 +51,13 @@ func testHasNaN(t *testing.T) {
 func TestRotateRowMatchesPasses(t *testing.T) { forEachImpl(t, testRotateRowMatchesPasses) }
 
 func testRotateRowMatchesPasses(t *testing.T) {
-	if !oneRowPass(256, 256) {
-		t.Skipf("no one-pass rotation with %s", KernelSet())
-	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	rows := 0
-	for _, g := range []int{16, 64, 256} {
+	for _, g := range allGroups {
 		unit := max(64, g)
 		for _, n := range []int{unit, 2 * unit, 3 * unit, 5 * unit} {
-			if !oneRowPass(n, g) {
-				t.Fatalf("g=%d: rows of %d take the passes", g, n)
+			if !fusedRotation(n, g) || n > 8192 {
+				continue
 			}
 			for _, dt := range dtype.Floats() {
 				size := dt.Size()
@@ -78,7 +75,7 @@ func testRotateRowMatchesPasses(t *testing.T) {
 						storeRow(dt, want, f)
 						wantBits := absMaxBits(dt, want)
 						got := make([]byte, n*size)
-						gotBits := rotateRow(dt, src, got, g)
+						gotBits := rotateRow(dt, src, got, g, make([]float32, n))
 						name := fmt.Sprintf("g=%d n=%d %s %s #%d", g, n, dt, mix, rep)
 						switch {
 						case nan:
@@ -109,7 +106,7 @@ func testRotateRowMatchesPasses(t *testing.T) {
 					want := make([]byte, n*size)
 					storeRow(dt, want, f)
 					got := make([]byte, n*size)
-					rotateQRow(dt, q, s, got, g)
+					rotateQRow(dt, q, s, got, g, make([]float32, n))
 					if !bytes.Equal(got, want) {
 						t.Fatalf("dequantize g=%d n=%d %s scale %g: rows differ", g, n, dt, s)
 					}
@@ -117,6 +114,9 @@ func testRotateRowMatchesPasses(t *testing.T) {
 				}
 			}
 		}
+	}
+	if rows == 0 {
+		t.Skipf("no fused rotation with %s", KernelSet())
 	}
 	t.Logf("%d rows identical to the passes", rows)
 }

@@ -11,9 +11,13 @@ import (
 // v, in place, in the contract's summation order.
 func rotate(v []float32, g int) { quant.Rotate(v, g) }
 
-// oneRowPass is false: the Go rotation takes the rows in passes.
-func oneRowPass(k, g int) bool { return false }
+// fusedRotation is false: the Go rotation takes the rows in passes.
+func fusedRotation(k, g int) bool { return false }
 
-func rotateRow(dtype.DType, []byte, []byte, int) uint32 { panic("cpu: no one-pass rotation") }
+func rotateRow(dtype.DType, []byte, []byte, int, []float32) uint32 {
+	panic("cpu: no fused rotation")
+}
 
-func rotateQRow(dtype.DType, []byte, float32, []byte, int) { panic("cpu: no one-pass rotation") }
+func rotateQRow(dtype.DType, []byte, float32, []byte, int, []float32) {
+	panic("cpu: no fused rotation")
+}

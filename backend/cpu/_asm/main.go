@@ -1114,14 +1114,7 @@ func rotateRows(name string, g int, in, out string, w width) {
 	r := make([]VecVirtual, regs)
 	for i := range r {
 		r[i] = w.reg()
-		m := Mem{Base: p, Disp: w.lanes() * inSize * i}
-		if quant {
-			widenLoad(in, m, r[i])
-			continue
-		}
-		VPMOVSXBD(m, r[i])
-		VCVTDQ2PS(r[i], r[i])
-		VMULPS(s, r[i], r[i])
+		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
 	}
 	rotateRegs(w, two, r, g)
 	for i, y := range r {
@@ -1157,6 +1150,72 @@ func rotateRows(name string, g int, in, out string, w width) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// rotateLoad emits the first pass of a rotation in two or more passes
+// (AVX2, whose registers hold 64 values): the stages of groups of g (16
+// or 64) of the values converted as loaded (rotateRows's in), written to
+// a float32 row, which later stages finish. (A last pass that also
+// rounded to the dtype and took the maximum, as rotateRows does, was
+// slower than rotateStage and the narrowing kernel after it: on AVX2 a
+// register narrowed on its own costs two more shuffles, and 16 registers
+// cannot hold two to narrow together beside the constants.)
+func rotateLoad(name string, g int, in string, w width) {
+	regs := max(4, g/w.lanes())
+	block := regs * w.lanes()
+	quant := in != "int8"
+	inSize := 1
+	if quant {
+		inSize = elemSize(in)
+		TEXT(name, NOSPLIT, "func(src []byte, dst []float32)")
+		Doc(fmt.Sprintf("%s sets dst to the %s elements of src after the ConvRot stages of groups of %d.", name, in, g),
+			fmt.Sprintf("len(dst) must be a multiple of %d, and src must hold len(dst) elements.", block))
+	} else {
+		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []float32)")
+		Doc(fmt.Sprintf("%s sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of %d.", name, g),
+			fmt.Sprintf("len(dst) must be a multiple of %d, and src must hold len(dst) elements.", block))
+	}
+	Pragma("noescape")
+	p := Load(Param("src").Base(), GP64())
+	dst := Load(Param("dst").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	var s VecVirtual
+	if !quant {
+		s = w.broadcastParam("s")
+	}
+	two := w.broadcast(0x40000000) // 2.0
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	r := make([]VecVirtual, regs)
+	for i := range r {
+		r[i] = w.reg()
+		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
+	}
+	rotateRegs(w, two, r, g)
+	for i, y := range r {
+		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * i})
+	}
+	ADDQ(U32(block*inSize), p)
+	ADDQ(U32(block*4), dst)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// loadRotated loads the lanes of y from m as a rotation's input: in
+// widened, or with in "int8" float32(int8) times s.
+func loadRotated(w width, in string, m Mem, s, y VecVirtual) {
+	if in != "int8" {
+		widenLoad(in, m, y)
+		return
+	}
+	VPMOVSXBD(m, y)
+	VCVTDQ2PS(y, y)
+	VMULPS(s, y, y)
 }
 
 // rotateStage emits the kernel for one stage of stride 16 or more, 16
@@ -1466,6 +1525,11 @@ func qdqKernels(w width) {
 		}
 	} else {
 		rotateGroups("rotate64"+w.name, 64, false, w) // then the stages of 64 and more
+		for _, in := range []string{"bfloat16", "float16", "float32", "int8"} {
+			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32", "int8": "Q"}[in]
+			rotateLoad(fmt.Sprintf("rotateLoad16%s%s", short, w.name), 16, in, w)
+			rotateLoad(fmt.Sprintf("rotateLoad64%s%s", short, w.name), 64, in, w)
+		}
 	}
 	rotateStage("rotateStage"+w.name, false, w)
 	rotateStage("rotateStageScaled"+w.name, true, w)
