@@ -207,25 +207,27 @@ func (w *rotatedRows) run(lo, hi int) {
 	buf := getRowBufs(w.k, 1)
 	defer rowBufPool.Put(buf)
 	v, sf := buf.f, buf.f2 // sf holds a full-shape scale row, widened
-	rows := len(w.q) / w.k
 	size := w.out.Size()
+	fused := !w.full && w.g > 0 && fusedRotation(w.k, w.g)
 	for r := lo; r < hi; r++ {
-		src := r
-		if w.indices != nil {
-			i := dtype.LoadInt(w.indices, w.idt, r)
-			if i < 0 || i >= int64(rows) {
-				w.bad.report(r)
-				return
-			}
-			src = int(i)
+		src, ok := w.source(r)
+		if !ok {
+			w.bad.report(r)
+			return
 		}
 		q := w.q[src*w.k : (src+1)*w.k]
-		if !w.full && w.g > 0 && fusedRotation(w.k, w.g) {
+		if fused {
 			si := 0
 			if w.perRow {
 				si = src
 			}
-			rotateQRow(w.out, q, loadScale(w.sdt, w.scales, si), w.dst[r*w.k*size:(r+1)*w.k*size], w.g, v)
+			next := q // the row to prefetch as this one is read
+			if r+1 < hi {
+				if n, ok := w.source(r + 1); ok {
+					next = w.q[n*w.k : (n+1)*w.k]
+				}
+			}
+			rotateQRow(w.out, q, loadScale(w.sdt, w.scales, si), w.dst[r*w.k*size:(r+1)*w.k*size], w.g, v, next)
 			continue
 		}
 		switch {
@@ -251,6 +253,16 @@ func (w *rotatedRows) run(lo, hi int) {
 		}
 		storeRow(w.out, w.dst[r*w.k*size:(r+1)*w.k*size], v)
 	}
+}
+
+// source returns the table row of output row r, and false if it is out
+// of range (an embedding's index).
+func (w *rotatedRows) source(r int) (int, bool) {
+	if w.indices == nil {
+		return r, true
+	}
+	i := dtype.LoadInt(w.indices, w.idt, r)
+	return int(i), i >= 0 && i < int64(len(w.q)/w.k)
 }
 
 func dequantizeEmbedding(ctx context.Context, a *op.EmbeddingArgs) (op.Dequantized, error) {

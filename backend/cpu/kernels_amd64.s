@@ -3313,16 +3313,17 @@ rotateLoad64F32AVX2_done:
 	VZEROUPPER
 	RET
 
-// func rotateLoad16QAVX2(src []byte, s float32, dst []float32)
-// Requires: AVX, AVX2, SSE
-TEXT ·rotateLoad16QAVX2(SB), NOSPLIT, $0-56
+// func rotateLoad16QAVX2(src []byte, s float32, dst []float32, pf []byte)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·rotateLoad16QAVX2(SB), NOSPLIT, $0-80
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+32(FP), CX
 	MOVQ         dst_len+40(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Y0
-	MOVL         $0x40000000, BX
-	VMOVD        BX, X1
+	MOVQ         pf_base+56(FP), BX
+	MOVL         $0x40000000, SI
+	VMOVD        SI, X1
 	VPBROADCASTD X1, Y1
 
 rotateLoad16QAVX2_loop:
@@ -3340,6 +3341,8 @@ rotateLoad16QAVX2_loop:
 	VPMOVSXBD  24(AX), Y5
 	VCVTDQ2PS  Y5, Y5
 	VMULPS     Y0, Y5, Y5
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000020, BX
 	VPERM2F128 $0x20, Y4, Y2, Y6
 	VPERM2F128 $0x31, Y4, Y2, Y2
 	VPERM2F128 $0x20, Y5, Y3, Y4
@@ -3399,16 +3402,17 @@ rotateLoad16QAVX2_done:
 	VZEROUPPER
 	RET
 
-// func rotateLoad64QAVX2(src []byte, s float32, dst []float32)
-// Requires: AVX, AVX2, SSE
-TEXT ·rotateLoad64QAVX2(SB), NOSPLIT, $0-56
+// func rotateLoad64QAVX2(src []byte, s float32, dst []float32, pf []byte)
+// Requires: AVX, AVX2, MMX+, SSE
+TEXT ·rotateLoad64QAVX2(SB), NOSPLIT, $0-80
 	MOVQ         src_base+0(FP), AX
 	MOVQ         dst_base+32(FP), CX
 	MOVQ         dst_len+40(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Y0
-	MOVL         $0x40000000, BX
-	VMOVD        BX, X1
+	MOVQ         pf_base+56(FP), BX
+	MOVL         $0x40000000, SI
+	VMOVD        SI, X1
 	VPBROADCASTD X1, Y1
 
 rotateLoad64QAVX2_loop:
@@ -3438,6 +3442,8 @@ rotateLoad64QAVX2_loop:
 	VPMOVSXBD  56(AX), Y9
 	VCVTDQ2PS  Y9, Y9
 	VMULPS     Y0, Y9, Y9
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VPERM2F128 $0x20, Y4, Y2, Y10
 	VPERM2F128 $0x31, Y4, Y2, Y2
 	VPERM2F128 $0x20, Y5, Y3, Y4
@@ -7193,24 +7199,25 @@ rotateRows16BF16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ16BF16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ16BF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
-	MOVL         $0x00000001, BX
-	VPBROADCASTD BX, Z3
-	MOVL         $0x00007fff, BX
-	VPBROADCASTD BX, Z4
-	MOVL         $0x00000040, BX
-	VPBROADCASTD BX, Z5
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z3
+	MOVL         $0x00007fff, SI
+	VPBROADCASTD SI, Z4
+	MOVL         $0x00000040, SI
+	VPBROADCASTD SI, Z5
 
 rotateRowsQ16BF16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -7227,6 +7234,8 @@ rotateRowsQ16BF16AVX512_loop:
 	VPMOVSXBD  48(AX), Z9
 	VCVTDQ2PS  Z9, Z9
 	VMULPS     Z0, Z9, Z9
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z7, Z6, Z10
 	VSHUFF32X4 $0xee, Z7, Z6, Z6
 	VSHUFF32X4 $0x44, Z9, Z8, Z7
@@ -7448,18 +7457,19 @@ rotateRows16F16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ16F16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ16F16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ16F16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -7476,6 +7486,8 @@ rotateRowsQ16F16AVX512_loop:
 	VPMOVSXBD  48(AX), Z6
 	VCVTDQ2PS  Z6, Z6
 	VMULPS     Z0, Z6, Z6
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z7
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4
@@ -7657,18 +7669,19 @@ rotateRows16F32AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ16F32AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ16F32AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ16F32AVX512_loop:
 	CMPQ       CX, $0x00
@@ -7685,6 +7698,8 @@ rotateRowsQ16F32AVX512_loop:
 	VPMOVSXBD  48(AX), Z6
 	VCVTDQ2PS  Z6, Z6
 	VMULPS     Z0, Z6, Z6
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z7
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4
@@ -7919,24 +7934,25 @@ rotateRows64BF16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ64BF16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ64BF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
-	MOVL         $0x00000001, BX
-	VPBROADCASTD BX, Z3
-	MOVL         $0x00007fff, BX
-	VPBROADCASTD BX, Z4
-	MOVL         $0x00000040, BX
-	VPBROADCASTD BX, Z5
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z3
+	MOVL         $0x00007fff, SI
+	VPBROADCASTD SI, Z4
+	MOVL         $0x00000040, SI
+	VPBROADCASTD SI, Z5
 
 rotateRowsQ64BF16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -7953,6 +7969,8 @@ rotateRowsQ64BF16AVX512_loop:
 	VPMOVSXBD  48(AX), Z9
 	VCVTDQ2PS  Z9, Z9
 	VMULPS     Z0, Z9, Z9
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z7, Z6, Z10
 	VSHUFF32X4 $0xee, Z7, Z6, Z6
 	VSHUFF32X4 $0x44, Z9, Z8, Z7
@@ -8196,18 +8214,19 @@ rotateRows64F16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ64F16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ64F16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ64F16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -8224,6 +8243,8 @@ rotateRowsQ64F16AVX512_loop:
 	VPMOVSXBD  48(AX), Z6
 	VCVTDQ2PS  Z6, Z6
 	VMULPS     Z0, Z6, Z6
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z7
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4
@@ -8427,18 +8448,19 @@ rotateRows64F32AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ64F32AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ64F32AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ64F32AVX512_loop:
 	CMPQ       CX, $0x00
@@ -8455,6 +8477,8 @@ rotateRowsQ64F32AVX512_loop:
 	VPMOVSXBD  48(AX), Z6
 	VCVTDQ2PS  Z6, Z6
 	VMULPS     Z0, Z6, Z6
+	PREFETCHT0 (BX)
+	ADDQ       $0x00000040, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z7
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4
@@ -9107,24 +9131,25 @@ rotateRows256BF16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ256BF16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ256BF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
-	MOVL         $0x00000001, BX
-	VPBROADCASTD BX, Z3
-	MOVL         $0x00007fff, BX
-	VPBROADCASTD BX, Z4
-	MOVL         $0x00000040, BX
-	VPBROADCASTD BX, Z5
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z3
+	MOVL         $0x00007fff, SI
+	VPBROADCASTD SI, Z4
+	MOVL         $0x00000040, SI
+	VPBROADCASTD SI, Z5
 
 rotateRowsQ256BF16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -9177,6 +9202,11 @@ rotateRowsQ256BF16AVX512_loop:
 	VPMOVSXBD  240(AX), Z21
 	VCVTDQ2PS  Z21, Z21
 	VMULPS     Z0, Z21, Z21
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	ADDQ       $0x00000100, BX
 	VSHUFF32X4 $0x44, Z7, Z6, Z22
 	VSHUFF32X4 $0xee, Z7, Z6, Z6
 	VSHUFF32X4 $0x44, Z9, Z8, Z7
@@ -10102,18 +10132,19 @@ rotateRows256F16AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ256F16AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ256F16AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ256F16AVX512_loop:
 	CMPQ       CX, $0x00
@@ -10166,6 +10197,11 @@ rotateRowsQ256F16AVX512_loop:
 	VPMOVSXBD  240(AX), Z18
 	VCVTDQ2PS  Z18, Z18
 	VMULPS     Z0, Z18, Z18
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	ADDQ       $0x00000100, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z19
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4
@@ -10931,18 +10967,19 @@ rotateRows256F32AVX512_done:
 	MOVL          AX, ret+56(FP)
 	RET
 
-// func rotateRowsQ256F32AVX512(src []byte, s float32, dst []byte, scale float32)
-// Requires: AVX, AVX512F, SSE
-TEXT ·rotateRowsQ256F32AVX512(SB), NOSPLIT, $0-60
+// func rotateRowsQ256F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·rotateRowsQ256F32AVX512(SB), NOSPLIT, $0-88
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
 	MOVQ         dst_base+32(FP), DX
 	MOVSS        s+24(FP), X0
 	VBROADCASTSS X0, Z0
+	MOVQ         pf_base+64(FP), BX
 	MOVSS        scale+56(FP), X1
 	VBROADCASTSS X1, Z1
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z2
+	MOVL         $0x40000000, SI
+	VPBROADCASTD SI, Z2
 
 rotateRowsQ256F32AVX512_loop:
 	CMPQ       CX, $0x00
@@ -10995,6 +11032,11 @@ rotateRowsQ256F32AVX512_loop:
 	VPMOVSXBD  240(AX), Z18
 	VCVTDQ2PS  Z18, Z18
 	VMULPS     Z0, Z18, Z18
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	ADDQ       $0x00000100, BX
 	VSHUFF32X4 $0x44, Z4, Z3, Z19
 	VSHUFF32X4 $0xee, Z4, Z3, Z3
 	VSHUFF32X4 $0x44, Z6, Z5, Z4

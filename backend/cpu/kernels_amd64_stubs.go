@@ -214,17 +214,19 @@ func rotateLoad16F32AVX2(src []byte, dst []float32)
 //go:noescape
 func rotateLoad64F32AVX2(src []byte, dst []float32)
 
-// rotateLoad16QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 16.
-// len(dst) must be a multiple of 32, and src must hold len(dst) elements.
+// rotateLoad16QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 16,
+// and prefetches pf (the next row to come) as it reads src.
+// len(dst) must be a multiple of 32, and src and pf must hold len(dst) elements.
 //
 //go:noescape
-func rotateLoad16QAVX2(src []byte, s float32, dst []float32)
+func rotateLoad16QAVX2(src []byte, s float32, dst []float32, pf []byte)
 
-// rotateLoad64QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 64.
-// len(dst) must be a multiple of 64, and src must hold len(dst) elements.
+// rotateLoad64QAVX2 sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of 64,
+// and prefetches pf (the next row to come) as it reads src.
+// len(dst) must be a multiple of 64, and src and pf must hold len(dst) elements.
 //
 //go:noescape
-func rotateLoad64QAVX2(src []byte, s float32, dst []float32)
+func rotateLoad64QAVX2(src []byte, s float32, dst []float32, pf []byte)
 
 // rotateStageAVX2 does the stage of the given stride of the ConvRot rotation on v in place.
 // stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.
@@ -483,11 +485,11 @@ func rotate256AVX512(v []float32)
 func rotateRows16BF16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ16BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 16 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows16F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 16 of the float16
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -497,11 +499,11 @@ func rotateRowsQ16BF16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows16F16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ16F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 16 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows16F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 16 of the float32
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -511,11 +513,11 @@ func rotateRowsQ16F16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows16F32AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ16F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 16 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows64BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 64 of the bfloat16
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -525,11 +527,11 @@ func rotateRowsQ16F32AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows64BF16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ64BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 64 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows64F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 64 of the float16
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -539,11 +541,11 @@ func rotateRowsQ64BF16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows64F16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ64F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 64 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows64F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 64 of the float32
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -553,11 +555,11 @@ func rotateRowsQ64F16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows64F32AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ64F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 64 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 64, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 64, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows256BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 256 of the bfloat16
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -567,11 +569,11 @@ func rotateRowsQ64F32AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows256BF16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ256BF16AVX512 sets dst to the bfloat16 rounding of the ConvRot rotation in groups of 256 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 256, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows256F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 256 of the float16
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -581,11 +583,11 @@ func rotateRowsQ256BF16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows256F16AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ256F16AVX512 sets dst to the float16 rounding of the ConvRot rotation in groups of 256 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 256, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateRows256F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 256 of the float32
 // elements of src, returning the unsigned maximum of their sign-cleared bits.
@@ -595,11 +597,11 @@ func rotateRowsQ256F16AVX512(src []byte, s float32, dst []byte, scale float32)
 func rotateRows256F32AVX512(src []byte, dst []byte, scale float32) uint32
 
 // rotateRowsQ256F32AVX512 sets dst to the float32 rounding of the ConvRot rotation in groups of 256 of
-// float32(int8(src[i])) * s.
-// len(src) must be a multiple of 256, and dst must hold len(src) elements.
+// float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.
+// len(src) must be a multiple of 256, dst must hold len(src) elements and pf as many bytes.
 //
 //go:noescape
-func rotateRowsQ256F32AVX512(src []byte, s float32, dst []byte, scale float32)
+func rotateRowsQ256F32AVX512(src []byte, s float32, dst []byte, scale float32, pf []byte)
 
 // rotateStageAVX512 does the stage of the given stride of the ConvRot rotation on v in place.
 // stride must be a power of 4, at least 16, and len(v) a multiple of 4*stride.

@@ -110,7 +110,7 @@ var (
 		64:  {rotateRows64BF16AVX512, rotateRows64F16AVX512, rotateRows64F32AVX512},
 		256: {rotateRows256BF16AVX512, rotateRows256F16AVX512, rotateRows256F32AVX512},
 	}
-	rotateQRowKernels = map[int][3]func(q []byte, s float32, dst []byte, scale float32){
+	rotateQRowKernels = map[int][3]func(q []byte, s float32, dst []byte, scale float32, pf []byte){
 		16:  {rotateRowsQ16BF16AVX512, rotateRowsQ16F16AVX512, rotateRowsQ16F32AVX512},
 		64:  {rotateRowsQ64BF16AVX512, rotateRowsQ64F16AVX512, rotateRowsQ64F32AVX512},
 		256: {rotateRowsQ256BF16AVX512, rotateRowsQ256F16AVX512, rotateRowsQ256F32AVX512},
@@ -124,7 +124,7 @@ var (
 		16: {rotateLoad16BF16AVX2, rotateLoad16F16AVX2, rotateLoad16F32AVX2},
 		64: {rotateLoad64BF16AVX2, rotateLoad64F16AVX2, rotateLoad64F32AVX2},
 	}
-	rotateLoadsQ = map[int]func(q []byte, s float32, dst []float32){16: rotateLoad16QAVX2, 64: rotateLoad64QAVX2}
+	rotateLoadsQ = map[int]func(q []byte, s float32, dst []float32, pf []byte){16: rotateLoad16QAVX2, 64: rotateLoad64QAVX2}
 )
 
 // fusedRotation reports whether rows of k values rotate in groups of g
@@ -161,15 +161,16 @@ func rotateRow(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
 
 // rotateQRow sets dst to rOut(rotate(float32(int8(q[i])) * s, g)), s
 // finite: the operations of scaleInt8, rotate and storeRow, with AVX2
-// through v, a float32 row as long as q. Only where fusedRotation.
-func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32) {
+// through v, a float32 row as long as q. It prefetches next, the row to
+// come (as long as q), as it reads q. Only where fusedRotation.
+func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32, next []byte) {
 	if impl == implAVX512 {
-		rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g))
+		rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g), next)
 		return
 	}
 	v = v[:len(q)]
 	first := min(g/4, 64)
-	rotateLoadsQ[first](q, s, v)
+	rotateLoadsQ[first](q, s, v, next)
 	laterStages(v, first, g)
 	storeRow(out, dst, v)
 }

@@ -106,7 +106,7 @@ func testRotateRowMatchesPasses(t *testing.T) {
 					want := make([]byte, n*size)
 					storeRow(dt, want, f)
 					got := make([]byte, n*size)
-					rotateQRow(dt, q, s, got, g, make([]float32, n))
+					rotateQRow(dt, q, s, got, g, make([]float32, n), q)
 					if !bytes.Equal(got, want) {
 						t.Fatalf("dequantize g=%d n=%d %s scale %g: rows differ", g, n, dt, s)
 					}

@@ -18,6 +18,6 @@ func rotateRow(dtype.DType, []byte, []byte, int, []float32) uint32 {
 	panic("cpu: no fused rotation")
 }
 
-func rotateQRow(dtype.DType, []byte, float32, []byte, int, []float32) {
+func rotateQRow(dtype.DType, []byte, float32, []byte, int, []float32, []byte) {
 	panic("cpu: no fused rotation")
 }

@@ -1087,18 +1087,20 @@ func rotateRows(name string, g int, in, out string, w width) {
 			"elements of src, returning the unsigned maximum of their sign-cleared bits.",
 			fmt.Sprintf("len(src) must be a multiple of %d elements, and dst as long.", block))
 	} else {
-		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []byte, scale float32)")
+		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []byte, scale float32, pf []byte)")
 		Doc(fmt.Sprintf("%s sets dst to the %s rounding of the ConvRot rotation in groups of %d of", name, out, g),
-			"float32(int8(src[i])) * s.",
-			fmt.Sprintf("len(src) must be a multiple of %d, and dst must hold len(src) elements.", block))
+			"float32(int8(src[i])) * s, and prefetches pf (the next row to come) as it reads src.",
+			fmt.Sprintf("len(src) must be a multiple of %d, dst must hold len(src) elements and pf as many bytes.", block))
 	}
 	Pragma("noescape")
 	p := Load(Param("src").Base(), GP64())
 	n := Load(Param("src").Len(), GP64())
 	dst := Load(Param("dst").Base(), GP64())
 	var s VecVirtual
+	var pf Register
 	if !quant {
 		s = w.broadcastParam("s")
+		pf = Load(Param("pf").Base(), GP64())
 	}
 	scale := w.broadcastParam("scale")
 	two := w.broadcast(0x40000000) // 2.0
@@ -1115,6 +1117,9 @@ func rotateRows(name string, g int, in, out string, w width) {
 	for i := range r {
 		r[i] = w.reg()
 		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
+	}
+	if !quant {
+		prefetchAlong(pf, block)
 	}
 	rotateRegs(w, two, r, g)
 	for i, y := range r {
@@ -1171,17 +1176,20 @@ func rotateLoad(name string, g int, in string, w width) {
 		Doc(fmt.Sprintf("%s sets dst to the %s elements of src after the ConvRot stages of groups of %d.", name, in, g),
 			fmt.Sprintf("len(dst) must be a multiple of %d, and src must hold len(dst) elements.", block))
 	} else {
-		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []float32)")
-		Doc(fmt.Sprintf("%s sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of %d.", name, g),
-			fmt.Sprintf("len(dst) must be a multiple of %d, and src must hold len(dst) elements.", block))
+		TEXT(name, NOSPLIT, "func(src []byte, s float32, dst []float32, pf []byte)")
+		Doc(fmt.Sprintf("%s sets dst to float32(int8(src[i])) * s after the ConvRot stages of groups of %d,", name, g),
+			"and prefetches pf (the next row to come) as it reads src.",
+			fmt.Sprintf("len(dst) must be a multiple of %d, and src and pf must hold len(dst) elements.", block))
 	}
 	Pragma("noescape")
 	p := Load(Param("src").Base(), GP64())
 	dst := Load(Param("dst").Base(), GP64())
 	n := Load(Param("dst").Len(), GP64())
 	var s VecVirtual
+	var pf Register
 	if !quant {
 		s = w.broadcastParam("s")
+		pf = Load(Param("pf").Base(), GP64())
 	}
 	two := w.broadcast(0x40000000) // 2.0
 	Label(name + "_loop")
@@ -1191,6 +1199,9 @@ func rotateLoad(name string, g int, in string, w width) {
 	for i := range r {
 		r[i] = w.reg()
 		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
+	}
+	if !quant {
+		prefetchAlong(pf, block)
 	}
 	rotateRegs(w, two, r, g)
 	for i, y := range r {
@@ -1204,6 +1215,18 @@ func rotateLoad(name string, g int, in string, w width) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// prefetchAlong prefetches the lines of the next n bytes at pf (at least
+// one line) and advances pf past them: the dequantizing rotations read
+// int8 rows n bytes an iteration, and prefetch the next row to come as
+// they go (an embedding's rows come in the indices' order, which the
+// hardware cannot guess).
+func prefetchAlong(pf Register, n int) {
+	for l := 0; l < max(n, 64); l += 64 {
+		PREFETCHT0(Mem{Base: pf, Disp: l})
+	}
+	ADDQ(U32(n), pf)
 }
 
 // loadRotated loads the lanes of y from m as a rotation's input: in
