@@ -12,8 +12,9 @@ import (
 // rotate is quant.Rotate, the ConvRot rotation of each group of g values of
 // v in place, on the kernel set in use, with the same bits. The kernels do
 // quant.Rotate's operations in its order (see _asm/main.go): the first pass
-// the stride-1 and stride-4 stages, each later pass one stage of stride 16
-// or more, and the last pass the product by 2^-(log4 g) too.
+// every stage of groups of up to 64 values (AVX2) or 256 (AVX-512), in
+// registers, each later pass one more stage, and the last pass the product
+// by 2^-(log4 g) too.
 //
 // A row that holds a NaN goes to quant.Rotate itself. Which of two NaNs an
 // addition returns IEEE 754 leaves open: x86 returns the first operand's,
