@@ -257,6 +257,8 @@ const (
 	// VPERMD order of a quantize block after the packs when its bfloat16
 	// input was widened by unpacking (unpackedOrder)
 	rowQuantOrderUnpacked
+	rowRegatherA // VPERMI2PS indices of regather (AVX-512)
+	rowRegatherB
 	tableRows
 )
 
@@ -289,7 +291,20 @@ func qdqTable(w width) Mem {
 	// (In order of offset: the assembler requires it.)
 	unpacked := unpackedOrder(lanes)
 	row(rowQuantOrderUnpacked, func(j int) uint32 { return unpacked[j] })
+	for i, r := range []int{rowRegatherA, rowRegatherB} {
+		row(r, func(p int) uint32 { return regatherIndex(2*i+p/8, p) })
+	}
 	return m
+}
+
+// regatherIndex is the VPERMI2PS index that puts at position p of a
+// first-level result of regather, from the registers of chunks c and c+1
+// (c even), value j of chunk c + p%8/4 for block b: position 4j + b of
+// that register (c + p%8/4), j = p%4. Blocks 2i and 2i+1 share the
+// indices of row i (p/8 picks the block).
+func regatherIndex(b, p int) uint32 {
+	c, j := p%8/4, p%4
+	return uint32(16*c + 4*j + b)
 }
 
 // unpackedOrder returns the VPERMD order that puts a quantize block in
@@ -944,6 +959,34 @@ func chunks(w width, x []VecVirtual) []VecVirtual {
 	return out
 }
 
+// regather emits the rearrangement of four 512-bit registers x from
+// register c, lane j, value b to register b, lane c, value j (rotateRegs'
+// last): value 4c+j of result b is value 4j+b of x[c]. VPERMI2PS gathers
+// from x[c] and x[c+1] (c even) the values of blocks b = 2i and 2i+1 (row
+// i of regatherIndex's), in the order of the result's values; VSHUFF32X4
+// then joins the halves of x[0..1]'s and x[2..3]'s.
+func regather(w width, tab Mem, x []VecVirtual) []VecVirtual {
+	var t [4]VecVirtual // t[2h+i]: from x[2h] and x[2h+1], blocks 2i and 2i+1
+	for h := range 2 {
+		for i := range 2 {
+			v := w.reg()
+			VMOVDQU32(w.row(tab, rowRegatherA+i), v)
+			VPERMI2PS(x[2*h+1], x[2*h], v)
+			t[2*h+i] = v
+		}
+	}
+	out := make([]VecVirtual, 4)
+	for b := range out {
+		out[b] = w.reg()
+		imm := uint64(0x44) // lanes 0 and 1 of each: block 2i
+		if b%2 == 1 {
+			imm = 0xEE // lanes 2 and 3: block 2i+1
+		}
+		VSHUFF32X4(Imm(imm), t[2+b/2], t[b/2], out[b])
+	}
+	return out
+}
+
 // unchunks is the inverse of chunks.
 func unchunks(w width, x []VecVirtual) []VecVirtual {
 	if w.bytes == 64 {
@@ -1002,7 +1045,7 @@ func rotateSmall(name string, w width) {
 // stride-4 and stride-1 butterflies need, see above), and the inverses
 // put them back; the stages of stride 16 and 64 are of whole registers,
 // stride/lanes apart.
-func rotateGroups(name string, g int, scaled bool, w width) {
+func rotateGroups(name string, g int, scaled bool, w width, tab Mem) {
 	regs := max(4, g/w.lanes())
 	sig := "func(v []float32)"
 	what := fmt.Sprintf("the stages of the ConvRot rotation in groups of %d", g)
@@ -1029,7 +1072,7 @@ func rotateGroups(name string, g int, scaled bool, w width) {
 		r[i] = w.reg()
 		VMOVUPS(m.Offset(w.bytes*i), r[i])
 	}
-	rotateRegs(w, two, r, g)
+	rotateRegs(w, tab, two, r, g)
 	for i, y := range r {
 		if scaled {
 			VMULPS(scale, y, y)
@@ -1047,9 +1090,25 @@ func rotateGroups(name string, g int, scaled bool, w width) {
 
 // rotateRegs emits every stage of the rotation in groups of g (16, 64
 // or 256) of the consecutive values in r (a multiple of 4 registers, and
-// of g values), leaving the results in r in the same order.
-func rotateRegs(w width, two VecVirtual, r []VecVirtual, g int) {
+// of g values), leaving the results in r in the same order. tab is the
+// constant table (regather's indices).
+//
+// Four registers hold four blocks of 16 values: register b, 128-bit lane c
+// (chunk c), value j. With AVX-512, transpose4 puts value j of every chunk
+// in register j (register j, lane c, value b) for the stride-1
+// butterflies, transposeLanesF then chunk c in register c (register c,
+// lane j, value b) for the stride-4 ones, and regather puts the values
+// back in order: three rearrangements of 8 shuffles each. With AVX2
+// (two blocks per four registers), chunks, transpose4, transpose4 again
+// and unchunks: four.
+func rotateRegs(w width, tab Mem, two VecVirtual, r []VecVirtual, g int) {
 	for u := 0; u < len(r); u += 4 {
+		if w.bytes == 64 {
+			x := transpose4(w, r[u:u+4])
+			x = chunks(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
+			copy(r[u:], regather(w, tab, butterfly(w, two, x[0], x[1], x[2], x[3])))
+			continue
+		}
 		x := transpose4(w, chunks(w, r[u:u+4]))
 		x = transpose4(w, butterfly(w, two, x[0], x[1], x[2], x[3]))
 		copy(r[u:], unchunks(w, butterfly(w, two, x[0], x[1], x[2], x[3])))
@@ -1075,7 +1134,7 @@ func rotateRegs(w width, two VecVirtual, r []VecVirtual, g int) {
 // which then holds the row to quantize). The scale is the rotation's,
 // 2^-(log4 g). It does the operations of widen (or scaleInt8),
 // rotateGroups and narrow, in their order: the same bits.
-func rotateRows(name string, g int, in, out string, w width) {
+func rotateRows(name string, g int, in, out string, w width, tab Mem) {
 	regs := max(4, g/w.lanes())
 	block := regs * w.lanes()
 	quant := in != "int8"
@@ -1121,7 +1180,7 @@ func rotateRows(name string, g int, in, out string, w width) {
 	if !quant {
 		prefetchAlong(pf, block)
 	}
-	rotateRegs(w, two, r, g)
+	rotateRegs(w, tab, two, r, g)
 	for i, y := range r {
 		VMULPS(scale, y, y)
 		at := Mem{Base: dst, Disp: w.lanes() * outSize * i}
@@ -1165,7 +1224,7 @@ func rotateRows(name string, g int, in, out string, w width) {
 // slower than rotateStage and the narrowing kernel after it: on AVX2 a
 // register narrowed on its own costs two more shuffles, and 16 registers
 // cannot hold two to narrow together beside the constants.)
-func rotateLoad(name string, g int, in string, w width) {
+func rotateLoad(name string, g int, in string, w width, tab Mem) {
 	regs := max(4, g/w.lanes())
 	block := regs * w.lanes()
 	quant := in != "int8"
@@ -1203,7 +1262,7 @@ func rotateLoad(name string, g int, in string, w width) {
 	if !quant {
 		prefetchAlong(pf, block)
 	}
-	rotateRegs(w, two, r, g)
+	rotateRegs(w, tab, two, r, g)
 	for i, y := range r {
 		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * i})
 	}
@@ -1534,24 +1593,24 @@ func qdqKernels(w width) {
 		dequantize("dequantize"+short+w.name, dt, w, tab)
 	}
 	rotateSmall("rotate4"+w.name, w)
-	rotateGroups("rotate16Scaled"+w.name, 16, true, w)
-	rotateGroups("rotate64Scaled"+w.name, 64, true, w)
+	rotateGroups("rotate16Scaled"+w.name, 16, true, w, tab)
+	rotateGroups("rotate64Scaled"+w.name, 64, true, w, tab)
 	if w.bytes == 64 {
-		rotateGroups("rotate256Scaled"+w.name, 256, true, w)
-		rotateGroups("rotate256"+w.name, 256, false, w) // then the stages of 256 and more
+		rotateGroups("rotate256Scaled"+w.name, 256, true, w, tab)
+		rotateGroups("rotate256"+w.name, 256, false, w, tab) // then the stages of 256 and more
 		for _, g := range []int{16, 64, 256} {
 			for _, dt := range []string{"bfloat16", "float16", "float32"} {
 				short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-				rotateRows(fmt.Sprintf("rotateRows%d%s%s", g, short, w.name), g, dt, dt, w)
-				rotateRows(fmt.Sprintf("rotateRowsQ%d%s%s", g, short, w.name), g, "int8", dt, w)
+				rotateRows(fmt.Sprintf("rotateRows%d%s%s", g, short, w.name), g, dt, dt, w, tab)
+				rotateRows(fmt.Sprintf("rotateRowsQ%d%s%s", g, short, w.name), g, "int8", dt, w, tab)
 			}
 		}
 	} else {
-		rotateGroups("rotate64"+w.name, 64, false, w) // then the stages of 64 and more
+		rotateGroups("rotate64"+w.name, 64, false, w, tab) // then the stages of 64 and more
 		for _, in := range []string{"bfloat16", "float16", "float32", "int8"} {
 			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32", "int8": "Q"}[in]
-			rotateLoad(fmt.Sprintf("rotateLoad16%s%s", short, w.name), 16, in, w)
-			rotateLoad(fmt.Sprintf("rotateLoad64%s%s", short, w.name), 64, in, w)
+			rotateLoad(fmt.Sprintf("rotateLoad16%s%s", short, w.name), 16, in, w, tab)
+			rotateLoad(fmt.Sprintf("rotateLoad64%s%s", short, w.name), 64, in, w, tab)
 		}
 	}
 	rotateStage("rotateStage"+w.name, false, w)
