@@ -1235,14 +1235,21 @@ func (w *prepareBody) run(lo, hi int) {
 	for r := lo; r < hi; r++ {
 		row := w.src[r*w.kx*w.dt.Size() : (r+1)*w.kx*w.dt.Size()]
 		b := buf.b[:w.k*w.dt.Size()] // the row to quantize
-		var bits uint32              // its largest magnitude (absMaxBits)
+		if w.act != "" {
+			activate(w.dt, w.act, row, b, buf.f)
+			row = b
+		}
+		var bits uint32 // b's largest magnitude (absMaxBits)
 		switch {
-		case w.act == "" && w.g == 0:
-			b, bits = row, absMaxBits(w.dt, row) // nothing to compute first
-		case w.act == "" && fusedRotation(w.k, w.g):
-			bits = rotateRow(w.dt, row, b, w.g, buf.f)
+		case w.g == 0:
+			b, bits = row, absMaxBits(w.dt, row)
+		case fusedRotation(w.k, w.g):
+			bits = rotateRow(w.dt, row, b, w.g, buf.f) // row may be b
 		default:
-			w.transform(row, buf.f, b)
+			v := buf.f[:w.k]
+			widenRow(w.dt, row, v)
+			rotate(v, w.g)
+			storeRow(w.dt, b, v)
 			bits = absMaxBits(w.dt, b)
 		}
 		if quantizeRow(w.dt, b, bits, q, w.scales[4*r:], 0, 0) {
@@ -1253,23 +1260,29 @@ func (w *prepareBody) run(lo, hi int) {
 	}
 }
 
-// transform sets b to x's row after the input activation and the
-// rotation, rounded to x's dtype, through the float32 row v.
-func (w *prepareBody) transform(row []byte, v []float32, b []byte) {
-	widenRow(w.dt, row, v)
-	switch w.act {
+// activate sets b (K elements of dt) to rT of int8_linear's input
+// activation act of x's row: gelu_tanh of its K values, or swiglu of its
+// [gate | up] halves. The assembly kernels do whole blocks (activateBlocks),
+// Go the rest, through v, a float32 row as long as x's.
+func activate(dt dtype.DType, act string, row, b []byte, v []float32) {
+	k := len(b) / dt.Size()
+	done := activateBlocks(dt, act, row, b)
+	if done == k {
+		return
+	}
+	x := v[:k-done]
+	widenBlock(dt, row, done, x)
+	switch act {
 	case op.ActGeluTanh:
-		for j, x := range v {
-			v[j] = w.dt.Round(quant.GeluTanh(x))
+		for j, f := range x {
+			x[j] = dt.Round(quant.GeluTanh(f))
 		}
 	case op.ActSwiGLU:
-		for j := range w.k {
-			v[j] = w.dt.Round(w.dt.Round(quant.Silu(v[j])) * v[w.k+j])
+		up := v[k-done : 2*(k-done)]
+		widenBlock(dt, row, k+done, up)
+		for j, f := range x {
+			x[j] = dt.Round(dt.Round(quant.Silu(f)) * up[j])
 		}
-		v = v[:w.k]
 	}
-	if w.g > 0 {
-		rotate(v, w.g)
-	}
-	storeRow(w.dt, b, v)
+	storeBlock(dt, b, done, x)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/klauspost/cpuid/v2"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 )
 
 // The dispatch of the int8 product kernels (see _asm/linear.go); the
@@ -333,4 +334,41 @@ func packColsQuadsPanels(src []byte, ldb, panels int, dst []byte, pstride int) i
 		packColsQuadsVNNIAVX2(src, ldb, panels/2, dst, pstride)
 	}
 	return panels
+}
+
+// The input activation kernels of each assembly set, by kernelIndex.
+var (
+	geluKernels = [...][3]func(src, dst []byte){
+		implAVX2:   {geluTanhBF16AVX2, geluTanhF16AVX2, geluTanhF32AVX2},
+		implAVX512: {geluTanhBF16AVX512, geluTanhF16AVX512, geluTanhF32AVX512},
+	}
+	swiGLUKernels = [...][3]func(gate, up, dst []byte){
+		implAVX2:   {swiGLUBF16AVX2, swiGLUF16AVX2, swiGLUF32AVX2},
+		implAVX512: {swiGLUBF16AVX512, swiGLUF16AVX512, swiGLUF32AVX512},
+	}
+	// hasFMA: the kernels' exponential uses fused multiply-adds (FMA3,
+	// which every AVX2 processor but a rare few has).
+	hasFMA = cpuid.CPU.Has(cpuid.FMA3)
+)
+
+// activateBlocks runs the input activation act (see activate) on the
+// whole blocks of the K elements of b (two registers of lanes), and
+// returns how many elements it did: none with the Go kernels, or without
+// FMA3.
+func activateBlocks(dt dtype.DType, act string, row, b []byte) int {
+	if impl == implGeneric || !hasFMA {
+		return 0
+	}
+	size := dt.Size()
+	k := len(b) / size
+	n := k &^ (2*vectorBytes()/4 - 1)
+	if n == 0 {
+		return 0
+	}
+	if act == op.ActGeluTanh {
+		geluKernels[impl][kernelIndex(dt)](row[:n*size], b[:n*size])
+	} else {
+		swiGLUKernels[impl][kernelIndex(dt)](row[:n*size], row[k*size:(k+n)*size], b[:n*size])
+	}
+	return n
 }

@@ -299,6 +299,45 @@ func linearOutF32AVX2(acc []byte, xs float32, ws []float32, dst []byte)
 //go:noescape
 func linearOutBiasF32AVX2(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
 
+// geluTanhBF16AVX2 sets dst to the bfloat16 rounding of quant.GeluTanh of the bfloat16 elements of src.
+// len(dst) must be a multiple of 16 elements, and src as long.
+//
+//go:noescape
+func geluTanhBF16AVX2(src []byte, dst []byte)
+
+// swiGLUBF16AVX2 sets dst to the bfloat16 rounding of the float32 product of the bfloat16 rounding of
+// quant.Silu of the bfloat16 elements of gate and those of up.
+// len(dst) must be a multiple of 16 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUBF16AVX2(gate []byte, up []byte, dst []byte)
+
+// geluTanhF16AVX2 sets dst to the float16 rounding of quant.GeluTanh of the float16 elements of src.
+// len(dst) must be a multiple of 16 elements, and src as long.
+//
+//go:noescape
+func geluTanhF16AVX2(src []byte, dst []byte)
+
+// swiGLUF16AVX2 sets dst to the float16 rounding of the float32 product of the float16 rounding of
+// quant.Silu of the float16 elements of gate and those of up.
+// len(dst) must be a multiple of 16 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUF16AVX2(gate []byte, up []byte, dst []byte)
+
+// geluTanhF32AVX2 sets dst to the float32 rounding of quant.GeluTanh of the float32 elements of src.
+// len(dst) must be a multiple of 16 elements, and src as long.
+//
+//go:noescape
+func geluTanhF32AVX2(src []byte, dst []byte)
+
+// swiGLUF32AVX2 sets dst to the float32 rounding of the float32 product of the float32 rounding of
+// quant.Silu of the float32 elements of gate and those of up.
+// len(dst) must be a multiple of 16 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUF32AVX2(gate []byte, up []byte, dst []byte)
+
 // gemmTile1AVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -672,3 +711,42 @@ func linearOutF32AVX512(acc []byte, xs float32, ws []float32, dst []byte)
 //
 //go:noescape
 func linearOutBiasF32AVX512(acc []byte, xs float32, ws []float32, bias []float32, dst []byte)
+
+// geluTanhBF16AVX512 sets dst to the bfloat16 rounding of quant.GeluTanh of the bfloat16 elements of src.
+// len(dst) must be a multiple of 32 elements, and src as long.
+//
+//go:noescape
+func geluTanhBF16AVX512(src []byte, dst []byte)
+
+// swiGLUBF16AVX512 sets dst to the bfloat16 rounding of the float32 product of the bfloat16 rounding of
+// quant.Silu of the bfloat16 elements of gate and those of up.
+// len(dst) must be a multiple of 32 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUBF16AVX512(gate []byte, up []byte, dst []byte)
+
+// geluTanhF16AVX512 sets dst to the float16 rounding of quant.GeluTanh of the float16 elements of src.
+// len(dst) must be a multiple of 32 elements, and src as long.
+//
+//go:noescape
+func geluTanhF16AVX512(src []byte, dst []byte)
+
+// swiGLUF16AVX512 sets dst to the float16 rounding of the float32 product of the float16 rounding of
+// quant.Silu of the float16 elements of gate and those of up.
+// len(dst) must be a multiple of 32 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUF16AVX512(gate []byte, up []byte, dst []byte)
+
+// geluTanhF32AVX512 sets dst to the float32 rounding of quant.GeluTanh of the float32 elements of src.
+// len(dst) must be a multiple of 32 elements, and src as long.
+//
+//go:noescape
+func geluTanhF32AVX512(src []byte, dst []byte)
+
+// swiGLUF32AVX512 sets dst to the float32 rounding of the float32 product of the float32 rounding of
+// quant.Silu of the float32 elements of gate and those of up.
+// len(dst) must be a multiple of 32 elements, and gate and up as long.
+//
+//go:noescape
+func swiGLUF32AVX512(gate []byte, up []byte, dst []byte)

@@ -2,7 +2,17 @@
 
 package cpu
 
-import "testing"
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/quant"
+)
 
 // TestLinearPathQuads checks int8_linear's choice of layout where the
 // panels hold quads (AVX512-VNNI): no dot path; the few-row path from
@@ -19,4 +29,84 @@ func TestLinearPathQuads(t *testing.T) {
 	if got := linearPath(16, 4096, false); got != dotRows {
 		t.Errorf("16 rows of 4096 without VNNI: path %d, want the dot path", got)
 	}
+}
+
+// TestActivationKernels checks the input activation kernels against
+// quant.GeluTanh and quant.Silu as activate's Go code applies them, bit
+// for bit: every bfloat16 and float16 value (swiglu's up ones random, and
+// 1, so that the gate's own rounding shows), and a million random float32
+// values of every magnitude. Their exponential is not math.Exp, so a
+// float64 result that lay within a last-bit difference of a float32
+// rounding boundary could round the other way: none does among these.
+func TestActivationKernels(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		if !hasFMA {
+			t.Skip("no FMA3: the activations run in Go")
+		}
+		rng := rand.New(rand.NewPCG(23, 24))
+		for _, dt := range dtype.Floats() {
+			size := dt.Size()
+			n := 1 << 16
+			if dt == dtype.Float32 {
+				n = 1 << 20
+			}
+			x := make([]byte, 2*n*size) // [gate | up]
+			for i := range n {
+				switch dt {
+				case dtype.Float32:
+					f := float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(40)-20))
+					if rng.IntN(8) == 0 {
+						f = math.Float32frombits(rng.Uint32())
+					}
+					binary.LittleEndian.PutUint32(x[4*i:], math.Float32bits(f))
+				default:
+					binary.LittleEndian.PutUint16(x[2*i:], uint16(i)) // every 16-bit value
+				}
+				up := float32(1)
+				if i%2 == 1 {
+					up = float32(rng.NormFloat64())
+				}
+				dtype.Store(x, dt, n+i, up)
+			}
+			for _, act := range []string{op.ActGeluTanh, op.ActSwiGLU} {
+				src := x[:n*size]
+				if act == op.ActSwiGLU {
+					src = x
+				}
+				got := make([]byte, n*size)
+				if done := activateBlocks(dt, act, src, got); done != n {
+					t.Fatalf("%s %s: the kernel did %d of %d elements", dt, act, done, n)
+				}
+				v := make([]float32, 2*n)
+				want := make([]byte, n*size)
+				xs := v[:n]
+				widenBlock(dt, src, 0, xs)
+				for j, f := range xs {
+					if act == op.ActGeluTanh {
+						xs[j] = dt.Round(quant.GeluTanh(f))
+					} else {
+						up := dtype.Load(x, dt, n+j)
+						xs[j] = dt.Round(dt.Round(quant.Silu(f)) * up)
+					}
+				}
+				storeBlock(dt, want, 0, xs)
+				diff := 0
+				for j := 0; j < n; j++ {
+					a, b := got[j*size:(j+1)*size], want[j*size:(j+1)*size]
+					if !bytes.Equal(a, b) {
+						f := dtype.Load(src, dt, j)
+						if f != f || dtype.Load(want, dt, j) != dtype.Load(want, dt, j) {
+							continue // NaN in, NaN out: an error for int8_linear, whatever its bits
+						}
+						if diff++; diff <= 5 {
+							t.Errorf("%s %s of %v: %x, want %x", dt, act, f, a, b)
+						}
+					}
+				}
+				if diff > 0 {
+					t.Errorf("%s %s: %d of %d results differ", dt, act, diff, n)
+				}
+			}
+		}
+	})
 }

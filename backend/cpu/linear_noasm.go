@@ -57,3 +57,6 @@ func gemmTileQuad(int, []byte, int, []byte, int, int, []byte, int, bool, []byte,
 func packQuadsPanel([]byte, int, int, []byte) int { return 0 }
 
 func packColsQuadsPanels([]byte, int, int, []byte, int) int { return 0 }
+
+// activateBlocks does none of the activation: Go does it all (activate).
+func activateBlocks(dtype.DType, string, []byte, []byte) int { return 0 }

@@ -1372,4 +1372,5 @@ func linearKernels(w width) {
 		linearOut("linearOut"+short+w.name, dt, false, w)
 		linearOut("linearOutBias"+short+w.name, dt, true, w)
 	}
+	activationKernels(w)
 }

@@ -751,19 +751,7 @@ func (st storer) store(y VecVirtual, out Mem) {
 	w := st.w
 	switch st.dt {
 	case "bfloat16":
-		// Round to nearest even on the bits and keep the top half; a
-		// NaN keeps its top bits and is quieted, as the Go conversion
-		// does.
-		top, t := w.reg(), w.reg()
-		nan := w.mask()
-		VPSRLD(Imm(16), y, top)
-		w.and(st.one, top, t)
-		VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
-		VPADDD(st.bias, y, y)
-		VPADDD(t, y, y)
-		VPSRLD(Imm(16), y, y)
-		w.or(st.quiet, top, top)
-		w.blend(nan, top, y)
+		st.roundBF16(y)
 		if w.narrowStore {
 			VPMOVDW(y, out)
 		}
@@ -771,6 +759,37 @@ func (st storer) store(y VecVirtual, out Mem) {
 		VCVTPS2PH(Imm(0), y, out)
 	default:
 		VMOVUPS(y, out)
+	}
+}
+
+// roundBF16 leaves in each 32-bit lane of y (clobbered) the bfloat16 bits
+// of its float32, rounded to nearest even on the bits: the top half; a
+// NaN keeps its top bits and is quieted, as the Go conversion does.
+func (st storer) roundBF16(y VecVirtual) {
+	w := st.w
+	top, t := w.reg(), w.reg()
+	nan := w.mask()
+	VPSRLD(Imm(16), y, top)
+	w.and(st.one, top, t)
+	VCMPPS(Imm(3), y, y, nan) // unordered: NaN lanes
+	VPADDD(st.bias, y, y)
+	VPADDD(t, y, y)
+	VPSRLD(Imm(16), y, y)
+	w.or(st.quiet, top, top)
+	w.blend(nan, top, y)
+}
+
+// round rounds the float32 lanes of y to dt and back, in place: rT as
+// float32 values.
+func (st storer) round(y VecVirtual) {
+	switch st.dt {
+	case "bfloat16":
+		st.roundBF16(y)
+		VPSLLD(Imm(16), y, y)
+	case "float16":
+		h := st.w.half(y)
+		VCVTPS2PH(Imm(0), y, h)
+		VCVTPH2PS(h, y)
 	}
 }
 
