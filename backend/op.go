@@ -92,6 +92,10 @@ type Spec struct {
 	Shape  []int
 	DType  dtype.DType
 	Device tensor.Device // nil: the host
+	// The options of the workloads that take them (int8_linear): the
+	// ConvRot group (0: none) and the input activation ("": none).
+	Group    int
+	InputAct string
 
 	once sync.Once
 	x    *tensor.Tensor

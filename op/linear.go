@@ -10,6 +10,7 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -356,13 +357,26 @@ func prepareMMInt8(_ context.Context, _ *backend.Registry, spec *backend.Spec) (
 }
 
 // prepareLinear runs normal x [M, K] of the spec's dtype through a random
-// int8 layer [N, K] with per-channel scales and a bias, to x's dtype.
+// int8 layer [N, K] with per-channel scales and a bias, to x's dtype,
+// with the spec's ConvRot group and input activation (swiglu: x is [M,
+// 2K]).
 func prepareLinear(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*LinearArgs, backend.Cost, error) {
 	m, k, n, err := gemmShape(spec)
 	if err != nil || !spec.DType.IsFloat() {
 		return nil, backend.Cost{}, errors.Join(err, fmt.Errorf("%w: dtype %v", backend.ErrNoWorkload, spec.DType))
 	}
-	x, err := randomTensor(spec.Device, spec.DType, 3, m, k)
+	if g := spec.Group; g != 0 && (!quant.ValidGroup(g) || k%g != 0) {
+		return nil, backend.Cost{}, fmt.Errorf("%w: ConvRot group %d: want a power of 4, at least 4, dividing K = %d", backend.ErrNoWorkload, g, k)
+	}
+	kx := k
+	switch spec.InputAct {
+	case "", ActGeluTanh:
+	case ActSwiGLU:
+		kx = 2 * k
+	default:
+		return nil, backend.Cost{}, fmt.Errorf("%w: input activation %q: want %q or %q", backend.ErrNoWorkload, spec.InputAct, ActGeluTanh, ActSwiGLU)
+	}
+	x, err := randomTensor(spec.Device, spec.DType, 3, m, kx)
 	if err != nil {
 		return nil, backend.Cost{}, err
 	}
@@ -386,7 +400,7 @@ func prepareLinear(_ context.Context, _ *backend.Registry, spec *backend.Spec) (
 		return nil, backend.Cost{}, err
 	}
 	size := int64(spec.DType.Size())
-	return &LinearArgs{X: x, Weight: w, WeightScale: s, Bias: bias, OutDType: spec.DType},
-		backend.Cost{Bytes: int64(m*k)*size + int64(n*k) + 4*int64(n) + int64(n)*size + int64(m*n)*size,
+	return &LinearArgs{X: x, Weight: w, WeightScale: s, Bias: bias, OutDType: spec.DType, Group: spec.Group, InputAct: spec.InputAct},
+		backend.Cost{Bytes: int64(m*kx)*size + int64(n*k) + 4*int64(n) + int64(n)*size + int64(m*n)*size,
 			CopyBytes: int64(n * k), Ops: 2 * int64(m) * int64(n) * int64(k)}, nil
 }

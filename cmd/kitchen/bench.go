@@ -47,7 +47,8 @@ kernels' vector loads, of a 64 MiB buffer or larger): "x stream" is the median t
 over the time to read the bytes moved at that speed, the figure for products of few
 rows, which read their weight once. On the host each product starts with its operands
 out of the caches (a parallel read of that buffer first, not timed), as a model's next
-layer finds its weight.`,
+layer finds its weight. --convrot G and --input-act run int8_linear as a ConvRot layer
+or one with an input activation runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {
@@ -83,6 +84,8 @@ layer finds its weight.`,
 	f.StringSliceVar(&ops, "op", nil, "operations to time (default: every one with a workload for --shape)")
 	f.IntVar(&cfg.Warmup, "warmup", 3, "warm-up rounds, not measured")
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
+	f.IntVar(&cfg.Group, "convrot", 0, "int8_linear: rotate x in ConvRot groups of `G` (a power of 4 dividing K), as a ConvRot layer does")
+	f.StringVar(&cfg.InputAct, "input-act", "", "int8_linear: the input activation, gelu_tanh or swiglu (x is then [M, 2K])")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file or a sharded index) against reading it, writing+syncing its output's size, and doing both at once (--runs rounds, default 3)")
 	return cmd
@@ -101,7 +104,14 @@ func parseShape(s string) ([]int, error) {
 }
 
 func printBench(w io.Writer, r *bench.Result) error {
-	fmt.Fprintf(w, "%s %v, %d warm-up and %d measured rounds, %d threads, cpu kernels %s\n", r.DType, r.Shape, r.Warmup, r.Runs, r.Threads, r.CPUKernels)
+	opts := ""
+	if r.InputAct != "" {
+		opts += ", int8_linear's input " + r.InputAct
+	}
+	if r.ConvRotGroup > 0 {
+		opts += fmt.Sprintf(", ConvRot group %d", r.ConvRotGroup)
+	}
+	fmt.Fprintf(w, "%s %v%s, %d warm-up and %d measured rounds, %d threads, cpu kernels %s\n", r.DType, r.Shape, opts, r.Warmup, r.Runs, r.Threads, r.CPUKernels)
 	if r.CopyGBPerS > 0 {
 		fmt.Fprintf(w, "copy speed: %.2f GB/s (bytes read + written, parallel copy, measured with each backend); into a fresh buffer: %.2f GB/s\n", r.CopyGBPerS, r.FreshCopyGBPerS)
 		fmt.Fprint(w, "outputs: fresh (allocated by each call, released after it) or reused (kitchen.Into); x floor: over the copy floor; x fresh: over the floor of a copy into new memory\n\n")

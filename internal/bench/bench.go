@@ -24,6 +24,8 @@ import (
 	"github.com/gokitchen/kitchen/backend/cpu"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/parcopy"
+	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -42,6 +44,10 @@ type Config struct {
 	// shape (the quantize and dequantize operations for a tensor's shape;
 	// the matrix products, mm_int8 and int8_linear, for M, K, N).
 	Ops []string
+	// int8_linear's ConvRot group (0: none) and input activation ("":
+	// none).
+	Group    int
+	InputAct string
 }
 
 // Result is one benchmark run. Its JSON form is what `kitchen bench --json`
@@ -52,6 +58,10 @@ type Result struct {
 	Runs    int    `json:"runs"`
 	Warmup  int    `json:"warmup"`
 	Threads int    `json:"threads"`
+	// ConvRotGroup and InputAct are int8_linear's options (Config's Group
+	// and InputAct), where set.
+	ConvRotGroup int    `json:"convrot_group,omitempty"`
+	InputAct     string `json:"input_act,omitempty"`
 	// CPUKernels is the cpu backend's kernel set (cpu.KernelSet).
 	CPUKernels string `json:"cpu_kernels"`
 	// CopyGBPerS is the copy speed measured alongside the first backend,
@@ -147,7 +157,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
 	}
-	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device}
+	if g := cfg.Group; g != 0 && (!quant.ValidGroup(g) || len(cfg.Shape) != 3 || cfg.Shape[1]%g != 0) {
+		return nil, fmt.Errorf("bench: ConvRot group %d: want a power of 4, at least 4, that divides K of an M,K,N shape (got %v)", g, cfg.Shape)
+	}
+	switch cfg.InputAct {
+	case "", op.ActGeluTanh, op.ActSwiGLU:
+	default:
+		return nil, fmt.Errorf("bench: input activation %q: want %s or %s", cfg.InputAct, op.ActGeluTanh, op.ActSwiGLU)
+	}
+	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device, Group: cfg.Group, InputAct: cfg.InputAct}
 	type prepared struct {
 		name string
 		w    *backend.Workload
@@ -192,6 +210,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{
 		Shape: cfg.Shape, DType: ShortName(cfg.DType), Runs: cfg.Runs, Warmup: cfg.Warmup,
+		ConvRotGroup: cfg.Group, InputAct: cfg.InputAct,
 		Threads: runtime.GOMAXPROCS(0), CPUKernels: cpu.KernelSet(),
 	}
 	// One phase per backend, in priority order: a slow backend's garbage

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend/cpu"
@@ -44,6 +45,39 @@ func TestProductsPeak(t *testing.T) {
 		}
 		if !asm && (o.StreamGBPerS != 0 || o.RatioToStream != 0) {
 			t.Errorf("%s: streaming %v GB/s without assembly kernels", o.Op, o.StreamGBPerS)
+		}
+	}
+}
+
+// TestLinearOptions runs int8_linear as a ConvRot layer with an input
+// activation on every backend that takes it (swiglu's x is twice as wide,
+// which the bytes moved show), and checks that bad options are errors
+// that name them.
+func TestLinearOptions(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Shape: []int{3, 64, 8}, DType: dtype.BFloat16, Warmup: 1, Runs: 1, Backends: []string{"cpu", "eager"}, Ops: []string{"int8_linear"}}
+	plain, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Group, cfg.InputAct = 16, "swiglu"
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ConvRotGroup != 16 || res.InputAct != "swiglu" || len(res.Ops) != len(plain.Ops) || len(res.Ops) == 0 {
+		t.Fatalf("group %d, activation %q, %d entries (%d plain)", res.ConvRotGroup, res.InputAct, len(res.Ops), len(plain.Ops))
+	}
+	if got, want := res.Ops[0].Bytes-plain.Ops[0].Bytes, int64(3*64*2); got != want {
+		t.Errorf("swiglu moves %d more bytes than the plain layer, want %d (x's second half)", got, want)
+	}
+	for _, bad := range []Config{{Group: 8}, {Group: 128}, {InputAct: "relu"}} {
+		c := cfg
+		c.Group, c.InputAct = bad.Group, bad.InputAct
+		if _, err := Run(ctx, c); err == nil {
+			t.Errorf("group %d, activation %q: no error", c.Group, c.InputAct)
+		} else if !strings.Contains(err.Error(), "ConvRot group") && !strings.Contains(err.Error(), "input activation") {
+			t.Errorf("group %d, activation %q: %v", c.Group, c.InputAct, err)
 		}
 	}
 }
