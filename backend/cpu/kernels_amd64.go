@@ -149,6 +149,16 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 	quantizeHinted(dt, src, dst, t, seed, base, hints{})
 }
 
+// kernelDivisor is what the round-half-even quantize kernels take for the
+// divisor t: t itself for float32, its reciprocal for bfloat16 and float16,
+// which they multiply by (see _asm/main.go: the same integers).
+func kernelDivisor(dt dtype.DType, t float32) float32 {
+	if dt == dtype.Float32 {
+		return t
+	}
+	return 1 / t
+}
+
 // quantizeHinted is quantize with memory hints. Stochastic rounding runs
 // in runs over which the low 32 bits of the noise's k (index plus seed)
 // do not wrap, as its kernels require; each run's whole blocks go to
@@ -183,7 +193,7 @@ func quantizeHinted(dt dtype.DType, src, dst []byte, t float32, seed int64, base
 			if seed > 0 {
 				sr(src[:m*size], dst[:m], t, base+uint64(seed), h.ahead, h.nt)
 			} else {
-				kernel(src[:m*size], dst[:m], t, h.ahead, h.nt)
+				kernel(src[:m*size], dst[:m], kernelDivisor(dt, t), h.ahead, h.nt)
 			}
 			quantizeGeneric(dt, src[m*size:n*size], dst[m:n], t, seed, base+uint64(m))
 		} else {
@@ -216,7 +226,7 @@ func quantizeRowNext(dt dtype.DType, src, dst []byte, t float32, next []byte, h 
 	m := head + (len(dst)-head)&^(vectorBytes()-1)
 	var bits uint32
 	if m > head {
-		bits = quantizeNextKernels[kernelIndex(dt)](src[head*size:m*size], dst[head:m], t, next[head*size:m*size], h.ahead, h.nt)
+		bits = quantizeNextKernels[kernelIndex(dt)](src[head*size:m*size], dst[head:m], kernelDivisor(dt, t), next[head*size:m*size], h.ahead, h.nt)
 	}
 	quantizeGeneric(dt, src[:head*size], dst[:head], t, 0, 0)
 	quantizeGeneric(dt, src[m*size:], dst[m:], t, 0, 0)

@@ -204,7 +204,7 @@ DATA qdqConstAVX2<>+472(SB)/4, $0x0000001a
 DATA qdqConstAVX2<>+476(SB)/4, $0x0000001e
 GLOBL qdqConstAVX2<>(SB), RODATA|NOPTR, $480
 
-// func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX2, MMX+, SSE
 TEXT ·quantizeBF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -212,7 +212,7 @@ TEXT ·quantizeBF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
 	MOVL         $0x42fe0000, DI
@@ -236,7 +236,7 @@ quantizeBF16AVX2_loop:
 	PREFETCHT0 (AX)(BX*1)
 	VPMOVZXWD  (AX), Y6
 	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VPSRLD     $0x10, Y6, Y7
 	VPAND      Y3, Y7, Y7
 	VPADDD     Y4, Y6, Y6
@@ -246,7 +246,7 @@ quantizeBF16AVX2_loop:
 	VCVTPS2DQ  Y6, Y6
 	VPMOVZXWD  16(AX), Y7
 	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VPSRLD     $0x10, Y7, Y8
 	VPAND      Y3, Y8, Y8
 	VPADDD     Y4, Y7, Y7
@@ -257,7 +257,7 @@ quantizeBF16AVX2_loop:
 	VPACKSSDW  Y7, Y6, Y6
 	VPMOVZXWD  32(AX), Y7
 	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VPSRLD     $0x10, Y7, Y8
 	VPAND      Y3, Y8, Y8
 	VPADDD     Y4, Y7, Y7
@@ -267,7 +267,7 @@ quantizeBF16AVX2_loop:
 	VCVTPS2DQ  Y7, Y7
 	VPMOVZXWD  48(AX), Y8
 	VPSLLD     $0x10, Y8, Y8
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VPSRLD     $0x10, Y8, Y9
 	VPAND      Y3, Y9, Y9
 	VPADDD     Y4, Y8, Y8
@@ -290,7 +290,7 @@ quantizeBF16AVX2_nt:
 	PREFETCHT0 (AX)(BX*1)
 	VPMOVZXWD  (AX), Y6
 	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VPSRLD     $0x10, Y6, Y7
 	VPAND      Y3, Y7, Y7
 	VPADDD     Y4, Y6, Y6
@@ -300,7 +300,7 @@ quantizeBF16AVX2_nt:
 	VCVTPS2DQ  Y6, Y6
 	VPMOVZXWD  16(AX), Y7
 	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VPSRLD     $0x10, Y7, Y8
 	VPAND      Y3, Y8, Y8
 	VPADDD     Y4, Y7, Y7
@@ -311,7 +311,7 @@ quantizeBF16AVX2_nt:
 	VPACKSSDW  Y7, Y6, Y6
 	VPMOVZXWD  32(AX), Y7
 	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VPSRLD     $0x10, Y7, Y8
 	VPAND      Y3, Y8, Y8
 	VPADDD     Y4, Y7, Y7
@@ -321,7 +321,7 @@ quantizeBF16AVX2_nt:
 	VCVTPS2DQ  Y7, Y7
 	VPMOVZXWD  48(AX), Y8
 	VPSLLD     $0x10, Y8, Y8
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VPSRLD     $0x10, Y8, Y9
 	VPAND      Y3, Y9, Y9
 	VPADDD     Y4, Y8, Y8
@@ -343,7 +343,7 @@ quantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBoundedBF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX2, MMX+, SSE
 TEXT ·quantizeBoundedBF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -351,7 +351,7 @@ TEXT ·quantizeBoundedBF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+384(SB), Y1
 	MOVL         $0x47800080, DI
@@ -371,23 +371,23 @@ quantizeBoundedBF16AVX2_loop:
 	VMOVDQU    32(AX), Y7
 	VPUNPCKLWD Y7, Y3, Y6
 	VPUNPCKHWD Y7, Y3, Y7
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y8
 	VSUBPS     Y8, Y4, Y4
 	VADDPS     Y4, Y8, Y4
 	VCVTPS2DQ  Y4, Y4
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VMULPS     Y2, Y5, Y8
 	VSUBPS     Y8, Y5, Y5
 	VADDPS     Y5, Y8, Y5
 	VCVTPS2DQ  Y5, Y5
 	VPACKSSDW  Y5, Y4, Y4
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VMULPS     Y2, Y6, Y5
 	VSUBPS     Y5, Y6, Y6
 	VADDPS     Y6, Y5, Y6
 	VCVTPS2DQ  Y6, Y6
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y5
 	VSUBPS     Y5, Y7, Y7
 	VADDPS     Y7, Y5, Y7
@@ -411,23 +411,23 @@ quantizeBoundedBF16AVX2_nt:
 	VMOVDQU    32(AX), Y7
 	VPUNPCKLWD Y7, Y3, Y6
 	VPUNPCKHWD Y7, Y3, Y7
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y8
 	VSUBPS     Y8, Y4, Y4
 	VADDPS     Y4, Y8, Y4
 	VCVTPS2DQ  Y4, Y4
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VMULPS     Y2, Y5, Y8
 	VSUBPS     Y8, Y5, Y5
 	VADDPS     Y5, Y8, Y5
 	VCVTPS2DQ  Y5, Y5
 	VPACKSSDW  Y5, Y4, Y4
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VMULPS     Y2, Y6, Y5
 	VSUBPS     Y5, Y6, Y6
 	VADDPS     Y6, Y5, Y6
 	VCVTPS2DQ  Y6, Y6
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y5
 	VSUBPS     Y5, Y7, Y7
 	VADDPS     Y7, Y5, Y7
@@ -446,7 +446,7 @@ quantizeBoundedBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeNextBF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+// func quantizeNextBF16AVX2(src []byte, dst []byte, r float32, next []byte, ahead int, nt bool) uint32
 // Requires: AVX, AVX2, MMX+, SSE
 TEXT ·quantizeNextBF16AVX2(SB), NOSPLIT, $0-100
 	MOVQ         src_base+0(FP), AX
@@ -454,7 +454,7 @@ TEXT ·quantizeNextBF16AVX2(SB), NOSPLIT, $0-100
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+80(FP), BX
 	MOVB         nt+88(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+384(SB), Y1
 	MOVL         $0x47800080, DI
@@ -485,23 +485,23 @@ quantizeNextBF16AVX2_loop:
 	VMOVDQU    32(AX), Y10
 	VPUNPCKLWD Y10, Y3, Y9
 	VPUNPCKHWD Y10, Y3, Y10
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y11
 	VSUBPS     Y11, Y7, Y7
 	VADDPS     Y7, Y11, Y7
 	VCVTPS2DQ  Y7, Y7
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VMULPS     Y2, Y8, Y11
 	VSUBPS     Y11, Y8, Y8
 	VADDPS     Y8, Y11, Y8
 	VCVTPS2DQ  Y8, Y8
 	VPACKSSDW  Y8, Y7, Y7
-	VDIVPS     Y0, Y9, Y9
+	VMULPS     Y0, Y9, Y9
 	VMULPS     Y2, Y9, Y8
 	VSUBPS     Y8, Y9, Y9
 	VADDPS     Y9, Y8, Y9
 	VCVTPS2DQ  Y9, Y9
-	VDIVPS     Y0, Y10, Y10
+	VMULPS     Y0, Y10, Y10
 	VMULPS     Y2, Y10, Y8
 	VSUBPS     Y8, Y10, Y10
 	VADDPS     Y10, Y8, Y10
@@ -530,23 +530,23 @@ quantizeNextBF16AVX2_nt:
 	VMOVDQU    32(AX), Y10
 	VPUNPCKLWD Y10, Y3, Y9
 	VPUNPCKHWD Y10, Y3, Y10
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y11
 	VSUBPS     Y11, Y7, Y7
 	VADDPS     Y7, Y11, Y7
 	VCVTPS2DQ  Y7, Y7
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VMULPS     Y2, Y8, Y11
 	VSUBPS     Y11, Y8, Y8
 	VADDPS     Y8, Y11, Y8
 	VCVTPS2DQ  Y8, Y8
 	VPACKSSDW  Y8, Y7, Y7
-	VDIVPS     Y0, Y9, Y9
+	VMULPS     Y0, Y9, Y9
 	VMULPS     Y2, Y9, Y8
 	VSUBPS     Y8, Y9, Y9
 	VADDPS     Y9, Y8, Y9
 	VCVTPS2DQ  Y9, Y9
-	VDIVPS     Y0, Y10, Y10
+	VMULPS     Y0, Y10, Y10
 	VMULPS     Y2, Y10, Y8
 	VSUBPS     Y8, Y10, Y10
 	VADDPS     Y10, Y8, Y10
@@ -998,7 +998,7 @@ dequantizeBF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·quantizeF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -1006,7 +1006,7 @@ TEXT ·quantizeF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
 	MOVL         $0x42fe0000, DI
@@ -1020,26 +1020,26 @@ quantizeF16AVX2_loop:
 	JE         quantizeF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
 	VCVTPH2PS  (AX), Y3
-	VDIVPS     Y0, Y3, Y3
+	VMULPS     Y0, Y3, Y3
 	VCVTPS2PH  $0x00, Y3, X3
 	VCVTPH2PS  X3, Y3
 	VMINPS     Y2, Y3, Y3
 	VCVTPS2DQ  Y3, Y3
 	VCVTPH2PS  16(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VCVTPS2PH  $0x00, Y4, X4
 	VCVTPH2PS  X4, Y4
 	VMINPS     Y2, Y4, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
 	VCVTPH2PS  32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VCVTPS2PH  $0x00, Y4, X4
 	VCVTPH2PS  X4, Y4
 	VMINPS     Y2, Y4, Y4
 	VCVTPS2DQ  Y4, Y4
 	VCVTPH2PS  48(AX), Y5
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VCVTPS2PH  $0x00, Y5, X5
 	VCVTPH2PS  X5, Y5
 	VMINPS     Y2, Y5, Y5
@@ -1058,26 +1058,26 @@ quantizeF16AVX2_nt:
 	JE         quantizeF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	VCVTPH2PS  (AX), Y3
-	VDIVPS     Y0, Y3, Y3
+	VMULPS     Y0, Y3, Y3
 	VCVTPS2PH  $0x00, Y3, X3
 	VCVTPH2PS  X3, Y3
 	VMINPS     Y2, Y3, Y3
 	VCVTPS2DQ  Y3, Y3
 	VCVTPH2PS  16(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VCVTPS2PH  $0x00, Y4, X4
 	VCVTPH2PS  X4, Y4
 	VMINPS     Y2, Y4, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
 	VCVTPH2PS  32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VCVTPS2PH  $0x00, Y4, X4
 	VCVTPH2PS  X4, Y4
 	VMINPS     Y2, Y4, Y4
 	VCVTPS2DQ  Y4, Y4
 	VCVTPH2PS  48(AX), Y5
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VCVTPS2PH  $0x00, Y5, X5
 	VCVTPH2PS  X5, Y5
 	VMINPS     Y2, Y5, Y5
@@ -1096,7 +1096,7 @@ quantizeF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBoundedF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·quantizeBoundedF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -1104,7 +1104,7 @@ TEXT ·quantizeBoundedF16AVX2(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
 	MOVL         $0x46000400, DI
@@ -1118,26 +1118,26 @@ quantizeBoundedF16AVX2_loop:
 	JE         quantizeBoundedF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
 	VCVTPH2PS  (AX), Y3
-	VDIVPS     Y0, Y3, Y3
+	VMULPS     Y0, Y3, Y3
 	VMULPS     Y2, Y3, Y4
 	VSUBPS     Y4, Y3, Y3
 	VADDPS     Y3, Y4, Y3
 	VCVTPS2DQ  Y3, Y3
 	VCVTPH2PS  16(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y5
 	VSUBPS     Y5, Y4, Y4
 	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
 	VCVTPH2PS  32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y5
 	VSUBPS     Y5, Y4, Y4
 	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VCVTPH2PS  48(AX), Y5
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VMULPS     Y2, Y5, Y6
 	VSUBPS     Y6, Y5, Y5
 	VADDPS     Y5, Y6, Y5
@@ -1156,26 +1156,26 @@ quantizeBoundedF16AVX2_nt:
 	JE         quantizeBoundedF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	VCVTPH2PS  (AX), Y3
-	VDIVPS     Y0, Y3, Y3
+	VMULPS     Y0, Y3, Y3
 	VMULPS     Y2, Y3, Y4
 	VSUBPS     Y4, Y3, Y3
 	VADDPS     Y3, Y4, Y3
 	VCVTPS2DQ  Y3, Y3
 	VCVTPH2PS  16(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y5
 	VSUBPS     Y5, Y4, Y4
 	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VPACKSSDW  Y4, Y3, Y3
 	VCVTPH2PS  32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
+	VMULPS     Y0, Y4, Y4
 	VMULPS     Y2, Y4, Y5
 	VSUBPS     Y5, Y4, Y4
 	VADDPS     Y4, Y5, Y4
 	VCVTPS2DQ  Y4, Y4
 	VCVTPH2PS  48(AX), Y5
-	VDIVPS     Y0, Y5, Y5
+	VMULPS     Y0, Y5, Y5
 	VMULPS     Y2, Y5, Y6
 	VSUBPS     Y6, Y5, Y5
 	VADDPS     Y5, Y6, Y5
@@ -1194,7 +1194,7 @@ quantizeBoundedF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func quantizeNextF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+// func quantizeNextF16AVX2(src []byte, dst []byte, r float32, next []byte, ahead int, nt bool) uint32
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·quantizeNextF16AVX2(SB), NOSPLIT, $0-100
 	MOVQ         src_base+0(FP), AX
@@ -1202,7 +1202,7 @@ TEXT ·quantizeNextF16AVX2(SB), NOSPLIT, $0-100
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+80(FP), BX
 	MOVB         nt+88(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Y0
 	VMOVDQU      qdqConstAVX2<>+0(SB), Y1
 	MOVL         $0x46000400, DI
@@ -1227,26 +1227,26 @@ quantizeNextF16AVX2_loop:
 	VPMAXUW    Y6, Y5, Y5
 	ADDQ       $0x00000040, DI
 	VCVTPH2PS  (AX), Y6
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VMULPS     Y2, Y6, Y7
 	VSUBPS     Y7, Y6, Y6
 	VADDPS     Y6, Y7, Y6
 	VCVTPS2DQ  Y6, Y6
 	VCVTPH2PS  16(AX), Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y8
 	VSUBPS     Y8, Y7, Y7
 	VADDPS     Y7, Y8, Y7
 	VCVTPS2DQ  Y7, Y7
 	VPACKSSDW  Y7, Y6, Y6
 	VCVTPH2PS  32(AX), Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y8
 	VSUBPS     Y8, Y7, Y7
 	VADDPS     Y7, Y8, Y7
 	VCVTPS2DQ  Y7, Y7
 	VCVTPH2PS  48(AX), Y8
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VMULPS     Y2, Y8, Y9
 	VSUBPS     Y9, Y8, Y8
 	VADDPS     Y8, Y9, Y8
@@ -1270,26 +1270,26 @@ quantizeNextF16AVX2_nt:
 	VPMAXUW    Y6, Y5, Y5
 	ADDQ       $0x00000040, DI
 	VCVTPH2PS  (AX), Y6
-	VDIVPS     Y0, Y6, Y6
+	VMULPS     Y0, Y6, Y6
 	VMULPS     Y2, Y6, Y7
 	VSUBPS     Y7, Y6, Y6
 	VADDPS     Y6, Y7, Y6
 	VCVTPS2DQ  Y6, Y6
 	VCVTPH2PS  16(AX), Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y8
 	VSUBPS     Y8, Y7, Y7
 	VADDPS     Y7, Y8, Y7
 	VCVTPS2DQ  Y7, Y7
 	VPACKSSDW  Y7, Y6, Y6
 	VCVTPH2PS  32(AX), Y7
-	VDIVPS     Y0, Y7, Y7
+	VMULPS     Y0, Y7, Y7
 	VMULPS     Y2, Y7, Y8
 	VSUBPS     Y8, Y7, Y7
 	VADDPS     Y7, Y8, Y7
 	VCVTPS2DQ  Y7, Y7
 	VCVTPH2PS  48(AX), Y8
-	VDIVPS     Y0, Y8, Y8
+	VMULPS     Y0, Y8, Y8
 	VMULPS     Y2, Y8, Y9
 	VSUBPS     Y9, Y8, Y8
 	VADDPS     Y8, Y9, Y8
@@ -4515,7 +4515,7 @@ DATA qdqConstAVX512<>+952(SB)/4, $0x0000001b
 DATA qdqConstAVX512<>+956(SB)/4, $0x0000001f
 GLOBL qdqConstAVX512<>(SB), RODATA|NOPTR, $960
 
-// func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeBF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -4523,7 +4523,7 @@ TEXT ·quantizeBF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Z0
 	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
 	MOVL         $0x42fe0000, DI
@@ -4544,7 +4544,7 @@ quantizeBF16AVX512_loop:
 	PREFETCHT0 64(AX)(BX*1)
 	VPMOVZXWD  (AX), Z6
 	VPSLLD     $0x10, Z6, Z6
-	VDIVPS     Z0, Z6, Z6
+	VMULPS     Z0, Z6, Z6
 	VPSRLD     $0x10, Z6, Z7
 	VPANDD     Z3, Z7, Z7
 	VPADDD     Z4, Z6, Z6
@@ -4554,7 +4554,7 @@ quantizeBF16AVX512_loop:
 	VCVTPS2DQ  Z6, Z6
 	VPMOVZXWD  32(AX), Z7
 	VPSLLD     $0x10, Z7, Z7
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VPSRLD     $0x10, Z7, Z8
 	VPANDD     Z3, Z8, Z8
 	VPADDD     Z4, Z7, Z7
@@ -4565,7 +4565,7 @@ quantizeBF16AVX512_loop:
 	VPACKSSDW  Z7, Z6, Z6
 	VPMOVZXWD  64(AX), Z7
 	VPSLLD     $0x10, Z7, Z7
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VPSRLD     $0x10, Z7, Z8
 	VPANDD     Z3, Z8, Z8
 	VPADDD     Z4, Z7, Z7
@@ -4575,7 +4575,7 @@ quantizeBF16AVX512_loop:
 	VCVTPS2DQ  Z7, Z7
 	VPMOVZXWD  96(AX), Z8
 	VPSLLD     $0x10, Z8, Z8
-	VDIVPS     Z0, Z8, Z8
+	VMULPS     Z0, Z8, Z8
 	VPSRLD     $0x10, Z8, Z9
 	VPANDD     Z3, Z9, Z9
 	VPADDD     Z4, Z8, Z8
@@ -4599,7 +4599,7 @@ quantizeBF16AVX512_nt:
 	PREFETCHT0 64(AX)(BX*1)
 	VPMOVZXWD  (AX), Z6
 	VPSLLD     $0x10, Z6, Z6
-	VDIVPS     Z0, Z6, Z6
+	VMULPS     Z0, Z6, Z6
 	VPSRLD     $0x10, Z6, Z7
 	VPANDD     Z3, Z7, Z7
 	VPADDD     Z4, Z6, Z6
@@ -4609,7 +4609,7 @@ quantizeBF16AVX512_nt:
 	VCVTPS2DQ  Z6, Z6
 	VPMOVZXWD  32(AX), Z7
 	VPSLLD     $0x10, Z7, Z7
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VPSRLD     $0x10, Z7, Z8
 	VPANDD     Z3, Z8, Z8
 	VPADDD     Z4, Z7, Z7
@@ -4620,7 +4620,7 @@ quantizeBF16AVX512_nt:
 	VPACKSSDW  Z7, Z6, Z6
 	VPMOVZXWD  64(AX), Z7
 	VPSLLD     $0x10, Z7, Z7
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VPSRLD     $0x10, Z7, Z8
 	VPANDD     Z3, Z8, Z8
 	VPADDD     Z4, Z7, Z7
@@ -4630,7 +4630,7 @@ quantizeBF16AVX512_nt:
 	VCVTPS2DQ  Z7, Z7
 	VPMOVZXWD  96(AX), Z8
 	VPSLLD     $0x10, Z8, Z8
-	VDIVPS     Z0, Z8, Z8
+	VMULPS     Z0, Z8, Z8
 	VPSRLD     $0x10, Z8, Z9
 	VPANDD     Z3, Z9, Z9
 	VPADDD     Z4, Z8, Z8
@@ -4652,7 +4652,7 @@ quantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func quantizeBoundedBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBoundedBF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeBoundedBF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -4660,7 +4660,7 @@ TEXT ·quantizeBoundedBF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Z0
 	VMOVDQU32    qdqConstAVX512<>+768(SB), Z2
 	MOVL         $0x47800080, DI
@@ -4680,23 +4680,23 @@ quantizeBoundedBF16AVX512_loop:
 	VMOVDQU32  64(AX), Z7
 	VPUNPCKLWD Z7, Z1, Z6
 	VPUNPCKHWD Z7, Z1, Z7
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z3, Z4, Z8
 	VSUBPS     Z8, Z4, Z4
 	VADDPS     Z4, Z8, Z4
 	VCVTPS2DQ  Z4, Z4
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VMULPS     Z3, Z5, Z8
 	VSUBPS     Z8, Z5, Z5
 	VADDPS     Z5, Z8, Z5
 	VCVTPS2DQ  Z5, Z5
 	VPACKSSDW  Z5, Z4, Z4
-	VDIVPS     Z0, Z6, Z6
+	VMULPS     Z0, Z6, Z6
 	VMULPS     Z3, Z6, Z5
 	VSUBPS     Z5, Z6, Z6
 	VADDPS     Z6, Z5, Z6
 	VCVTPS2DQ  Z6, Z6
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VMULPS     Z3, Z7, Z5
 	VSUBPS     Z5, Z7, Z7
 	VADDPS     Z7, Z5, Z7
@@ -4721,23 +4721,23 @@ quantizeBoundedBF16AVX512_nt:
 	VMOVDQU32  64(AX), Z7
 	VPUNPCKLWD Z7, Z1, Z6
 	VPUNPCKHWD Z7, Z1, Z7
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z3, Z4, Z8
 	VSUBPS     Z8, Z4, Z4
 	VADDPS     Z4, Z8, Z4
 	VCVTPS2DQ  Z4, Z4
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VMULPS     Z3, Z5, Z8
 	VSUBPS     Z8, Z5, Z5
 	VADDPS     Z5, Z8, Z5
 	VCVTPS2DQ  Z5, Z5
 	VPACKSSDW  Z5, Z4, Z4
-	VDIVPS     Z0, Z6, Z6
+	VMULPS     Z0, Z6, Z6
 	VMULPS     Z3, Z6, Z5
 	VSUBPS     Z5, Z6, Z6
 	VADDPS     Z6, Z5, Z6
 	VCVTPS2DQ  Z6, Z6
-	VDIVPS     Z0, Z7, Z7
+	VMULPS     Z0, Z7, Z7
 	VMULPS     Z3, Z7, Z5
 	VSUBPS     Z5, Z7, Z7
 	VADDPS     Z7, Z5, Z7
@@ -5176,7 +5176,7 @@ dequantizeBF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func quantizeF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -5184,7 +5184,7 @@ TEXT ·quantizeF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Z0
 	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
 	MOVL         $0x42fe0000, DI
@@ -5198,26 +5198,26 @@ quantizeF16AVX512_loop:
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
 	VCVTPH2PS  (AX), Z3
-	VDIVPS     Z0, Z3, Z3
+	VMULPS     Z0, Z3, Z3
 	VCVTPS2PH  $0x00, Z3, Y3
 	VCVTPH2PS  Y3, Z3
 	VMINPS     Z2, Z3, Z3
 	VCVTPS2DQ  Z3, Z3
 	VCVTPH2PS  32(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VCVTPS2PH  $0x00, Z4, Y4
 	VCVTPH2PS  Y4, Z4
 	VMINPS     Z2, Z4, Z4
 	VCVTPS2DQ  Z4, Z4
 	VPACKSSDW  Z4, Z3, Z3
 	VCVTPH2PS  64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VCVTPS2PH  $0x00, Z4, Y4
 	VCVTPH2PS  Y4, Z4
 	VMINPS     Z2, Z4, Z4
 	VCVTPS2DQ  Z4, Z4
 	VCVTPH2PS  96(AX), Z5
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VCVTPS2PH  $0x00, Z5, Y5
 	VCVTPH2PS  Y5, Z5
 	VMINPS     Z2, Z5, Z5
@@ -5237,26 +5237,26 @@ quantizeF16AVX512_nt:
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
 	VCVTPH2PS  (AX), Z3
-	VDIVPS     Z0, Z3, Z3
+	VMULPS     Z0, Z3, Z3
 	VCVTPS2PH  $0x00, Z3, Y3
 	VCVTPH2PS  Y3, Z3
 	VMINPS     Z2, Z3, Z3
 	VCVTPS2DQ  Z3, Z3
 	VCVTPH2PS  32(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VCVTPS2PH  $0x00, Z4, Y4
 	VCVTPH2PS  Y4, Z4
 	VMINPS     Z2, Z4, Z4
 	VCVTPS2DQ  Z4, Z4
 	VPACKSSDW  Z4, Z3, Z3
 	VCVTPH2PS  64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VCVTPS2PH  $0x00, Z4, Y4
 	VCVTPH2PS  Y4, Z4
 	VMINPS     Z2, Z4, Z4
 	VCVTPS2DQ  Z4, Z4
 	VCVTPH2PS  96(AX), Z5
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VCVTPS2PH  $0x00, Z5, Y5
 	VCVTPH2PS  Y5, Z5
 	VMINPS     Z2, Z5, Z5
@@ -5275,7 +5275,7 @@ quantizeF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func quantizeBoundedF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+// func quantizeBoundedF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 // Requires: AVX, AVX512BW, AVX512F, MMX+, SSE
 TEXT ·quantizeBoundedF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         src_base+0(FP), AX
@@ -5283,7 +5283,7 @@ TEXT ·quantizeBoundedF16AVX512(SB), NOSPLIT, $0-65
 	MOVQ         dst_len+32(FP), DX
 	MOVQ         ahead+56(FP), BX
 	MOVB         nt+64(FP), SI
-	MOVSS        t+48(FP), X0
+	MOVSS        r+48(FP), X0
 	VBROADCASTSS X0, Z0
 	VMOVDQU32    qdqConstAVX512<>+0(SB), Z1
 	MOVL         $0x46000400, DI
@@ -5297,26 +5297,26 @@ quantizeBoundedF16AVX512_loop:
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
 	VCVTPH2PS  (AX), Z3
-	VDIVPS     Z0, Z3, Z3
+	VMULPS     Z0, Z3, Z3
 	VMULPS     Z2, Z3, Z4
 	VSUBPS     Z4, Z3, Z3
 	VADDPS     Z3, Z4, Z3
 	VCVTPS2DQ  Z3, Z3
 	VCVTPH2PS  32(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z2, Z4, Z5
 	VSUBPS     Z5, Z4, Z4
 	VADDPS     Z4, Z5, Z4
 	VCVTPS2DQ  Z4, Z4
 	VPACKSSDW  Z4, Z3, Z3
 	VCVTPH2PS  64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z2, Z4, Z5
 	VSUBPS     Z5, Z4, Z4
 	VADDPS     Z4, Z5, Z4
 	VCVTPS2DQ  Z4, Z4
 	VCVTPH2PS  96(AX), Z5
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VMULPS     Z2, Z5, Z6
 	VSUBPS     Z6, Z5, Z5
 	VADDPS     Z5, Z6, Z5
@@ -5336,26 +5336,26 @@ quantizeBoundedF16AVX512_nt:
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
 	VCVTPH2PS  (AX), Z3
-	VDIVPS     Z0, Z3, Z3
+	VMULPS     Z0, Z3, Z3
 	VMULPS     Z2, Z3, Z4
 	VSUBPS     Z4, Z3, Z3
 	VADDPS     Z3, Z4, Z3
 	VCVTPS2DQ  Z3, Z3
 	VCVTPH2PS  32(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z2, Z4, Z5
 	VSUBPS     Z5, Z4, Z4
 	VADDPS     Z4, Z5, Z4
 	VCVTPS2DQ  Z4, Z4
 	VPACKSSDW  Z4, Z3, Z3
 	VCVTPH2PS  64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
+	VMULPS     Z0, Z4, Z4
 	VMULPS     Z2, Z4, Z5
 	VSUBPS     Z5, Z4, Z4
 	VADDPS     Z4, Z5, Z4
 	VCVTPS2DQ  Z4, Z4
 	VCVTPH2PS  96(AX), Z5
-	VDIVPS     Z0, Z5, Z5
+	VMULPS     Z0, Z5, Z5
 	VMULPS     Z2, Z5, Z6
 	VSUBPS     Z6, Z5, Z5
 	VADDPS     Z5, Z6, Z5

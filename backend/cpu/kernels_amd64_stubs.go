@@ -20,23 +20,26 @@ func absMaxBits16AVX2(src []byte) uint32
 func absMaxBits32AVX2(src []byte) uint32
 
 // quantizeBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeBoundedBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBoundedBF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeNextBF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // and returns the unsigned maximum of the sign-cleared 16-bit elements of next
 // (which holds as many elements as src), prefetching ahead bytes past each block of next,
@@ -45,7 +48,7 @@ func quantizeBoundedBF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bo
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeNextBF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+func quantizeNextBF16AVX2(src []byte, dst []byte, r float32, next []byte, ahead int, nt bool) uint32
 
 // quantizeSRBF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
@@ -65,23 +68,26 @@ func quantizeSRBF16AVX2(src []byte, dst []byte, t float32, k0 uint64, ahead int,
 func dequantizeBF16AVX2(q []byte, s float32, dst []byte, nt bool)
 
 // quantizeF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeBoundedF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 32 bytes then). len(dst) must be a multiple of 32
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBoundedF16AVX2(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeNextF16AVX2 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // and returns the unsigned maximum of the sign-cleared 16-bit elements of next
 // (which holds as many elements as src), prefetching ahead bytes past each block of next,
@@ -90,7 +96,7 @@ func quantizeBoundedF16AVX2(src []byte, dst []byte, t float32, ahead int, nt boo
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeNextF16AVX2(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32
+func quantizeNextF16AVX2(src []byte, dst []byte, r float32, next []byte, ahead int, nt bool) uint32
 
 // quantizeSRF16AVX2 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
@@ -346,21 +352,23 @@ func absMaxBits16AVX512(src []byte) uint32
 func absMaxBits32AVX512(src []byte) uint32
 
 // quantizeBF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeBoundedBF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for bfloat16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBoundedBF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBoundedBF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeSRBF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for bfloat16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
@@ -380,21 +388,23 @@ func quantizeSRBF16AVX512(src []byte, dst []byte, t float32, k0 uint64, ahead in
 func dequantizeBF16AVX512(q []byte, s float32, dst []byte, nt bool)
 
 // quantizeF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeBoundedF16AVX512 sets dst[i] = int8(clamp(roundHalfEven(rT(x[i] / t)))) for float16 x in src,
+// by the product by r = 1/t rounded to float32 (the same integers),
 // each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),
 // prefetching ahead bytes past each block of src, storing non-temporally if nt
 // (dst aligned to 64 bytes then). len(dst) must be a multiple of 64
 // and src must hold len(dst) elements.
 //
 //go:noescape
-func quantizeBoundedF16AVX512(src []byte, dst []byte, t float32, ahead int, nt bool)
+func quantizeBoundedF16AVX512(src []byte, dst []byte, r float32, ahead int, nt bool)
 
 // quantizeSRF16AVX512 sets dst[i] = int8(clamp(floor(rT(rT(x[i] / t) + rT(u))))) for float16 x in src,
 // prefetching ahead bytes past each block of src, storing non-temporally if nt

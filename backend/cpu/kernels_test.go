@@ -575,10 +575,13 @@ func TestRoundBits(t *testing.T) {
 
 // TestQuantizeTies puts quotients exactly halfway between two values of T
 // (the ties where rounding to T decides the integer: next to n + 0.5 for
-// every n the result can take, both signs) through every kernel set, in
-// every lane and the tail. The exhaustive sweep reaches such ties only by
-// chance, since a quotient of T values is rarely one.
-func TestQuantizeTies(t *testing.T) { forEachKernelSet(t, true, testQuantizeTies) }
+// every n the result can take, both signs) through every assembly
+// kernel set, in every lane and the tail. The bfloat16 and float16 kernels
+// multiply by the divisor's reciprocal r (kernelDivisor), so the ties are
+// of the product x·r, with r any float32: the rounding must give
+// roundHalfEven(rT(x·r)). The exhaustive sweep reaches such ties only by
+// chance, since a product of T values and reciprocals is rarely one.
+func TestQuantizeTies(t *testing.T) { forEachImpl(t, testQuantizeTies) }
 
 func testQuantizeTies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -592,9 +595,9 @@ func testQuantizeTies(t *testing.T) {
 			for _, y := range []float64{h - u/2, h + u/2, -(h - u/2), -(h + u/2)} {
 				for range 4 {
 					x := dt.Round(float32(math.Ldexp(1+rng.Float64(), rng.IntN(8))))
-					td := x / float32(y)
-					for _, c := range []float32{td, math.Nextafter32(td, 0), math.Nextafter32(td, 1e9)} {
-						if x/c != float32(y) || c <= 0 {
+					rd := float32(y) / x
+					for _, r := range []float32{rd, math.Nextafter32(rd, 0), math.Nextafter32(rd, 1e9)} {
+						if x*r != float32(y) {
 							continue
 						}
 						ties++
@@ -603,12 +606,16 @@ func testQuantizeTies(t *testing.T) {
 							src = binary.LittleEndian.AppendUint16(src, map[dtype.DType]func(float32) uint16{
 								dtype.Float16: dtype.Float16FromFloat32, dtype.BFloat16: dtype.BFloat16FromFloat32}[dt](x))
 						}
-						got := make([]byte, 67)
-						quantize(dt, src, got, c, 0, 0)
-						want := quantizeRef(dt, x, c, 0, 0)
-						for i := range got {
-							if int8(got[i]) != want {
-								t.Fatalf("%v: %v / %v = %v (a tie of T) quantizes to %d in lane %d, want %d", dt, x, c, y, int8(got[i]), i, want)
+						want := quant.RoundHalfEven(dt.Round(x * r))
+						got := make([]byte, 64)
+						for _, k := range []func(src, dst []byte, r float32, ahead int, nt bool){
+							quantizeKernels[impl][kernelIndex(dt)], quantizeBoundedKernels[impl][kernelIndex(dt)],
+						} {
+							k(src[:64*dt.Size()], got, r, 0, false)
+							for i := range got {
+								if int8(got[i]) != want {
+									t.Fatalf("%v: %v · %v = %v (a tie of T) quantizes to %d in lane %d, want %d", dt, x, r, y, int8(got[i]), i, want)
+								}
 							}
 						}
 						break
@@ -619,5 +626,37 @@ func testQuantizeTies(t *testing.T) {
 		if ties < 500 {
 			t.Fatalf("%v: only %d ties constructed", dt, ties)
 		}
+	}
+}
+
+// TestReciprocalQuotients checks what lets the bfloat16 and float16
+// kernels multiply by r = 1/t (rounded to float32) instead of dividing by
+// t, t a value of T as divisor returns: roundHalfEven(rT(x·r)) equals
+// roundHalfEven(rT(x/t)) for every pair of T's significands, x's at
+// exponents that put the quotient anywhere from below 1/2 (an integer of
+// 0 either way) to past 128 (clamped either way). Exponents only scale
+// both the quotient and the product exactly, so these pairs are all
+// there is to check: float16 has 2^10 significands, bfloat16 2^7.
+func TestReciprocalQuotients(t *testing.T) {
+	for _, dt := range []dtype.DType{dtype.Float16, dtype.BFloat16} {
+		frac := map[dtype.DType]int{dtype.Float16: 10, dtype.BFloat16: 7}[dt]
+		sig := func(m int) float32 { return float32(1 + math.Ldexp(float64(m), -frac)) }
+		checked := 0
+		for mt := range 1 << frac {
+			tv := sig(mt)
+			r := 1 / tv
+			for mx := range 1 << frac {
+				for e := -3; e <= 8; e++ {
+					for _, x := range []float32{float32(math.Ldexp(float64(sig(mx)), e)), -float32(math.Ldexp(float64(sig(mx)), e))} {
+						div, mul := quant.RoundHalfEven(dt.Round(x/tv)), quant.RoundHalfEven(dt.Round(x*r))
+						if div != mul {
+							t.Fatalf("%v: %v / %v gives %d, %v · %v gives %d", dt, x, tv, div, x, r, mul)
+						}
+						checked++
+					}
+				}
+			}
+		}
+		t.Logf("%v: %d quotients, the same integers", dt, checked)
 	}
 }

@@ -12,8 +12,16 @@
 //   - abs-max: the largest |x| found as the unsigned maximum of the element
 //     bits with the sign bit cleared, which orders finite values like the
 //     floats and puts NaN and infinity above every finite value;
-//   - quantize: y = rT(x / t) with a true IEEE division (VDIVPS, never a
-//     multiply by 1/t, which rounds differently), the rounding to T done by
+//   - quantize: y = rT(x / t) with a true IEEE division (VDIVPS) for
+//     float32 and stochastic rounding; for bfloat16 and float16 rounded half
+//     to even, a product by r = 1/t (rounded to float32) instead, which can
+//     round the quotient differently, but never the integer: both operands
+//     have at most 11 significant bits, so the quotient's significand and
+//     the product's depend only on the two significands (the exponents
+//     scale them exactly, save in subnormal range, where every integer is
+//     0), and TestReciprocalQuotients tries every pair of significands, the
+//     rounding to T and then to an integer: the same integer each time.
+//     The rounding to T is done by
 //     F16C for float16 and by integer round-to-nearest-even on the bits for
 //     bfloat16; then clamped to 127 (which commutes with rounding to an
 //     integer; the conversion and the saturating packs take care of values
@@ -527,19 +535,29 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 	bits := 8 * size
 	lanes := w.lanes()
 	block := 4 * lanes
-	sig := "func(src []byte, dst []byte, t float32, ahead int, nt bool)"
+	// bfloat16 and float16 rounded half to even multiply by the divisor's
+	// reciprocal: the same integers (see above).
+	recip := !stochastic && dt != "float32"
+	divisor := "t"
+	if recip {
+		divisor = "r" // 1/t
+	}
+	sig := "func(src []byte, dst []byte, " + divisor + " float32, ahead int, nt bool)"
 	rule := "roundHalfEven(rT(x[i] / t))"
 	switch {
 	case stochastic:
 		sig = "func(src []byte, dst []byte, t float32, k0 uint64, ahead int, nt bool)"
 		rule = "floor(rT(rT(x[i] / t) + rT(u)))"
 	case next:
-		sig = "func(src []byte, dst []byte, t float32, next []byte, ahead int, nt bool) uint32"
+		sig = "func(src []byte, dst []byte, " + divisor + " float32, next []byte, ahead int, nt bool) uint32"
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
 	doc := []string{
 		name + " sets dst[i] = int8(clamp(" + rule + ")) for " + dt + " x in src,",
+	}
+	if recip {
+		doc = append(doc, "by the product by r = 1/t rounded to float32 (the same integers),")
 	}
 	if bounded {
 		doc = append(doc, "each quotient x[i] / t below 2^15 in magnitude (it has no clamp of its own),")
@@ -564,7 +582,7 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 	n := Load(Param("dst").Len(), GP64())
 	ahead := Load(Param("ahead"), GP64())
 	nt := Load(Param("nt"), GP8())
-	t := w.broadcastParam("t")
+	t := w.broadcastParam(divisor)
 	// The lean kernels round to T by Veltkamp's splitting (see veltkamp)
 	// and widen bfloat16 by unpacking it against zero. (For float16 the
 	// split is one instruction more than F16C's round trip, and measured
@@ -663,8 +681,12 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 			if !unpack {
 				widenLoad(dt, Mem{Base: src, Disp: lanes * size * g}, y)
 			}
-			// Divide, then round the quotient to T.
-			VDIVPS(t, y, y)
+			// Divide (see above), then round the quotient to T.
+			if recip {
+				VMULPS(t, y, y)
+			} else {
+				VDIVPS(t, y, y)
+			}
 			roundT(y)
 			if stochastic {
 				u := noise(w, k, kHi, tab)
