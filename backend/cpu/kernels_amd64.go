@@ -151,7 +151,8 @@ func quantize(dt dtype.DType, src, dst []byte, t float32, seed int64, base uint6
 
 // kernelDivisor is what the round-half-even quantize kernels take for the
 // divisor t: t itself for float32, its reciprocal for bfloat16 and float16,
-// which they multiply by (see _asm/main.go: the same integers).
+// which they multiply by (see _asm/main.go: the same integers, for t a
+// value of the dtype, as divisor returns and every caller passes).
 func kernelDivisor(dt dtype.DType, t float32) float32 {
 	if dt == dtype.Float32 {
 		return t
