@@ -1213,15 +1213,7 @@ func rotateRows(name string, g int, in, out string, w width, tab Mem) {
 	Label(name + "_loop")
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
-	r := make([]VecVirtual, regs)
-	for i := range r {
-		r[i] = w.reg()
-		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
-	}
-	if !quant {
-		prefetchAlong(pf, block)
-	}
-	rotateRegs(w, tab, two, r, g)
+	r := loadRotate(w, tab, two, in, Mem{Base: p}, s, pf, regs, g)
 	for i, y := range r {
 		VMULPS(scale, y, y)
 		at := Mem{Base: dst, Disp: w.lanes() * outSize * i}
@@ -1295,15 +1287,7 @@ func rotateLoad(name string, g int, in string, w width, tab Mem) {
 	Label(name + "_loop")
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
-	r := make([]VecVirtual, regs)
-	for i := range r {
-		r[i] = w.reg()
-		loadRotated(w, in, Mem{Base: p, Disp: w.lanes() * inSize * i}, s, r[i])
-	}
-	if !quant {
-		prefetchAlong(pf, block)
-	}
-	rotateRegs(w, tab, two, r, g)
+	r := loadRotate(w, tab, two, in, Mem{Base: p}, s, pf, regs, g)
 	for i, y := range r {
 		VMOVUPS(y, Mem{Base: dst, Disp: w.bytes * i})
 	}
@@ -1315,6 +1299,27 @@ func rotateLoad(name string, g int, in string, w width, tab Mem) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// loadRotate emits the loads of regs registers of values at m (in
+// converted as loadRotated says; with "int8", times s, prefetching along
+// pf) and every stage of their rotation in groups of g, returning the
+// registers: rotateRows's and rotateLoad's loop body up to the stores.
+func loadRotate(w width, tab Mem, two VecVirtual, in string, m Mem, s VecVirtual, pf Register, regs, g int) []VecVirtual {
+	size := 1
+	if in != "int8" {
+		size = elemSize(in)
+	}
+	r := make([]VecVirtual, regs)
+	for i := range r {
+		r[i] = w.reg()
+		loadRotated(w, in, m.Offset(w.lanes()*size*i), s, r[i])
+	}
+	if in == "int8" {
+		prefetchAlong(pf, regs*w.lanes())
+	}
+	rotateRegs(w, tab, two, r, g)
+	return r
 }
 
 // prefetchAlong prefetches the lines of the next n bytes at pf (at least
