@@ -1048,13 +1048,18 @@ func (b *widenBody) run(lo, hi int) {
 
 // mmFinish writes sums as mm_int8's int32 output.
 type mmFinish struct {
-	dst []byte
-	n   int
+	dst    []byte
+	n      int
+	stream bool // the output outgrows the last-level cache: non-temporal stores
 }
 
 func (f *mmFinish) finish(r0, c0, rows, cols int, sums []byte, lds int) {
 	for i := range rows {
 		at := 4 * ((r0+i)*f.n + c0)
+		if f.stream {
+			copyStream(f.dst[at:at+4*cols], sums[i*lds:i*lds+4*cols])
+			continue
+		}
 		copy(f.dst[at:at+4*cols], sums[i*lds:])
 	}
 }
@@ -1117,7 +1122,7 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 		return res, err
 	}
 	dst, _ := out.Bytes()
-	p.fin = &mmFinish{dst: dst, n: n}
+	p.fin = &mmFinish{dst: dst, n: n, stream: streaming(len(dst))}
 	if err := p.run(ctx); err != nil {
 		return res, err
 	}

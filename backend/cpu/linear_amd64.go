@@ -372,3 +372,27 @@ func activateBlocks(dt dtype.DType, act string, row, b []byte) int {
 	}
 	return n
 }
+
+// copyStream copies src to dst (as long) with non-temporal stores where
+// the assembly can (the aligned whole blocks), ordinary ones elsewhere;
+// parallelFor fences them.
+func copyStream(dst, src []byte) {
+	dst = dst[:len(src)]
+	if impl == implGeneric {
+		copy(dst, src)
+		return
+	}
+	head := alignHead(dst, 1, vectorBytes())
+	if head < 0 {
+		copy(dst, src)
+		return
+	}
+	copy(dst[:head], src)
+	n := head + (len(src)-head)&^(2*vectorBytes()-1)
+	if impl == implAVX512 {
+		copyStreamAVX512(dst[head:n], src[head:n])
+	} else {
+		copyStreamAVX2(dst[head:n], src[head:n])
+	}
+	copy(dst[n:], src[n:])
+}

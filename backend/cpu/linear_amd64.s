@@ -4087,6 +4087,29 @@ swiGLUF32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func copyStreamAVX2(dst []byte, src []byte)
+// Requires: AVX
+TEXT ·copyStreamAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ src_len+32(FP), DX
+
+copyStreamAVX2_loop:
+	CMPQ     DX, $0x00
+	JE       copyStreamAVX2_done
+	VMOVDQU  (CX), Y0
+	VMOVNTDQ Y0, (AX)
+	VMOVDQU  32(CX), Y0
+	VMOVNTDQ Y0, 32(AX)
+	ADDQ     $0x00000040, CX
+	ADDQ     $0x00000040, AX
+	SUBQ     $0x00000040, DX
+	JMP      copyStreamAVX2_loop
+
+copyStreamAVX2_done:
+	VZEROUPPER
+	RET
+
 // func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·gemmTile1AVX512(SB), NOSPLIT, $0-97
@@ -8966,5 +8989,28 @@ swiGLUF32AVX512_loop:
 	JMP           swiGLUF32AVX512_loop
 
 swiGLUF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func copyStreamAVX512(dst []byte, src []byte)
+// Requires: AVX, AVX512F
+TEXT ·copyStreamAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ src_len+32(FP), DX
+
+copyStreamAVX512_loop:
+	CMPQ      DX, $0x00
+	JE        copyStreamAVX512_done
+	VMOVDQU32 (CX), Z0
+	VMOVNTDQ  Z0, (AX)
+	VMOVDQU32 64(CX), Z0
+	VMOVNTDQ  Z0, 64(AX)
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000080, AX
+	SUBQ      $0x00000080, DX
+	JMP       copyStreamAVX512_loop
+
+copyStreamAVX512_done:
 	VZEROUPPER
 	RET

@@ -338,6 +338,12 @@ func geluTanhF32AVX2(src []byte, dst []byte)
 //go:noescape
 func swiGLUF32AVX2(gate []byte, up []byte, dst []byte)
 
+// copyStreamAVX2 copies src to dst with non-temporal stores.
+// len(src) must be a multiple of 64, dst as long and aligned to 32 bytes.
+//
+//go:noescape
+func copyStreamAVX2(dst []byte, src []byte)
+
 // gemmTile1AVX512 computes a tile of 1 rows by 32 columns of an exact int8 product over kp pairs of k:
 // a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
 // b the packed weight panel: per pair of k, 32 columns of int16 pairs (128 bytes);
@@ -750,3 +756,9 @@ func geluTanhF32AVX512(src []byte, dst []byte)
 //
 //go:noescape
 func swiGLUF32AVX512(gate []byte, up []byte, dst []byte)
+
+// copyStreamAVX512 copies src to dst with non-temporal stores.
+// len(src) must be a multiple of 128, dst as long and aligned to 64 bytes.
+//
+//go:noescape
+func copyStreamAVX512(dst []byte, src []byte)

@@ -110,3 +110,31 @@ func TestActivationKernels(t *testing.T) {
 		}
 	})
 }
+
+// TestCopyStream copies every length up to a few blocks, into outputs at
+// every alignment, with each kernel set, and checks that it writes the
+// bytes and nothing past them.
+func TestCopyStream(t *testing.T) {
+	forEachKernelSet(t, true, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(25, 26))
+		for n := range 300 {
+			src := make([]byte, n)
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+			for off := range 65 {
+				buf := make([]byte, 64+off+n+64)
+				copyStream(buf[64+off:64+off+n], src)
+				sfence()
+				if !bytes.Equal(buf[64+off:64+off+n], src) {
+					t.Fatalf("%d bytes at offset %d: copied wrong", n, off)
+				}
+				for i, b := range append(buf[:64+off:64+off], buf[64+off+n:]...) {
+					if b != 0 {
+						t.Fatalf("%d bytes at offset %d: byte %d outside the copy written", n, off, i)
+					}
+				}
+			}
+		}
+	})
+}

@@ -60,3 +60,6 @@ func packColsQuadsPanels([]byte, int, int, []byte, int) int { return 0 }
 
 // activateBlocks does none of the activation: Go does it all (activate).
 func activateBlocks(dtype.DType, string, []byte, []byte) int { return 0 }
+
+// copyStream is copy: the Go kernels have no non-temporal stores.
+func copyStream(dst, src []byte) { copy(dst, src) }

@@ -1332,6 +1332,36 @@ func packCols(name string, w width) {
 	RET()
 }
 
+// copyStream emits the kernel that copies whole registers with
+// non-temporal stores, two registers an iteration: for products whose
+// int32 output outgrows the last-level cache, which ordinary stores would
+// read into the caches first.
+func copyStream(name string, w width) {
+	TEXT(name, NOSPLIT, "func(dst, src []byte)")
+	Pragma("noescape")
+	Doc(name+" copies src to dst with non-temporal stores.",
+		fmt.Sprintf("len(src) must be a multiple of %d, dst as long and aligned to %d bytes.", 2*w.bytes, w.bytes))
+	d := Load(Param("dst").Base(), GP64())
+	sp := Load(Param("src").Base(), GP64())
+	n := Load(Param("src").Len(), GP64())
+	Label(name + "_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef(name + "_done"))
+	for i := range 2 {
+		v := w.reg()
+		w.mov(Mem{Base: sp, Disp: w.bytes * i}, v)
+		VMOVNTDQ(v, Mem{Base: d, Disp: w.bytes * i})
+	}
+	ADDQ(U32(2*w.bytes), sp)
+	ADDQ(U32(2*w.bytes), d)
+	SUBQ(U32(2*w.bytes), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 // linearKernels emits the int8 product kernels for w.
 func linearKernels(w width) {
 	for mr := 1; mr <= 6; mr++ {
@@ -1373,4 +1403,5 @@ func linearKernels(w width) {
 		linearOut("linearOutBias"+short+w.name, dt, true, w)
 	}
 	activationKernels(w)
+	copyStream("copyStream"+w.name, w)
 }
