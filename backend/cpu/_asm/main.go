@@ -41,10 +41,12 @@
 //     float16 and bfloat16 to float32 exactly (F16C returns a signaling
 //     float16 NaN quieted, which any arithmetic on it next does too); int8
 //     times one scale or a scale per element; rounding float32 rows to T as
-//     above; and a test for NaN;
+//     above; a test for NaN; and rows rotated with their conversions fused
+//     in (rotateRows, rotateLoad);
 //   - the int8 matrix products of mm_int8 and int8_linear, exact for every
 //     int8 value, their epilogue, and a loop that measures the machine's
-//     peak at their arithmetic: see linear.go.
+//     peak at their arithmetic: see linear.go; int8_linear's input
+//     activations: see act.go.
 //
 // Each kernel is written once and emitted for both vector widths: AVX2 with
 // 256-bit registers and AVX-512 with 512-bit ones (see width). The AVX-512
@@ -52,9 +54,11 @@
 // come in an AVX512-VNNI form (VPDPWSSD, emitted as a raw instruction since
 // this avo version's instruction set lacks it).
 //
-// No kernel uses FMA: the contract has no multiply-add, and fusing would
-// skip a rounding step. Callers pass whole blocks (the unit is in each
-// kernel's doc) and finish the tail in Go.
+// No kernel uses FMA where the contract computes: it has no multiply-add,
+// and fusing would skip a rounding step (only the activations' float64
+// exponential, whose last bit the float32 result absorbs, uses it: see
+// act.go). Callers pass whole blocks (the unit is in each kernel's doc) and
+// finish the tail in Go.
 package main
 
 //go:generate go run . -kernels qdq -out ../kernels_amd64.s -stubs ../kernels_amd64_stubs.go -pkg cpu
