@@ -15,11 +15,11 @@ import (
 // The ConvRot operations and int8 embeddings: each row is widened (and
 // scaled) into a float32 buffer, rotated there (rotate: quant.Rotate's
 // summation order, the contract's one, with assembly on amd64), then
-// quantized or stored, in one pass per row over memory. Where
-// fusedRotation, the widening and rounding are done by the rotation's
-// first and last passes (rotateRow, rotateQRow); with AVX-512 and groups
-// of 16 to 256, one kernel does all of it in registers, so the row never
-// goes through memory as float32.
+// quantized or stored, in one pass per row over memory (rotateRow,
+// rotateQRow). Where fusedRotation, the widening and rounding are done by
+// the rotation's first and last passes; with AVX-512 and groups of 16 to
+// 256, one kernel does all of it in registers, so the row never goes
+// through memory as float32.
 
 // rowBufs are per-part scratch rows: two float32 rows and a row of the
 // input dtype.
@@ -92,24 +92,48 @@ func (w *rotateQuantizeBody) run(lo, hi int) {
 	size := w.dt.Size()
 	buf := getRowBufs(w.k, size)
 	defer rowBufPool.Put(buf)
-	fused := fusedRotation(w.k, w.g)
 	for r := lo; r < hi; r++ {
 		// rT(rotate(x)), as the row to quantize, and its largest magnitude.
-		src := w.src[r*w.k*size : (r+1)*w.k*size]
-		var bits uint32
-		if fused {
-			bits = rotateRow(w.dt, src, buf.b, w.g, buf.f)
-		} else {
-			widenRow(w.dt, src, buf.f)
-			rotate(buf.f, w.g)
-			storeRow(w.dt, buf.b, buf.f)
-			bits = absMaxBits(w.dt, buf.b)
-		}
+		bits := rotateRow(w.dt, w.src[r*w.k*size:(r+1)*w.k*size], buf.b, w.g, buf.f)
 		if quantizeRow(w.dt, buf.b, bits, w.dst[r*w.k:(r+1)*w.k], w.scales[4*r:], w.seed, uint64(r*w.k)) {
 			w.bad.report(r)
 			return
 		}
 	}
+}
+
+// rotateRow sets dst to rT(rotate(x, g)) for the row x of dt at src (dst
+// may be src), through v, a float32 row at least as long, and returns
+// absMaxBits(dt, dst): where fusedRotation with the conversions fused into
+// the rotation's passes (rotateRowFused), else widenRow, rotate and
+// storeRow in turn. The payload of a NaN in x may differ from rotate's
+// (see there): a row that holds one is an error, whatever its bits.
+func rotateRow(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
+	k := len(dst) / dt.Size()
+	if fusedRotation(k, g) {
+		return rotateRowFused(dt, src, dst, g, v)
+	}
+	v = v[:k]
+	widenRow(dt, src, v)
+	rotate(v, g)
+	storeRow(dt, dst, v)
+	return absMaxBits(dt, dst)
+}
+
+// rotateQRow sets dst to rOut(rotate(float32(int8(q[i])) * s, g)), s
+// finite, through v, a float32 row at least as long as q: where
+// fusedRotation fused (rotateQRowFused, which prefetches next, the row to
+// come, as long as q, as it reads q), else scaleInt8, rotate and storeRow
+// in turn.
+func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32, next []byte) {
+	if fusedRotation(len(q), g) {
+		rotateQRowFused(out, q, s, dst, g, v, next)
+		return
+	}
+	v = v[:len(q)]
+	scaleInt8(q, s, v)
+	rotate(v, g)
+	storeRow(out, dst, v)
 }
 
 // quantizeRow quantizes one row of dt whose largest sign-cleared bits are
@@ -208,7 +232,6 @@ func (w *rotatedRows) run(lo, hi int) {
 	defer rowBufPool.Put(buf)
 	v, sf := buf.f, buf.f2 // sf holds a full-shape scale row, widened
 	size := w.out.Size()
-	fused := !w.full && w.g > 0 && fusedRotation(w.k, w.g)
 	for r := lo; r < hi; r++ {
 		src, ok := w.source(r)
 		if !ok {
@@ -216,7 +239,7 @@ func (w *rotatedRows) run(lo, hi int) {
 			return
 		}
 		q := w.q[src*w.k : (src+1)*w.k]
-		if fused {
+		if !w.full && w.g > 0 {
 			si := 0
 			if w.perRow {
 				si = src

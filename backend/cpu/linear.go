@@ -1245,17 +1245,10 @@ func (w *prepareBody) run(lo, hi int) {
 			row = b
 		}
 		var bits uint32 // b's largest magnitude (absMaxBits)
-		switch {
-		case w.g == 0:
+		if w.g == 0 {
 			b, bits = row, absMaxBits(w.dt, row)
-		case fusedRotation(w.k, w.g):
+		} else {
 			bits = rotateRow(w.dt, row, b, w.g, buf.f) // row may be b
-		default:
-			v := buf.f[:w.k]
-			widenRow(w.dt, row, v)
-			rotate(v, w.g)
-			storeRow(w.dt, b, v)
-			bits = absMaxBits(w.dt, b)
 		}
 		if quantizeRow(w.dt, b, bits, q, w.scales[4*r:], 0, 0) {
 			w.bad.report(r)

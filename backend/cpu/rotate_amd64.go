@@ -129,7 +129,8 @@ var (
 )
 
 // fusedRotation reports whether rows of k values rotate in groups of g
-// with their conversions fused into the rotation (rotateRow, rotateQRow):
+// with their conversions fused into the rotation (rotateRowFused,
+// rotateQRowFused):
 // with AVX-512, all in one pass, for g of 16 to 256 (k a multiple of the
 // kernels' 64 values and of g); with AVX2, the widening into the first of
 // the passes, for g of 64 or more.
@@ -143,12 +144,9 @@ func fusedRotation(k, g int) bool {
 	return false
 }
 
-// rotateRow sets dst to rT(rotate(x, g)) for the row x of dt at src, and
-// returns absMaxBits(dt, dst): the operations of widenRow, rotate and
-// storeRow, with AVX2 through v, a float32 row as long. Only where
-// fusedRotation. The payload of a NaN in x may differ from rotate's (see
-// there): a row that holds one is an error, whatever its bits.
-func rotateRow(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
+// rotateRowFused is rotateRow where fusedRotation: with AVX-512 one
+// kernel, with AVX2 the widening in the rotation's first pass (through v).
+func rotateRowFused(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
 	if impl == implAVX512 {
 		return rotateRowKernels[g][kernelIndex(dt)](src, dst, rotateScale(g))
 	}
@@ -160,11 +158,9 @@ func rotateRow(dt dtype.DType, src, dst []byte, g int, v []float32) uint32 {
 	return absMaxBits(dt, dst)
 }
 
-// rotateQRow sets dst to rOut(rotate(float32(int8(q[i])) * s, g)), s
-// finite: the operations of scaleInt8, rotate and storeRow, with AVX2
-// through v, a float32 row as long as q. It prefetches next, the row to
-// come (as long as q), as it reads q. Only where fusedRotation.
-func rotateQRow(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32, next []byte) {
+// rotateQRowFused is rotateQRow where fusedRotation, prefetching next as
+// it reads q.
+func rotateQRowFused(out dtype.DType, q []byte, s float32, dst []byte, g int, v []float32, next []byte) {
 	if impl == implAVX512 {
 		rotateQRowKernels[g][kernelIndex(out)](q, s, dst, rotateScale(g), next)
 		return

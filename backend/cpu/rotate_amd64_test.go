@@ -41,8 +41,8 @@ func testHasNaN(t *testing.T) {
 	}
 }
 
-// TestRotateRowMatchesPasses checks the fused row kernels (rotateRow,
-// rotateQRow) against the passes they stand for (widenRow or scaleInt8,
+// TestRotateRowMatchesPasses checks the fused row kernels (rotateRowFused,
+// rotateQRowFused) against the passes they stand for (widenRow or scaleInt8,
 // rotate, storeRow, absMaxBits), bit for bit, on every group size and
 // dtype they serve and every mix of values: overflow to infinity and NaN,
 // subnormal results, ties in the rounding to bfloat16 and float16. A row
@@ -75,7 +75,7 @@ func testRotateRowMatchesPasses(t *testing.T) {
 						storeRow(dt, want, f)
 						wantBits := absMaxBits(dt, want)
 						got := make([]byte, n*size)
-						gotBits := rotateRow(dt, src, got, g, make([]float32, n))
+						gotBits := rotateRowFused(dt, src, got, g, make([]float32, n))
 						name := fmt.Sprintf("g=%d n=%d %s %s #%d", g, n, dt, mix, rep)
 						switch {
 						case nan:
@@ -106,7 +106,7 @@ func testRotateRowMatchesPasses(t *testing.T) {
 					want := make([]byte, n*size)
 					storeRow(dt, want, f)
 					got := make([]byte, n*size)
-					rotateQRow(dt, q, s, got, g, make([]float32, n), q)
+					rotateQRowFused(dt, q, s, got, g, make([]float32, n), q)
 					if !bytes.Equal(got, want) {
 						t.Fatalf("dequantize g=%d n=%d %s scale %g: rows differ", g, n, dt, s)
 					}

@@ -14,10 +14,10 @@ func rotate(v []float32, g int) { quant.Rotate(v, g) }
 // fusedRotation is false: the Go rotation takes the rows in passes.
 func fusedRotation(k, g int) bool { return false }
 
-func rotateRow(dtype.DType, []byte, []byte, int, []float32) uint32 {
+func rotateRowFused(dtype.DType, []byte, []byte, int, []float32) uint32 {
 	panic("cpu: no fused rotation")
 }
 
-func rotateQRow(dtype.DType, []byte, float32, []byte, int, []float32, []byte) {
+func rotateQRowFused(dtype.DType, []byte, float32, []byte, int, []float32, []byte) {
 	panic("cpu: no fused rotation")
 }
