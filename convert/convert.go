@@ -15,7 +15,6 @@ import (
 	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
-	"github.com/gokitchen/kitchen/tensor"
 )
 
 // Options control Quantize and Dequantize.
@@ -187,23 +186,6 @@ func (c *conv) kitchenOptions(ran *string) []kitchen.Option {
 	return opts
 }
 
-// input returns an input tensor as a kitchen tensor over the mapped bytes.
-func (c *conv) input(t safetensors.TensorInfo) (*tensor.Tensor, error) {
-	dt, ok := safetensors.KitchenDType(t.DType)
-	if !ok {
-		return nil, fmt.Errorf("%s: tensor %q: dtype %s cannot be converted", c.f.Path, t.Name, t.DType)
-	}
-	b, err := c.f.Data(t)
-	if err != nil {
-		return nil, err
-	}
-	x, err := tensor.FromBytes(dt, b, t.Shape...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: tensor %q: %w", c.f.Path, t.Name, err)
-	}
-	return x, nil
-}
-
 func copyUnit(i int, reason string) unit {
 	return unit{in: int32(i), scale: -1, action: copyAction, reason: reason}
 }
@@ -336,11 +318,14 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 	pctx, cancel := context.WithCancel(ctx)
 	pieces := make(chan piece, 64)
 	fl, rel := newFlow(), &releaser{f: c.f}
+	direct := startDirect(pctx, c.f, units, ord)
+	// Deferred first, so run last: once neither stage reads its buffers.
+	defer direct.close()
 	var perr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(pieces)
-		perr = (&producer{c: c, out: pieces, fl: fl, rel: rel, bufs: &buffers{}}).run(pctx, units, ord)
+		perr = (&producer{c: c, out: pieces, fl: fl, rel: rel, bufs: &buffers{}, direct: direct}).run(pctx, units, ord)
 	})
 	defer func() {
 		cancel()
@@ -383,7 +368,10 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 			continue
 		}
 		u := pc.u
-		if u.action == dequantizeAction {
+		switch {
+		case pc.input != nil:
+			direct.release(pc.input)
+		case u.action == dequantizeAction && !direct.takes(u):
 			u.inputs(c.f, func(t safetensors.TensorInfo) { rel.release(t.Begin, t.End) })
 		}
 		u.inputs(c.f, func(t safetensors.TensorInfo) { c.progress.BytesDone += t.Size() })

@@ -95,11 +95,14 @@ func produceDequantized(ctx context.Context, p *producer, u *unit) error {
 	if err := p.fl.acquire(ctx, size); err != nil {
 		return err
 	}
-	q, err := c.input(w)
+	if err := p.await(ctx, -1); err != nil {
+		return err
+	}
+	q, err := p.input(u, u.in)
 	if err != nil {
 		return err
 	}
-	scale, err := c.input(s)
+	scale, err := p.input(u, u.scale)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -11,13 +12,15 @@ import (
 )
 
 // The conversion runs as two stages: a producer goroutine reads the input
-// (hinting the kernel to read the next tensor ahead, and with a
-// prefaulter mapping its pages ahead of it) and computes each
-// unit's output, in pieces of a few MiB, while the caller's goroutine
-// writes the pieces out in order (see writeback for the disk side). The
-// stages overlap, so the disk, the kernel's page copies and the kernels
-// all work at once, and the bytes in flight between them stay under
-// flowBudget, so memory still follows the largest piece, not the file.
+// (large tensors through a direct reader that reads them ahead of it, see
+// directread.go; the others mapped, hinting the kernel to read the next
+// tensor ahead, with a prefaulter mapping its pages ahead of it) and
+// computes each unit's output, in pieces of a few MiB, while the caller's
+// goroutine writes the pieces out in order (see writeback for the disk
+// side). The stages overlap, so the disk, the kernel's page copies and the
+// kernels all work at once, and the bytes in flight between them stay
+// under flowBudget, so memory still follows the largest piece, not the
+// file.
 
 // flowBudget is how many bytes of output (or of mapped input, for copied
 // tensors) the producer may have handed on and the writer not yet written.
@@ -204,7 +207,11 @@ type piece struct {
 	// release, if set, is the input range whose pages the writer drops
 	// once data is written (copied tensors: data is the mapped input).
 	release *safetensors.TensorInfo
-	cost    int64 // what the producer acquired from the flow for it
+	// input, if set, is the direct reader's region holding a copied
+	// tensor, which the writer frees once the last piece (a slice of it,
+	// as data is) is written.
+	input *directUnit
+	cost  int64 // what the producer acquired from the flow for it
 	// free, if set, gives the buffers back once written (to the list of
 	// output buffers, which the producer then reuses instead of zeroing
 	// new memory).
@@ -285,6 +292,10 @@ type producer struct {
 	fl   *flow
 	rel  *releaser
 	bufs *buffers
+	// direct reads the large inputs ahead (nil: all are mapped), and cur
+	// holds the inputs of the unit the producer is on if it reads them.
+	direct *directReader
+	cur    *directUnit
 	// errBuf holds the float32 rows that the weight error dequantizes,
 	// reused from step to step and layer to layer (see buffers).
 	errBuf []byte
@@ -292,6 +303,9 @@ type producer struct {
 
 // send hands a piece, whose bytes were acquired, to the writer.
 func (p *producer) send(ctx context.Context, pc piece) error {
+	if pc.last && pc.u.action == copyAction {
+		pc.input = p.cur
+	}
 	select {
 	case p.out <- pc:
 		return nil
@@ -301,11 +315,10 @@ func (p *producer) send(ctx context.Context, pc piece) error {
 }
 
 func (p *producer) run(ctx context.Context, units []unit, ord []int32) error {
-	f := p.c.f
 	if len(ord) > 0 {
-		units[ord[0]].inputs(f, p.readAhead)
+		p.readAhead(&units[ord[0]])
 	}
-	pf := startPrefault(ctx, f, units, ord)
+	pf := startPrefault(ctx, p.c.f, units, ord, p.direct)
 	defer pf.stopAndWait() // before the file can be closed
 	for k, i := range ord {
 		if err := ctx.Err(); err != nil {
@@ -314,9 +327,17 @@ func (p *producer) run(ctx context.Context, units []unit, ord []int32) error {
 		pf.advance(k)
 		if k+1 < len(ord) {
 			// The next unit's input streams in while this one is computed.
-			units[ord[k+1]].inputs(f, p.readAhead)
+			p.readAhead(&units[ord[k+1]])
 		}
 		u := &units[i]
+		p.cur = nil
+		if p.direct.takes(u) {
+			d, err := p.direct.take(ctx, k)
+			if err != nil {
+				return err
+			}
+			p.cur = d
+		}
 		var err error
 		switch u.action {
 		case quantizeAction:
@@ -324,17 +345,84 @@ func (p *producer) run(ctx context.Context, units []unit, ord []int32) error {
 		case dequantizeAction:
 			err = produceDequantized(ctx, p, u)
 		default:
-			err = p.produceCopy(ctx, u)
+			err = p.produceCopy(ctx, u) // the writer frees its region
 		}
 		if err != nil {
 			return err
+		}
+		if p.cur != nil && u.action != copyAction {
+			p.direct.release(p.cur) // its outputs are buffers of their own
 		}
 	}
 	return nil
 }
 
-// readAhead asks the kernel to start reading t's bytes.
-func (p *producer) readAhead(t safetensors.TensorInfo) { willNeed(p.c.f, t) }
+// readAhead asks the kernel to start reading u's mapped inputs (the
+// direct reader reads its own ahead).
+func (p *producer) readAhead(u *unit) {
+	if !p.direct.takes(u) {
+		u.inputs(p.c.f, func(t safetensors.TensorInfo) { willNeed(p.c.f, t) })
+	}
+}
+
+// data returns the bytes of u's input tensor i (its weight or scale), u
+// being the unit the producer is on: from the direct reader's ring if it
+// reads them (the bytes may still be on their way: see await), else from
+// the file.
+func (p *producer) data(u *unit, i int32) ([]byte, error) {
+	switch {
+	case p.cur != nil && i == u.in:
+		return p.cur.in, nil
+	case p.cur != nil && i == u.scale:
+		return p.cur.scale, nil
+	}
+	return p.c.f.Data(p.c.f.Tensors[i])
+}
+
+// input returns u's input tensor i as a kitchen tensor over its bytes
+// (see data).
+func (p *producer) input(u *unit, i int32) (*tensor.Tensor, error) {
+	f := p.c.f
+	t := f.Tensors[i]
+	dt, ok := safetensors.KitchenDType(t.DType)
+	if !ok {
+		return nil, fmt.Errorf("%s: tensor %q: dtype %s cannot be converted", f.Path, t.Name, t.DType)
+	}
+	b, err := p.data(u, i)
+	if err != nil {
+		return nil, err
+	}
+	x, err := tensor.FromBytes(dt, b, t.Shape...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %q: %w", f.Path, t.Name, err)
+	}
+	return x, nil
+}
+
+// await waits until the first n bytes of the input tensor of the unit
+// the producer is on are there (n < 0: all its inputs), where the direct
+// reader reads them.
+func (p *producer) await(ctx context.Context, n int64) error {
+	if p.cur == nil {
+		return nil
+	}
+	if n >= 0 {
+		n += p.cur.inSkip
+	}
+	return p.direct.await(ctx, p.cur, n)
+}
+
+// releaseInput says that the producer is done with bytes [begin, end) of
+// the input tensor t of the unit it is on, and with those before them:
+// their mapped pages are dropped, or their part of the direct reader's
+// ring is free for the units after it.
+func (p *producer) releaseInput(t safetensors.TensorInfo, begin, end int64) {
+	if p.cur != nil {
+		p.direct.free(p.cur, p.cur.inSkip+end)
+		return
+	}
+	p.rel.release(t.Begin+begin, t.Begin+end)
+}
 
 // produceCopy sends a copied tensor's mapped bytes in pieces; the writer
 // drops each piece's pages once it is written.
@@ -345,7 +433,7 @@ func (p *producer) produceCopy(ctx context.Context, u *unit) error {
 			return err
 		}
 	}
-	b, err := p.c.f.Data(t)
+	b, err := p.data(u, u.in)
 	if err != nil {
 		return err
 	}
@@ -354,9 +442,14 @@ func (p *producer) produceCopy(ctx context.Context, u *unit) error {
 		if err := p.fl.acquire(ctx, n); err != nil {
 			return err
 		}
-		rel := safetensors.TensorInfo{Begin: t.Begin + off, End: t.Begin + off + n}
+		if err := p.await(ctx, off+n); err != nil {
+			return err
+		}
+		pc := piece{name: t.Name, data: b[off : off+n], cost: n, last: off+n == int64(len(b)), u: u}
+		if p.cur == nil {
+			pc.release = &safetensors.TensorInfo{Begin: t.Begin + off, End: t.Begin + off + n}
+		}
 		off += n
-		pc := piece{name: t.Name, data: b[off-n : off], release: &rel, cost: n, last: off == int64(len(b)), u: u}
 		if err := p.send(ctx, pc); err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ type prefaulter struct {
 	units  []unit
 	ord    []int32
 	window int64
+	direct *directReader // reads some units itself; nil: none
 
 	mu      sync.Mutex
 	wake    *sync.Cond
@@ -55,7 +56,7 @@ const (
 // startPrefault starts a prefaulter for a mapped input, or returns nil.
 // Its stopAndWait must be called before the file is closed: the goroutine
 // reads the mapping.
-func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord []int32) *prefaulter {
+func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord []int32, direct *directReader) *prefaulter {
 	if !f.Mapped() || len(ord) < 2 {
 		return nil
 	}
@@ -63,7 +64,7 @@ func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord [
 	for _, t := range f.Tensors {
 		largest = max(largest, t.Size())
 	}
-	p := &prefaulter{f: f, units: units, ord: ord, window: min(max(largest/2, prefaultMin), prefaultMax),
+	p := &prefaulter{f: f, units: units, ord: ord, direct: direct, window: min(max(largest/2, prefaultMin), prefaultMax),
 		touched: make([]int64, len(ord)), done: make(chan struct{})}
 	p.wake = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, p.halt)
@@ -113,6 +114,9 @@ func (p *prefaulter) run() {
 	page := os.Getpagesize()
 	for k := 1; k < len(p.ord); k++ {
 		u := &p.units[p.ord[k]]
+		if p.direct.takes(u) {
+			continue
+		}
 		var tensors []safetensors.TensorInfo
 		u.inputs(p.f, func(t safetensors.TensorInfo) { tensors = append(tensors, t) })
 		for _, t := range tensors {

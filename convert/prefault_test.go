@@ -78,7 +78,7 @@ func TestPrefaulter(t *testing.T) {
 		}
 	}
 
-	p := startPrefault(context.Background(), f, units, ord)
+	p := startPrefault(context.Background(), f, units, ord, nil)
 	if p == nil || p.window != 4*mib {
 		t.Fatalf("prefaulter %+v, want one with a 4 MiB window", p)
 	}
@@ -103,11 +103,11 @@ func TestPrefaulter(t *testing.T) {
 	p.stopAndWait() // after the end too
 
 	// Blocked on its window, it ends when asked, or when its context does.
-	p = startPrefault(context.Background(), f, units, ord)
+	p = startPrefault(context.Background(), f, units, ord, nil)
 	settle(p, 4*mib)
 	p.stopAndWait()
 	ctx, cancel := context.WithCancel(context.Background())
-	p = startPrefault(ctx, f, units, ord)
+	p = startPrefault(ctx, f, units, ord, nil)
 	settle(p, 4*mib)
 	cancel()
 	select {

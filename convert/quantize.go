@@ -202,7 +202,7 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 			return err
 		}
 	}
-	x, err := c.input(t)
+	x, err := p.input(u, u.in)
 	if err != nil {
 		return err
 	}
@@ -233,6 +233,9 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 			}
 		}
 		if err := p.fl.acquire(ctx, span+st.Size()); err != nil {
+			return err
+		}
+		if err := p.await(ctx, int64(r1)*int64(k)*es); err != nil {
 			return err
 		}
 		// The outputs go into buffers of the conversion's own, which the
@@ -272,7 +275,7 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 			return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
 		}
 		// Only this chunk's pages: the weight error has read them.
-		p.rel.release(t.Begin+int64(r0)*int64(k)*es, t.Begin+int64(r1)*int64(k)*es)
+		p.releaseInput(t, int64(r0)*int64(k)*es, int64(r1)*int64(k)*es)
 		pc := piece{name: t.Name, data: qb, scale: sb, scaleAt: c.dataStart + at, cost: span + st.Size(), last: r1 >= n, u: u,
 			free: func() {
 				q.Release()

@@ -108,6 +108,11 @@ func (f *File) Mapped() bool { return f.m.mapped() }
 // and reads the file again.
 func (f *File) Release(t TensorInfo) { f.m.release(f.DataStart+t.Begin, t.Size()) }
 
+// Fd returns the open file's descriptor, for reading it another way (the
+// converter reads large tensors with O_DIRECT through it). It is valid
+// until Close.
+func (f *File) Fd() uintptr { return f.f.Fd() }
+
 // Close unmaps and closes the file.
 func (f *File) Close() error {
 	merr := f.m.close()

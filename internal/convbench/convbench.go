@@ -42,7 +42,11 @@ type Config struct {
 // Round is one round's times, in seconds.
 type Round struct {
 	Convert float64 `json:"convert_s"`
-	Read    float64 `json:"read_s"`
+	// Read is reading the input through the page cache; ReadDirect is
+	// reading it with O_DIRECT in 8 MiB pieces, as the converter reads
+	// large tensors on Linux (0 where that is not available).
+	Read       float64 `json:"read_s"`
+	ReadDirect float64 `json:"read_direct_s,omitempty"`
 	// Write is writing the output's size through the page cache and
 	// syncing it (as dd conv=fsync does); WriteDirect is writing it with
 	// O_DIRECT, as the converter does on Linux, and syncing it (0 where
@@ -50,13 +54,13 @@ type Round struct {
 	Write       float64 `json:"write_sync_s"`
 	WriteDirect float64 `json:"write_direct_sync_s,omitempty"`
 	// ReadWrite is reading the input while writing and syncing the
-	// output's size the faster of the two ways, both at once: what a
+	// output's size, each the faster way, both at once: what a
 	// conversion must do, on a disk whose reads and writes may share its
 	// bandwidth (then it takes about Read plus the write, not the longer).
 	ReadWrite float64 `json:"read_write_s"`
-	// Ratio is Convert over the longer of Read and the faster of the
-	// writes; RatioBuffered over the longer of Read and Write;
-	// RatioConcurrent over ReadWrite.
+	// Ratio is Convert over the longer of the faster read and the faster
+	// write; RatioBuffered over the longer of Read and Write (the page
+	// cache both ways); RatioConcurrent over ReadWrite.
 	Ratio           float64 `json:"ratio"`
 	RatioBuffered   float64 `json:"ratio_buffered"`
 	RatioConcurrent float64 `json:"ratio_concurrent"`
@@ -78,6 +82,7 @@ type Result struct {
 	// The medians over the rounds.
 	ConvertSeconds     float64 `json:"convert_s"`
 	ReadSeconds        float64 `json:"read_s"`
+	ReadDirectSeconds  float64 `json:"read_direct_s,omitempty"`
 	WriteSeconds       float64 `json:"write_sync_s"`
 	WriteDirectSeconds float64 `json:"write_direct_sync_s,omitempty"`
 	ReadWriteSeconds   float64 `json:"read_write_s"`
@@ -132,6 +137,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if r.Read, err = timeRead(files, res.Cold); err != nil {
 			return nil, err
 		}
+		if r.ReadDirect, err = timeReadDirect(files); err != nil {
+			return nil, err
+		}
 		if res.Cold {
 			if err := dropCaches(files); err != nil {
 				return nil, err
@@ -157,10 +165,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if direct {
 			write = r.WriteDirect
 		}
-		if r.ReadWrite, err = timeReadWrite(ctx, files, res.Cold, floor, sum.BytesOut, direct); err != nil {
+		read, readDirect := r.Read, r.ReadDirect > 0 && r.ReadDirect < r.Read
+		if readDirect {
+			read = r.ReadDirect
+		}
+		if r.ReadWrite, err = timeReadWrite(ctx, files, res.Cold, readDirect, floor, sum.BytesOut, direct); err != nil {
 			return nil, err
 		}
-		r.Ratio = r.Convert / max(r.Read, write)
+		r.Ratio = r.Convert / max(read, write)
 		r.RatioBuffered = r.Convert / max(r.Read, r.Write)
 		r.RatioConcurrent = r.Convert / r.ReadWrite
 		res.Rounds = append(res.Rounds, r)
@@ -178,6 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.ConvertSeconds = med(func(r Round) float64 { return r.Convert })
 	res.ReadSeconds = med(func(r Round) float64 { return r.Read })
+	res.ReadDirectSeconds = med(func(r Round) float64 { return r.ReadDirect })
 	res.WriteSeconds = med(func(r Round) float64 { return r.Write })
 	res.WriteDirectSeconds = med(func(r Round) float64 { return r.WriteDirect })
 	res.ReadWriteSeconds = med(func(r Round) float64 { return r.ReadWrite })
@@ -266,10 +279,11 @@ func timeRead(files []string, cold bool) (float64, error) {
 	return total.Seconds(), nil
 }
 
-// timeReadWrite reads the files (cold, if so) while writing and syncing n
-// bytes to a new file at path (with O_DIRECT if direct, else through the
-// page cache), and returns the time until both are done.
-func timeReadWrite(ctx context.Context, files []string, cold bool, path string, n int64, direct bool) (float64, error) {
+// timeReadWrite reads the files (cold, if so; with O_DIRECT if
+// readDirect) while writing and syncing n bytes to a new file at path
+// (with O_DIRECT if direct, else through the page cache), and returns the
+// time until both are done.
+func timeReadWrite(ctx context.Context, files []string, cold, readDirect bool, path string, n int64, direct bool) (float64, error) {
 	if cold {
 		// Before the clock starts, as timeRead's own drop is.
 		if err := dropCaches(files); err != nil {
@@ -287,7 +301,12 @@ func timeReadWrite(ctx context.Context, files []string, cold bool, path string, 
 			_, werr = timeWrite(ctx, path, n)
 		}
 	}()
-	_, rerr := timeRead(files, false)
+	var rerr error
+	if readDirect {
+		_, rerr = timeReadDirect(files)
+	} else {
+		_, rerr = timeRead(files, false)
+	}
 	<-wrote
 	return time.Since(start).Seconds(), errors.Join(rerr, werr)
 }
@@ -338,17 +357,17 @@ func (r *Result) WriteText(w io.Writer) error {
 		temp = r.ColdNote
 	}
 	fmt.Fprintf(w, "%s: %.1f MB in, %.1f MB out; input %s; outputs in %s\n", r.Input, float64(r.InputBytes)/1e6, float64(r.OutputBytes)/1e6, temp, r.Dir)
-	fmt.Fprintf(w, "%-6s %10s %10s %14s %14s %12s %8s %10s %10s\n", "round", "convert s", "read s", "write+sync s", "direct+sync s", "both at once", "ratio", "ratio buf", "ratio both")
+	fmt.Fprintf(w, "%-6s %10s %10s %12s %14s %14s %12s %8s %10s %10s\n", "round", "convert s", "read s", "direct read s", "write+sync s", "direct+sync s", "both at once", "ratio", "ratio buf", "ratio both")
 	row := func(name string, x Round) {
-		fmt.Fprintf(w, "%-6s %10.2f %10.2f %14.2f %14.2f %12.2f %8.2f %10.2f %10.2f\n", name, x.Convert, x.Read, x.Write, x.WriteDirect, x.ReadWrite, x.Ratio, x.RatioBuffered, x.RatioConcurrent)
+		fmt.Fprintf(w, "%-6s %10.2f %10.2f %12.2f %14.2f %14.2f %12.2f %8.2f %10.2f %10.2f\n", name, x.Convert, x.Read, x.ReadDirect, x.Write, x.WriteDirect, x.ReadWrite, x.Ratio, x.RatioBuffered, x.RatioConcurrent)
 	}
 	for i, x := range r.Rounds {
 		row(fmt.Sprint(i+1), x)
 	}
-	row("median", Round{Convert: r.ConvertSeconds, Read: r.ReadSeconds, Write: r.WriteSeconds, WriteDirect: r.WriteDirectSeconds,
+	row("median", Round{Convert: r.ConvertSeconds, Read: r.ReadSeconds, ReadDirect: r.ReadDirectSeconds, Write: r.WriteSeconds, WriteDirect: r.WriteDirectSeconds,
 		ReadWrite: r.ReadWriteSeconds, Ratio: r.Ratio, RatioBuffered: r.RatioBuffered, RatioConcurrent: r.RatioConcurrent})
-	_, err := fmt.Fprintln(w, "ratio: the conversion over the longer of reading the input and writing+syncing the output (the faster way),\n"+
-		"same round; ratio buf: the same with the write through the page cache (direct+sync 0: no O_DIRECT here);\n"+
-		"both at once: reading the input while writing+syncing the output (the faster way); ratio both: the conversion over it")
+	_, err := fmt.Fprintln(w, "ratio: the conversion over the longer of reading the input and writing+syncing the output (each the faster way),\n"+
+		"same round; ratio buf: the same through the page cache both ways (direct 0: no O_DIRECT here);\n"+
+		"both at once: reading the input while writing+syncing the output (each the faster way); ratio both: the conversion over it")
 	return err
 }
