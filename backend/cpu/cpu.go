@@ -375,17 +375,21 @@ func quantizeRows(dt dtype.DType, src, dst, scales []byte, k int, seed int64, lo
 }
 
 // quantStreaming is streaming for a quantize pass that reads in bytes and
-// writes out: as for every output larger than the last-level cache, and
-// with the AVX2 kernels rounding half to even also when input and output
-// together are. Measured on a 2-core Zen 3, [8352, 3840], alternating in
-// one process: non-temporal stores took 0.84-0.91 of the time for
-// row-wise bfloat16 and float16 (0.91-0.93 calling twice without the
-// copy between), 0.92-0.95 for float32, and 0.88-0.94, 0.89-0.95 and
-// 0.92-1.00 for the tensor-wise pass, once the kernels no longer fenced
-// each call (1.03-1.07 for row-wise 16-bit while they did, once per row).
-// Unmeasured with the other kernels.
+// writes out: as for every output larger than the last-level cache, and,
+// rounding half to even, also when input and output together are (the
+// output's lines are evicted by the input before anyone reads them).
+// Measured on a 2-core Zen 3 (AVX2), [8352, 3840], alternating in one
+// process: non-temporal stores took 0.84-0.91 of the time for row-wise
+// bfloat16 and float16 (0.91-0.93 calling twice without the copy
+// between), 0.92-0.95 for float32, and 0.88-0.94, 0.89-0.95 and 0.92-1.00
+// for the tensor-wise pass, once the kernels no longer fenced each call
+// (1.03-1.07 for row-wise 16-bit while they did, once per row). On a
+// 2-core Zen 4 with the AVX-512 kernels, `kitchen bench` alternated three
+// times, reused outputs: row-wise bfloat16 3.03-3.93 ms without, 2.41-3.14
+// with, float32 6.45-6.76 and 5.52-6.03, tensor-wise bfloat16 4.25-5.04
+// and 3.73-4.18 (float16 within the noise).
 func quantStreaming(in, out int, stochastic bool) bool {
-	return streaming(out) || !stochastic && impl == implAVX2 && streaming(in+out)
+	return streaming(out) || !stochastic && streaming(in+out)
 }
 
 // scaleFor is the contract's s = max(a / 127, 1e-30) in float32.
