@@ -180,7 +180,7 @@ func peakQuadVNNIAVX2(n int)
 
 // gemv1AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads.
+// over k steps. k must be a multiple of 16 and at least 16.
 //
 //go:noescape
 func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
@@ -592,14 +592,14 @@ func peakQuadVNNIAVX512(n int)
 
 // gemv1AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads.
+// over k steps. k must be a multiple of 32 and at least 32.
 //
 //go:noescape
 func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads.
+// over k steps. k must be a multiple of 32 and at least 32.
 //
 //go:noescape
 func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)

@@ -439,8 +439,23 @@ func peak(name string, w width, quad bool) {
 // product's one-row path, 4096x4096, the weight out of the caches, two
 // threads, medians: 4 rows 0.98 ms without, 0.60 at 2 KiB, 0.42-0.57 at
 // 4, 0.34-0.55 at 8, 0.37-0.38 at 16; one row 0.24-0.44 at 8 KiB against
-// 0.40 without; the AVX2 kernels 1.5-2 times as fast at 4 rows.
+// 0.40 without; the AVX2 kernels 1.5-2 times as fast at 4 rows. With one
+// row of x a line takes few instructions and the hardware prefetchers
+// keep up: there the prefetch was within the noise on the Zen 5 and cost
+// time on a 2-core Zen 4 (int8_linear 1x4096x4096, the weight out of the
+// caches, alternating in one process: 1.35-1.59 times as long as reading
+// the weight with it, 1.12-1.19 without; the AVX2 kernels 1.30-1.35 and
+// 1.12-1.14), so the one-row kernels do not prefetch.
 const gemvAhead = 8192
+
+// prefetchDoc is the sentence of a gemv kernel's doc comment on its
+// prefetching.
+func prefetchDoc(xrows int) string {
+	if xrows == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead)
+}
 
 // gemv emits the one-row kernel (see above) for xrows rows of x (1, 2 or
 // 4) at once. It reads the 8 weight rows one after another, not side by
@@ -454,8 +469,8 @@ const gemvAhead = 8192
 // iteration for one row, so that the loads overlap, two for two and four
 // rows), 8 to 11 hold the weight's values and 12 to 13 the products
 // (without vnni; with it, VPDPWSSD multiplies and adds in one instruction,
-// with the same wrapping arithmetic). Each iteration prefetches the lines
-// gemvAhead bytes past the ones it reads.
+// with the same wrapping arithmetic). With 2 or 4 rows of x, each
+// iteration prefetches the lines gemvAhead bytes past the ones it reads.
 func gemv(name string, w width, vnni bool, xrows int) {
 	step := 2 * w.lanes() // k per register of int16
 	unroll := max(2, 4/xrows)
@@ -463,7 +478,7 @@ func gemv(name string, w width, vnni bool, xrows int) {
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x", name),
 		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", xrows),
-		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d. It prefetches wt %d bytes ahead of its loads.", step, step, gemvAhead))
+		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d.%s", step, step, prefetchDoc(xrows)))
 	x0 := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
@@ -510,7 +525,7 @@ func gemv(name string, w width, vnni bool, xrows int) {
 	Label(name + "_loopu")
 	CMPQ(n, U32(unroll*step))
 	JB(LabelRef(name + "_tail"))
-	for l := 0; l < unroll*step; l += 64 {
+	for l := 0; xrows > 1 && l < unroll*step; l += 64 {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
 	for u := range unroll {
