@@ -15,11 +15,11 @@ import (
 // mapping. A mapped page costs a page-cache fill and a fault to map it, on
 // the two cores the kernels need (and on a virtual machine the fault waits
 // for the host, counted as the faulting thread's own time): on a 2-core
-// virtual machine a 3.17 GB conversion took 4.6-5.5 s and 3.2-4.2 s of user
-// time mapped, 3.6-4.4 s and 1.4-1.6 s read directly (BENCHMARKS.md,
-// "Reading the input directly"). Tensors under directMin stay mapped: for
-// them a direct read is a disk round trip each, where the page cache reads
-// many ahead at once.
+// virtual machine a 3.17 GB conversion took 4.45-4.79 s and 2.1-2.6 s of
+// user time mapped, 3.38-4.50 s and 1.36-1.51 s read directly
+// (BENCHMARKS.md, "Reading the input directly"). Tensors under directMin
+// stay mapped: for them a direct read is a disk round trip each, where the
+// page cache reads many ahead at once.
 //
 // The buffer is a ring outside the Go heap (whose collector would let the
 // heap grow to twice it again), the size of the largest unit's inputs (a
@@ -35,8 +35,8 @@ import (
 // the writer has written it: its pieces are slices of the ring). The
 // reader waits only while the ring is full, so it stays up to directAhead
 // bytes ahead of the producer even within a unit of the largest size, and
-// memory follows the largest tensor once, where mapped pages read ahead
-// followed it twice.
+// the ring's memory is the largest tensor and directAhead, within the
+// README's bound of twice the largest tensor.
 
 // directMin is the smallest input tensor read directly (a variable for
 // tests, which read small files both ways).
