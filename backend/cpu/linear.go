@@ -225,7 +225,8 @@ type product struct {
 	i8      bool   // panels hold int8 pairs, not int16 (on the assembly sets, and the few-row path's and a prepared weight's everywhere)
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
-	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows: b, [K, N]
+	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows and cols: b, [K, N]
+	cols    bool   // few rows, quads: w is mm_int8's b, packed a pair of panels at a time (fewColsBody)
 	fin     finisher
 }
 
@@ -312,6 +313,10 @@ func sumInt8(q []byte) int32 {
 // setWeight lays out W from its int8 bytes: [N, K] rows, or (cols, many
 // or few rows) the [K, N] matrix whose columns are the rows.
 func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
+	if cols && p.path == fewRows && p.quads && packColsLate {
+		p.w, p.cols = w, true
+		return nil
+	}
 	if p.shared || p.path != manyRows && !(cols && p.path == fewRows) {
 		p.w = w
 		return nil
@@ -344,6 +349,10 @@ func (p *product) run(ctx context.Context) error {
 		return parallelForParts(ctx, &gemvBody{p}, blocks, max(1, grainMACs/(gemvChannels*p.m*max(1, p.k))), gemvParts)
 	case fewRows:
 		panels := roundUp(p.n, nr) / nr
+		if p.cols {
+			groups := (panels + 2*colsGroup - 1) / (2 * colsGroup)
+			return parallelForParts(ctx, &fewColsBody{p}, groups, max(1, grainMACs/(2*colsGroup*nr*p.m*p.k)), productParts)
+		}
 		return parallelForParts(ctx, &fewBody{p}, panels, max(1, grainMACs/(nr*p.m*p.kp*2)), productParts)
 	case dotRows:
 		units := (p.n + dotChannels - 1) / dotChannels
@@ -549,6 +558,99 @@ func (b *fewBody) run(lo, hi int) {
 			}
 		}
 		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)
+	}
+}
+
+// packColsLate says whether mm_int8's few-row path with quad panels
+// packs b a pair of panels at a time, as the tiles need it (fewColsBody),
+// rather than whole before it multiplies (a variable for tests and
+// measurements, which run both).
+var packColsLate = true
+
+// fewColsBody runs the few-row path over mm_int8's b, [K, N], as it is, a
+// pair of quad panels at a time: each pass of k packs the pair's columns
+// into a buffer in the cache (packColsQuadPair) and runs the tiles over both
+// panels at once, so b comes from memory once, where packing it whole
+// first wrote the panels out and read them back (three times the bytes).
+type fewColsBody struct{ p *product }
+
+func (b *fewColsBody) run(lo, hi int) {
+	p := b.p
+	nr := gemmCols()
+	pb := p.pairBytes()
+	pass := min(fewPairs/2, p.kp) // quads: as many bytes as fewBody's pairs
+	buf := smallBufs.get(2 * colsGroup * pass * pb)
+	defer smallBufs.put(buf)
+	ldc := 8*nr*colsGroup + 64
+	c := smallBufs.get(p.m * ldc)
+	defer smallBufs.put(c)
+	for u := lo; u < hi; u++ {
+		for pc := 0; pc < p.kp; pc += pass {
+			kc := min(pass, p.kp-pc)
+			pstride := kc * pb
+			for g := range colsGroup {
+				if n0 := 2 * (u*colsGroup + g) * nr; n0 < p.n {
+					packColsQuadPair(p.w, p.k, p.n, n0, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], pstride)
+				}
+			}
+			for g := range colsGroup {
+				n0 := 2 * (u*colsGroup + g) * nr
+				if n0 >= p.n {
+					break
+				}
+				ps := pstride
+				if n0+nr >= p.n {
+					ps = 0 // one panel
+				}
+				p.tiles(0, p.m, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], ps, c[8*nr*g:], ldc, nil)
+			}
+		}
+		for pn := range 2 * colsGroup {
+			if c0 := (2*u*colsGroup + pn) * nr; c0 < p.n {
+				p.fin.finish(0, c0, p.m, min(nr, p.n-c0), c[4*nr*pn:], ldc)
+			}
+		}
+	}
+}
+
+// colsGroup is how many pairs of panels fewColsBody packs before it runs
+// their tiles.
+const colsGroup = 2
+
+// packColsQuadPair packs quads [qc, qc+kc) of k of the pair of quad panels
+// from column n0 of b, [K, N] (the second only where n0+gemmCols < N),
+// into dst, the second panel pstride bytes after the first: the kernel
+// the whole quads of a whole pair, Go the rest (zero past K and N).
+func packColsQuadPair(b []byte, k, n, n0, qc, kc int, dst []byte, pstride int) {
+	nr := gemmCols()
+	qb := 4 * nr
+	done := 0
+	if full := min(kc, k/4-qc); full > 0 && n0+2*nr <= n {
+		packColsQuadsRun(b[4*qc*n+n0:(4*(qc+full)-1)*n+n0+2*nr], n, full, dst, pstride)
+		done = full
+	}
+	for pn := range 2 {
+		if c0 := n0 + pn*nr; c0 < n {
+			for q := done; q < kc; q++ {
+				packColsQuadGo(b, k, n, c0, qc+q, dst[pn*pstride+q*qb:pn*pstride+(q+1)*qb])
+			}
+		}
+	}
+}
+
+// packColsQuadGo packs quad q of k of the quad panel from column c0 of b,
+// [K, N], into d: each column's four values plus 128 (zero past K and N).
+func packColsQuadGo(b []byte, k, n, c0, q int, d []byte) {
+	for j := range len(d) / 4 {
+		var quad uint32
+		for e := range 4 {
+			v := byte(0)
+			if c, r := c0+j, 4*q+e; c < n && r < k {
+				v = b[r*n+c]
+			}
+			quad |= uint32(v^0x80) << (8 * e)
+		}
+		binary.LittleEndian.PutUint32(d[4*j:], quad)
 	}
 }
 
@@ -905,18 +1007,7 @@ func (b *packColsQuadsBody) run(lo, hi int) {
 			done = packColsQuadsPanels(b.src[4*q*p.n:(4*q+3)*p.n+whole*nr], p.n, whole, p.wp[q*qb:], pstride)
 		}
 		for pn := done; pn < panels; pn++ {
-			d := p.wp[pn*pstride+q*qb : pn*pstride+(q+1)*qb]
-			for j := range nr {
-				var quad uint32
-				for e := range 4 {
-					v := byte(0)
-					if c, r := pn*nr+j, 4*q+e; c < p.n && r < p.k {
-						v = b.src[r*p.n+c]
-					}
-					quad |= uint32(v^0x80) << (8 * e)
-				}
-				binary.LittleEndian.PutUint32(d[4*j:], quad)
-			}
+			packColsQuadGo(b.src, p.k, p.n, pn*nr, q, p.wp[pn*pstride+q*qb:pn*pstride+(q+1)*qb])
 		}
 	}
 }

@@ -336,6 +336,18 @@ func packColsQuadsPanels(src []byte, ldb, panels int, dst []byte, pstride int) i
 	return panels
 }
 
+// packColsQuadsRun packs the columns of a pair of quad panels (2 ×
+// gemmCols from src's start) for quads quads of k from a [K, N] matrix
+// (rows ldb bytes apart, from the first row of the first quad), the two
+// panels pstride bytes apart in dst.
+func packColsQuadsRun(src []byte, ldb, quads int, dst []byte, pstride int) {
+	if impl == implAVX512 {
+		packColsQuadsRunVNNIAVX512(src, ldb, quads, dst, pstride)
+	} else {
+		packColsQuadsRunVNNIAVX2(src, ldb, quads, dst, pstride)
+	}
+}
+
 // The input activation kernels of each assembly set, by kernelIndex.
 var (
 	geluKernels = [...][3]func(src, dst []byte){

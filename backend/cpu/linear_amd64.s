@@ -2689,6 +2689,55 @@ packColsQuadsVNNIAVX2_done:
 	VZEROUPPER
 	RET
 
+// func packColsQuadsRunVNNIAVX2(src []byte, ldb int, quads int, dst []byte, pstride int)
+// Requires: AVX, AVX2
+TEXT ·packColsQuadsRunVNNIAVX2(SB), NOSPLIT, $0-72
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldb+24(FP), CX
+	MOVQ         quads+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         pstride+64(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	MOVQ         CX, R8
+	SHLQ         $0x02, R8
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+
+packColsQuadsRunVNNIAVX2_loop:
+	CMPQ       DX, $0x00
+	JE         packColsQuadsRunVNNIAVX2_done
+	VPXOR      (AX), Y0, Y1
+	VPXOR      (AX)(CX*1), Y0, Y2
+	VPXOR      (AX)(CX*2), Y0, Y3
+	VPXOR      (DI), Y0, Y4
+	VPUNPCKLBW Y2, Y1, Y5
+	VPUNPCKHBW Y2, Y1, Y1
+	VPUNPCKLBW Y4, Y3, Y2
+	VPUNPCKHBW Y4, Y3, Y3
+	VPUNPCKLWD Y2, Y5, Y4
+	VPUNPCKHWD Y2, Y5, Y2
+	VPUNPCKLWD Y3, Y1, Y5
+	VPUNPCKHWD Y3, Y1, Y1
+	VPERM2I128 $0x20, Y2, Y4, Y3
+	VMOVDQU    Y3, (BX)
+	VPERM2I128 $0x20, Y1, Y5, Y3
+	VMOVDQU    Y3, 32(BX)
+	VPERM2I128 $0x31, Y2, Y4, Y2
+	VMOVDQU    Y2, (BX)(SI*1)
+	VPERM2I128 $0x31, Y1, Y5, Y1
+	VMOVDQU    Y1, 32(BX)(SI*1)
+	ADDQ       R8, AX
+	ADDQ       R8, DI
+	ADDQ       $0x00000040, BX
+	DECQ       DX
+	JMP        packColsQuadsRunVNNIAVX2_loop
+
+packColsQuadsRunVNNIAVX2_done:
+	VZEROUPPER
+	RET
+
 // func packColsAVX2(src []byte, ldb int, panels int, dst []byte, pstride int)
 // Requires: AVX, AVX2
 TEXT ·packColsAVX2(SB), NOSPLIT, $0-72
@@ -7499,6 +7548,58 @@ packColsQuadsVNNIAVX512_loop:
 	JMP        packColsQuadsVNNIAVX512_loop
 
 packColsQuadsVNNIAVX512_done:
+	VZEROUPPER
+	RET
+
+// func packColsQuadsRunVNNIAVX512(src []byte, ldb int, quads int, dst []byte, pstride int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·packColsQuadsRunVNNIAVX512(SB), NOSPLIT, $0-72
+	MOVQ         src_base+0(FP), AX
+	MOVQ         ldb+24(FP), CX
+	MOVQ         quads+32(FP), DX
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         pstride+64(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	MOVQ         CX, R8
+	SHLQ         $0x02, R8
+	MOVL         $0x80808080, R9
+	VPBROADCASTD R9, Z0
+
+packColsQuadsRunVNNIAVX512_loop:
+	CMPQ       DX, $0x00
+	JE         packColsQuadsRunVNNIAVX512_done
+	VPXORD     (AX), Z0, Z1
+	VPXORD     (AX)(CX*1), Z0, Z2
+	VPXORD     (AX)(CX*2), Z0, Z3
+	VPXORD     (DI), Z0, Z4
+	VPUNPCKLBW Z2, Z1, Z5
+	VPUNPCKHBW Z2, Z1, Z1
+	VPUNPCKLBW Z4, Z3, Z2
+	VPUNPCKHBW Z4, Z3, Z3
+	VPUNPCKLWD Z2, Z5, Z4
+	VPUNPCKHWD Z2, Z5, Z2
+	VPUNPCKLWD Z3, Z1, Z5
+	VPUNPCKHWD Z3, Z1, Z1
+	VSHUFI32X4 $0x44, Z2, Z4, Z3
+	VSHUFI32X4 $0xee, Z2, Z4, Z2
+	VSHUFI32X4 $0x44, Z1, Z5, Z4
+	VSHUFI32X4 $0xee, Z1, Z5, Z1
+	VSHUFI32X4 $0x88, Z4, Z3, Z5
+	VMOVDQU32  Z5, (BX)
+	VSHUFI32X4 $0xdd, Z4, Z3, Z3
+	VMOVDQU32  Z3, 64(BX)
+	VSHUFI32X4 $0x88, Z1, Z2, Z3
+	VMOVDQU32  Z3, (BX)(SI*1)
+	VSHUFI32X4 $0xdd, Z1, Z2, Z1
+	VMOVDQU32  Z1, 64(BX)(SI*1)
+	ADDQ       R8, AX
+	ADDQ       R8, DI
+	ADDQ       $0x00000080, BX
+	DECQ       DX
+	JMP        packColsQuadsRunVNNIAVX512_loop
+
+packColsQuadsRunVNNIAVX512_done:
 	VZEROUPPER
 	RET
 

@@ -250,6 +250,12 @@ func packQuadsVNNIAVX2(src []byte, ldw int, kq int, dst []byte)
 //go:noescape
 func packColsQuadsVNNIAVX2(src []byte, ldb int, pairs int, dst []byte, pstride int)
 
+// packColsQuadsRunVNNIAVX2 packs 32 columns of quads quads of int8 rows of src (four rows, ldb bytes apart, a quad) into two panels of dst,
+// pstride bytes apart: per quad, the 16 columns' four values plus 128, as unsigned bytes (64 bytes).
+//
+//go:noescape
+func packColsQuadsRunVNNIAVX2(src []byte, ldb int, quads int, dst []byte, pstride int)
+
 // packColsAVX2 packs a pair of int8 rows of src (the second ldb bytes after the first), 16 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (64 bytes).
 // panels must be at least 1.
@@ -668,6 +674,12 @@ func packQuadsVNNIAVX512(src []byte, ldw int, kq int, dst []byte)
 //
 //go:noescape
 func packColsQuadsVNNIAVX512(src []byte, ldb int, pairs int, dst []byte, pstride int)
+
+// packColsQuadsRunVNNIAVX512 packs 64 columns of quads quads of int8 rows of src (four rows, ldb bytes apart, a quad) into two panels of dst,
+// pstride bytes apart: per quad, the 32 columns' four values plus 128, as unsigned bytes (128 bytes).
+//
+//go:noescape
+func packColsQuadsRunVNNIAVX512(src []byte, ldb int, quads int, dst []byte, pstride int)
 
 // packColsAVX512 packs a pair of int8 rows of src (the second ldb bytes after the first), 32 columns
 // for each of panels panels, into dst: per panel, pstride bytes apart, each column's two values as int16 (128 bytes).

@@ -138,3 +138,44 @@ func TestCopyStream(t *testing.T) {
 		}
 	})
 }
+
+// TestPackColsQuadsRun compares the kernel that packs a pair of quad
+// panels down a run of quads of mm_int8's b (on AVX2 it only runs on
+// machines with AVX-VNNI, so it is checked here directly, wherever AVX2
+// is) with the Go packing of the same quads, for columns and quads
+// anywhere in b, and checks it writes nothing else.
+func TestPackColsQuadsRun(t *testing.T) {
+	forEachKernelSet(t, false, func(t *testing.T) {
+		if impl == implGeneric {
+			t.Skip("no kernel")
+		}
+		rng := rand.New(rand.NewPCG(27, 28))
+		nr := gemmCols()
+		qb := 4 * nr
+		for _, s := range []struct{ k, n int }{{4, 2 * nr}, {64, 2*nr + 3}, {36, 5 * nr}, {256, 8*nr + 1}} {
+			b := make([]byte, s.k*s.n)
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			for n0 := 0; n0+2*nr <= s.n; n0 += nr / 2 {
+				for qc := 0; qc < s.k/4; qc += 3 {
+					quads := s.k/4 - qc
+					const guard = 64
+					pstride := quads*qb + 32
+					got := make([]byte, pstride+quads*qb+guard)
+					want := make([]byte, len(got))
+					packColsQuadsRun(b[4*qc*s.n+n0:(4*(qc+quads)-1)*s.n+n0+2*nr], s.n, quads, got, pstride)
+					for pn := range 2 {
+						for q := range quads {
+							at := pn*pstride + q*qb
+							packColsQuadGo(b, s.k, s.n, n0+pn*nr, qc+q, want[at:at+qb])
+						}
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("k %d, n %d: columns from %d, quads from %d: packed wrong", s.k, s.n, n0, qc)
+					}
+				}
+			}
+		}
+	})
+}

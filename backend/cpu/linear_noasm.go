@@ -58,6 +58,10 @@ func packQuadsPanel([]byte, int, int, []byte) int { return 0 }
 
 func packColsQuadsPanels([]byte, int, int, []byte, int) int { return 0 }
 
+func packColsQuadsRun([]byte, int, int, []byte, int) {
+	panic("cpu: no quad panels without assembly")
+}
+
 // activateBlocks does none of the activation: Go does it all (activate).
 func activateBlocks(dtype.DType, string, []byte, []byte) int { return 0 }
 

@@ -1168,23 +1168,64 @@ func packQuadLines(name string, w width) {
 // +15; two rounds of VSHUFI32X4 transpose those 4x4 lanes, so each
 // register holds 16 columns in order (with 256 bits, 32 columns at a
 // time, VPERM2I128 pairs the lanes: 8 columns a register). Each byte is
-// XORed with 0x80.
-func packColsQuads(name string, w width) {
+// XORed with 0x80. With down, the kernel instead packs one pair of panels
+// for a run of quads, moving down the rows rather than across the
+// columns, as the few-row path packs mm_int8's b just before it
+// multiplies it.
+func packColsQuads(name string, w width, down bool) {
 	nr := 2 * w.lanes()
-	TEXT(name, NOSPLIT, "func(src []byte, ldb int, pairs int, dst []byte, pstride int)")
+	count := "pairs"
+	doc := []string{
+		fmt.Sprintf("%s packs four int8 rows of src (ldb bytes apart), %d columns for each of pairs pairs of panels, into dst:", name, 2*nr),
+		fmt.Sprintf("per panel, pstride bytes apart, the %d columns' four values plus 128, as unsigned bytes (%d bytes).", nr, 4*nr),
+	}
+	if down {
+		count = "quads"
+		doc = []string{
+			fmt.Sprintf("%s packs %d columns of quads quads of int8 rows of src (four rows, ldb bytes apart, a quad) into two panels of dst,", name, 2*nr),
+			fmt.Sprintf("pstride bytes apart: per quad, the %d columns' four values plus 128, as unsigned bytes (%d bytes).", nr, 4*nr),
+		}
+	}
+	TEXT(name, NOSPLIT, "func(src []byte, ldb int, "+count+" int, dst []byte, pstride int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s packs four int8 rows of src (ldb bytes apart), %d columns for each of pairs pairs of panels, into dst:", name, 2*nr),
-		fmt.Sprintf("per panel, pstride bytes apart, the %d columns' four values plus 128, as unsigned bytes (%d bytes).", nr, 4*nr))
+	Doc(doc...)
 	sp := Load(Param("src").Base(), GP64())
 	ldb := Load(Param("ldb"), GP64())
-	n := Load(Param("pairs"), GP64())
+	n := Load(Param(count), GP64())
 	dp := Load(Param("dst").Base(), GP64())
 	ps := Load(Param("pstride"), GP64())
 	sp3 := third(sp, ldb)
+	var rows GPVirtual // down: four rows
+	if down {
+		rows = GP64()
+		MOVQ(ldb, rows)
+		SHLQ(Imm(2), rows)
+	}
 	bias := w.broadcast(0x80808080)
 	Label(name + "_loop")
 	CMPQ(n, Imm(0))
 	JE(LabelRef(name + "_done"))
+	packColsQuad(w, sp, sp3, ldb, dp, ps, bias)
+	if down {
+		ADDQ(rows, sp)
+		ADDQ(rows, sp3)
+		ADDQ(U32(4*nr), dp)
+	} else {
+		ADDQ(Imm(uint64(w.bytes)), sp)
+		ADDQ(Imm(uint64(w.bytes)), sp3)
+		LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
+	}
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// packColsQuad emits one step of packColsQuads: the four rows at sp (sp3
+// the fourth), two panels' columns, stored at dp and dp + ps.
+func packColsQuad(w width, sp, sp3, ldb, dp, ps Register, bias VecVirtual) {
 	r := make([]VecVirtual, 4)
 	for i, m := range []Mem{{Base: sp}, {Base: sp, Index: ldb, Scale: 1}, {Base: sp, Index: ldb, Scale: 2}, {Base: sp3}} {
 		r[i] = w.reg()
@@ -1228,15 +1269,6 @@ func packColsQuads(name string, w width) {
 		// Columns 0-15: lane 0 of c0 to c3; 16-31: lane 1; and so on.
 		transposeLanes(w, c, store)
 	}
-	ADDQ(Imm(uint64(w.bytes)), sp)
-	ADDQ(Imm(uint64(w.bytes)), sp3)
-	LEAQ(Mem{Base: dp, Index: ps, Scale: 2}, dp)
-	DECQ(n)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
 }
 
 // packColsI8 emits the kernel that packs two pairs of k of whole int8
@@ -1410,7 +1442,8 @@ func linearKernels(w width) {
 	} else {
 		packQuads("packQuadsVNNI"+w.name, w)
 	}
-	packColsQuads("packColsQuadsVNNI"+w.name, w)
+	packColsQuads("packColsQuadsVNNI"+w.name, w, false)
+	packColsQuads("packColsQuadsRunVNNI"+w.name, w, true)
 	packCols("packCols"+w.name, w)
 	for _, dt := range []string{"bfloat16", "float16", "float32"} {
 		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
