@@ -45,6 +45,7 @@ type variant struct {
 	stream   bool
 	int16    bool
 	pairs    bool
+	whole    bool // few rows, cols: b packed whole first (packColsLate off)
 }
 
 // variants are every way through the driver. Every path takes any
@@ -64,6 +65,7 @@ var variants = []variant{
 	{name: "many,cols,stream", path: manyRows, cols: true, stream: true},
 	{name: "few,cols", path: fewRows, cols: true},
 	{name: "few,cols,stream", path: fewRows, cols: true, stream: true},
+	{name: "few,cols,whole", path: fewRows, cols: true, whole: true},
 	{name: "many,int16", path: manyRows, int16: true},
 	{name: "many,cols,int16", path: manyRows, cols: true, int16: true},
 	{name: "many,pairs", path: manyRows, pairs: true},
@@ -101,6 +103,10 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	if v.int16 {
 		defer func(f func() bool) { int8Panels = f }(int8Panels)
 		int8Panels = func() bool { return false }
+	}
+	if v.whole {
+		defer func(late bool) { packColsLate = late }(packColsLate)
+		packColsLate = false
 	}
 	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
