@@ -99,16 +99,25 @@ func mixedFile(t *testing.T, path string) {
 	}
 }
 
+// mixedDirect writes mixedFile in a new directory and returns its path,
+// with every tensor read directly for the rest of the test (see
+// readDirectly); it skips the test where direct reads are not available.
+func mixedDirect(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mixed.safetensors")
+	mixedFile(t, path)
+	if !readDirectly(t) {
+		t.Skip("O_DIRECT is not available here")
+	}
+	return path
+}
+
 // copyUnits writes mixedFile, opens it, and returns units copying each of
 // its tensors, times times over, in order; it skips the test where direct
 // reads are not available.
 func copyUnits(t *testing.T, times int) (path string, f *safetensors.File, units []unit, ord []int32) {
 	t.Helper()
-	path = filepath.Join(t.TempDir(), "mixed.safetensors")
-	mixedFile(t, path)
-	if !readDirectly(t) {
-		t.Skip("O_DIRECT is not available here")
-	}
+	path = mixedDirect(t)
 	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -128,12 +137,8 @@ func copyUnits(t *testing.T, times int) (path string, f *safetensors.File, units
 // the mapping, for quantizing (row-wise, per-tensor, ConvRot) and
 // dequantizing (to bfloat16 and float32).
 func TestDirectReadSameBytes(t *testing.T) {
-	dir := t.TempDir()
-	mixed := filepath.Join(dir, "mixed.safetensors")
-	mixedFile(t, mixed)
-	if !readDirectly(t) {
-		t.Skip("O_DIRECT is not available here")
-	}
+	mixed := mixedDirect(t)
+	dir := filepath.Dir(mixed)
 	ctx := context.Background()
 	convert := func(direct bool, name string, run func(out string) error) []byte {
 		t.Helper()
@@ -221,14 +226,11 @@ func TestDirectReadShrunkFile(t *testing.T) {
 }
 
 // TestDirectReadCancel: a conversion interrupted while the reader is ahead
-// of it stops, leaves no file, and the reader's goroutine ends.
+// of it stops and leaves no file (and returns only once the reader's
+// goroutine has ended: the conversion waits for it before unmapping).
 func TestDirectReadCancel(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "mixed.safetensors")
-	mixedFile(t, in)
-	if !readDirectly(t) {
-		t.Skip("O_DIRECT is not available here")
-	}
+	in := mixedDirect(t)
+	dir := filepath.Dir(in)
 	for stop := 1; stop <= 4; stop++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		opts := Options{Force: true, Selection: Selection{MinElements: 1}, Progress: func(p Progress) {

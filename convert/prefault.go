@@ -21,8 +21,9 @@ import (
 //
 // It touches the units' inputs (a weight and its scale) in the producer's
 // order, one page at a time, at most window bytes past the end of the
-// unit the producer is on: no more than half the largest tensor (or 4
-// MiB, for files of small tensors), so that the pages mapped ahead fit
+// unit the producer is on: no more than half the largest tensor it maps
+// (or 4 MiB, for files of small tensors; the direct reader's tensors it
+// skips), so that the pages mapped ahead fit
 // the README's memory bound with room to spare: it counts mapped pages
 // and allows twice the largest tensor (a case of TestMemoryBound with 48
 // MiB tensors checks it). Touched pages may be dropped again before
@@ -47,7 +48,8 @@ type prefaulter struct {
 }
 
 // prefaultMin and prefaultMax bound a prefaulter's window, the bytes it
-// maps ahead of the producer: half the largest tensor's size, within them.
+// maps ahead of the producer: half the size of the largest tensor it maps,
+// within them.
 const (
 	prefaultMin = 4 << 20
 	prefaultMax = 64 << 20
@@ -60,9 +62,11 @@ func startPrefault(ctx context.Context, f *safetensors.File, units []unit, ord [
 	if !f.Mapped() || len(ord) < 2 {
 		return nil
 	}
-	var largest int64
-	for _, t := range f.Tensors {
-		largest = max(largest, t.Size())
+	var largest int64 // of the tensors it maps: the direct reader reads its own
+	for _, i := range ord {
+		if u := &units[i]; !direct.takes(u) {
+			u.inputs(f, func(t safetensors.TensorInfo) { largest = max(largest, t.Size()) })
+		}
 	}
 	p := &prefaulter{f: f, units: units, ord: ord, direct: direct, window: min(max(largest/2, prefaultMin), prefaultMax),
 		touched: make([]int64, len(ord)), done: make(chan struct{})}
