@@ -24,10 +24,17 @@ import (
 // The buffer is a ring outside the Go heap (whose collector would let the
 // heap grow to twice it again), the size of the largest unit's inputs (a
 // weight, and a dequantized layer's scale, each rounded out to the
-// alignment O_DIRECT asks for) and directAhead more, mapped twice in a row
-// so that every unit's region is contiguous wherever it starts (see
-// mapRing). Units take regions in the producer's order, each right after
-// the last, and are read in pieces. The producer works on a unit's rows as
+// alignment O_DIRECT asks for) and directAhead more. Units take regions in
+// the producer's order, each right after the last, and are read in
+// pieces. A region must be contiguous: the ring's first directAhead bytes
+// are mapped again after its end (see mapRing), so a region may run up to
+// that far past the end; one that would run further starts at the ring's
+// start instead, once the units before it have freed the room. The pages
+// mapped twice count twice in the process's RSS, so the second mapping is
+// short; and its pages stay mapped: taking pages out of a mapping and
+// faulting them back in on every wrap (the first way, session 13) cost a
+// 3.1 GB conversion 2.3-2.6 s of CPU time more on a virtual machine whose
+// page-table changes are slow (BENCHMARKS.md, "The ring's pages stay"). The producer works on a unit's rows as
 // they arrive (a quantized layer's chunks, a copied tensor's pieces),
 // waiting for the whole only where the whole is needed (one scale for the
 // tensor, a dequantized layer), and frees a quantized layer's rows as it
@@ -94,8 +101,9 @@ type directReader struct {
 	df    directFile
 	units []unit
 	ord   []int32
-	ring  []byte // 2*size bytes: the same memory twice (see mapRing)
+	ring  []byte // size+cross bytes, the last cross the same memory as the first (see mapRing)
 	size  int64
+	cross int64 // how far past the ring's end a region may run
 	unmap func()
 
 	mu      sync.Mutex
@@ -134,12 +142,13 @@ func startDirect(ctx context.Context, f *safetensors.File, units []unit, ord []i
 		return nil // read through the mapping, as elsewhere
 	}
 	size := largest + directAhead // both multiples of the page size
-	ring, unmap, err := mapRing(int(size))
+	cross := min(directAhead, largest) // every region is at most largest
+	ring, unmap, err := mapRing(int(size), int(cross))
 	if err != nil {
 		df.close()
 		return nil
 	}
-	r.df, r.ring, r.size, r.unmap = df, ring, size, unmap
+	r.df, r.ring, r.size, r.cross, r.unmap = df, ring, size, cross, unmap
 	r.changed = sync.NewCond(&r.mu)
 	// Every unit placed can wait in the channel: the reader never blocks
 	// on it, only on the ring.
@@ -207,32 +216,25 @@ func (r *directReader) run(ctx context.Context) {
 }
 
 // place waits until the ring has room for d's region after the last one
-// placed, and takes it; false if stopped.
+// placed (or at the ring's start, where it would run too far past the
+// end), and takes it; false if stopped.
 func (r *directReader) place(d *directUnit) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	start := r.head
+	if at := start % r.size; at+d.n-r.size > r.cross {
+		start += r.size - at // the bytes skipped are free once the units before are
+	}
 	for !r.stopped {
-		if r.head+d.n-r.tail() <= r.size {
-			d.start = r.head
-			r.head += d.n
+		if len(r.live) == 0 || start+d.n-r.tail() <= r.size {
+			d.start = start
+			r.head = start + d.n
 			r.live = append(r.live, d)
-			if x := r.wrapped(d); x > 0 {
-				// The region's end is the ring's start, reached through the
-				// second mapping: the first's pages there leave this
-				// process's memory, so that no page counts twice in it.
-				dropPages(r.ring[:x])
-			}
 			return true
 		}
 		r.changed.Wait()
 	}
 	return false
-}
-
-// wrapped returns how many bytes of d's region lie past the end of the
-// ring's first mapping.
-func (r *directReader) wrapped(d *directUnit) int64 {
-	return max(0, d.start%r.size+d.n-r.size)
 }
 
 // tail is where the bytes in use start, in the stream of regions: the
@@ -367,11 +369,6 @@ func (r *directReader) free(d *directUnit, n int64) {
 	r.mu.Lock()
 	d.freed = max(d.freed, min(n, d.n))
 	for len(r.live) > 0 && r.live[0].freed == r.live[0].n {
-		if x := r.wrapped(r.live[0]); x > 0 {
-			// The units after it reach these pages through the first
-			// mapping (see place).
-			dropPages(r.ring[r.size : r.size+x])
-		}
 		r.live[0] = nil
 		r.live = r.live[1:]
 	}

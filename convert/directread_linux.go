@@ -56,11 +56,12 @@ func (d *linuxDirect) close() error {
 	return nil
 }
 
-// mapRing returns 2n bytes of address space whose second half maps the
-// same n bytes of memory as the first (a memfd mapped twice, outside the
-// Go heap), so that any n bytes from an offset under n are contiguous,
-// and a function that unmaps them. n must be a multiple of the page size.
-func mapRing(n int) ([]byte, func(), error) {
+// mapRing returns n+extra bytes of address space whose last extra bytes
+// map the same memory as its first extra bytes (a memfd of n bytes mapped
+// twice, outside the Go heap), so that a region that starts under n and
+// runs up to extra bytes past it is contiguous, and a function that unmaps
+// them. n and extra must be multiples of the page size, extra at most n.
+func mapRing(n, extra int) ([]byte, func(), error) {
 	fd, err := unix.MemfdCreate("kitchen-read", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, nil, err
@@ -69,22 +70,23 @@ func mapRing(n int) ([]byte, func(), error) {
 	if err := unix.Ftruncate(fd, int64(n)); err != nil {
 		return nil, nil, err
 	}
-	// Reserve 2n of address space, then map the memory over both halves.
-	base, err := unix.MmapPtr(-1, 0, nil, uintptr(2*n), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// Reserve the address space, then map the memory over it twice.
+	base, err := unix.MmapPtr(-1, 0, nil, uintptr(n+extra), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, nil, err
 	}
-	free := func() { _ = unix.MunmapPtr(base, uintptr(2*n)) }
-	for _, at := range []unsafe.Pointer{base, unsafe.Add(base, n)} {
-		if _, err := unix.MmapPtr(fd, 0, at, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+	free := func() { _ = unix.MunmapPtr(base, uintptr(n+extra)) }
+	for _, m := range []struct {
+		at  unsafe.Pointer
+		len int
+	}{{base, n}, {unsafe.Add(base, n), extra}} {
+		if m.len == 0 {
+			continue
+		}
+		if _, err := unix.MmapPtr(fd, 0, m.at, uintptr(m.len), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
 			free()
 			return nil, nil, err
 		}
 	}
-	return unsafe.Slice((*byte)(base), 2*n), free, nil
+	return unsafe.Slice((*byte)(base), n+extra), free, nil
 }
-
-// dropPages takes b's pages out of this mapping (MADV_DONTNEED): the
-// memory stays, reachable through the ring's other mapping, and the next
-// touch here maps it back.
-func dropPages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }

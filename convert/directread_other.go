@@ -14,6 +14,4 @@ var errNoDirect = errors.New("direct reads are not supported on this system")
 
 func openDirect(*safetensors.File) (directFile, error) { return nil, errNoDirect }
 
-func mapRing(int) ([]byte, func(), error) { return nil, nil, errNoDirect }
-
-func dropPages([]byte) {}
+func mapRing(int, int) ([]byte, func(), error) { return nil, nil, errNoDirect }

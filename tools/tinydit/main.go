@@ -6,7 +6,9 @@
 // the converter's default selection has every kind of tensor to decide on.
 //
 // Regenerate with `go generate ./...` (or `go run ./tools/tinydit -o PATH`);
-// the output is the same bytes every time.
+// the output is the same bytes every time. With -hidden and -blocks it
+// writes larger checkpoints of the same shape for conversion benchmarks
+// (BENCHMARKS.md).
 package main
 
 import (
@@ -25,12 +27,15 @@ import (
 )
 
 const (
-	hidden  = 192
-	blocks  = 2
 	patch   = 64 // in_channels * patch * patch
 	classes = 1001
 	tokens  = 64
 )
+
+// The model's width and depth: the shipped file's by default, larger for
+// benchmarks (-hidden 3072 -blocks 9 writes a 3.1 GB checkpoint shaped like
+// a large DiT's).
+var hidden, blocks = 192, 2
 
 type tensorSpec struct {
 	name  string
@@ -80,6 +85,8 @@ func specs() []tensorSpec {
 
 func main() {
 	out := flag.String("o", "testdata/tiny-dit.safetensors", "output file")
+	flag.IntVar(&hidden, "hidden", hidden, "model width")
+	flag.IntVar(&blocks, "blocks", blocks, "transformer blocks")
 	flag.Parse()
 	if err := write(*out); err != nil {
 		log.Fatal(err)
