@@ -80,8 +80,11 @@ type Operation interface {
 	// Name is comfy-kitchen's name of the operation.
 	Name() string
 	// Workload prepares a typical call of the operation for benchmarks,
-	// with inputs made as spec says. It returns nil when the operation
-	// declares none or the spec does not fit it.
+	// with inputs made as spec says. It returns nil, nil when the
+	// operation declares none, an error wrapping ErrNoWorkload when the
+	// spec's shape or dtype does not fit it, and the call's own argument
+	// error when an option the spec sets is invalid (checked as a call
+	// checks it, by its arguments' Validate).
 	Workload(ctx context.Context, r *Registry, spec *Spec) (*Workload, error)
 }
 
@@ -306,10 +309,13 @@ func (o *Op[A, R]) Workload(ctx context.Context, r *Registry, spec *Spec) (*Work
 	}
 	args, cost, err := o.prepare(ctx, r, spec)
 	if errors.Is(err, ErrNoWorkload) {
-		return nil, nil
+		return nil, fmt.Errorf("%s: %w", o.name, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: preparing a workload: %w", o.name, err)
+	}
+	if err := args.Validate(); err != nil {
+		return nil, err // an ArgError names the operation
 	}
 	return &Workload{
 		Cost: cost,

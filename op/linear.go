@@ -3,14 +3,12 @@ package op
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
-	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -359,22 +357,18 @@ func prepareMMInt8(_ context.Context, _ *backend.Registry, spec *backend.Spec) (
 // prepareLinear runs normal x [M, K] of the spec's dtype through a random
 // int8 layer [N, K] with per-channel scales and a bias, to x's dtype,
 // with the spec's ConvRot group and input activation (swiglu: x is [M,
-// 2K]).
+// 2K]), which Validate checks as it checks any call's.
 func prepareLinear(_ context.Context, _ *backend.Registry, spec *backend.Spec) (*LinearArgs, backend.Cost, error) {
 	m, k, n, err := gemmShape(spec)
-	if err != nil || !spec.DType.IsFloat() {
-		return nil, backend.Cost{}, errors.Join(err, fmt.Errorf("%w: dtype %v", backend.ErrNoWorkload, spec.DType))
+	if err != nil {
+		return nil, backend.Cost{}, err
 	}
-	if g := spec.Group; g != 0 && (!quant.ValidGroup(g) || k%g != 0) {
-		return nil, backend.Cost{}, fmt.Errorf("%w: ConvRot group %d: want a power of 4, at least 4, dividing K = %d", backend.ErrNoWorkload, g, k)
+	if !spec.DType.IsFloat() {
+		return nil, backend.Cost{}, fmt.Errorf("%w: dtype %v is not a float", backend.ErrNoWorkload, spec.DType)
 	}
 	kx := k
-	switch spec.InputAct {
-	case "", ActGeluTanh:
-	case ActSwiGLU:
+	if spec.InputAct == ActSwiGLU {
 		kx = 2 * k
-	default:
-		return nil, backend.Cost{}, fmt.Errorf("%w: input activation %q: want %q or %q", backend.ErrNoWorkload, spec.InputAct, ActGeluTanh, ActSwiGLU)
 	}
 	x, err := randomTensor(spec.Device, spec.DType, 3, m, kx)
 	if err != nil {

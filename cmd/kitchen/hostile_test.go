@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/gokitchen/kitchen/backend"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,11 @@ func TestExitCode(t *testing.T) {
 	}
 	if c := exitCode(&w, errors.New("bad \x1b[2J name"), nil); c != 1 || w.String() != "kitchen: bad \\x1b[2J name\n" {
 		t.Errorf("error: %d %q", c, w.String())
+	}
+	w.Reset()
+	// The library's argument errors say "kitchen:" themselves.
+	if c := exitCode(&w, &backend.ArgError{Op: "int8_linear", Param: "input_act", Row: -1, Err: backend.ErrOption}, nil); c != 1 || w.String() != "kitchen: int8_linear: input_act: option not accepted\n" {
+		t.Errorf("argument error: %d %q", c, w.String())
 	}
 	w.Reset()
 	if c := exitCode(&w, context.Canceled, &signalError{syscall.SIGHUP}); c != 129 || w.String() != "kitchen: interrupted by signal: hangup\n" {

@@ -58,7 +58,7 @@ func exitCode(w io.Writer, err, cause error) int {
 	var se *signalError
 	if errors.As(cause, &se) {
 		if !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(w, "kitchen:", printable(err.Error()))
+			fmt.Fprintln(w, message(err))
 		}
 		fmt.Fprintln(w, "kitchen:", se)
 		if n, ok := se.sig.(syscall.Signal); ok {
@@ -66,8 +66,15 @@ func exitCode(w io.Writer, err, cause error) int {
 		}
 		return 1
 	}
-	fmt.Fprintln(w, "kitchen:", printable(err.Error()))
+	fmt.Fprintln(w, message(err))
 	return 1
+}
+
+// message is err's line on standard error: "kitchen: " and the error,
+// printable, without saying "kitchen: " twice (the library's argument
+// errors start with it).
+func message(err error) string {
+	return "kitchen: " + strings.TrimPrefix(printable(err.Error()), "kitchen: ")
 }
 
 // printable returns s with every character that a terminal would not

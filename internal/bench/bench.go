@@ -14,6 +14,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -25,7 +26,6 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/parcopy"
 	"github.com/gokitchen/kitchen/op"
-	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -157,14 +157,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
 	}
-	if g := cfg.Group; g != 0 && (!quant.ValidGroup(g) || len(cfg.Shape) != 3 || cfg.Shape[1]%g != 0) {
-		return nil, fmt.Errorf("bench: ConvRot group %d: want a power of 4, at least 4, that divides K of an M,K,N shape (got %v)", g, cfg.Shape)
-	}
-	switch cfg.InputAct {
-	case "", op.ActGeluTanh, op.ActSwiGLU:
-	default:
-		return nil, fmt.Errorf("bench: input activation %q: want %s or %s", cfg.InputAct, op.ActGeluTanh, op.ActSwiGLU)
-	}
 	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device, Group: cfg.Group, InputAct: cfg.InputAct}
 	type prepared struct {
 		name string
@@ -172,11 +164,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var ops []prepared
 	var copyBytes, maxBytes int64
+	// An operation that does not fit the shape is left out, unless --op
+	// names it or the options set are its own (int8_linear's).
+	linearOpts := cfg.Group != 0 || cfg.InputAct != ""
 	for _, o := range backend.Ops() {
 		if len(cfg.Ops) > 0 && !slices.Contains(cfg.Ops, o.Name()) {
 			continue
 		}
 		w, err := o.Workload(ctx, backend.Default, spec)
+		if errors.Is(err, backend.ErrNoWorkload) && len(cfg.Ops) == 0 && !(linearOpts && o == backend.Operation(op.Int8Linear)) {
+			continue
+		}
+		var argErr *backend.ArgError
+		if errors.As(err, &argErr) {
+			return nil, err // it names the operation and the parameter
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
@@ -186,7 +188,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if len(ops) == 0 {
-		return nil, fmt.Errorf("bench: no operation %v has a workload for shape %v (the matrix products take M,K,N)", cfg.Ops, cfg.Shape)
+		return nil, fmt.Errorf("bench: no operation %v has a workload for shape %v", cfg.Ops, cfg.Shape)
+	}
+	if linearOpts && !slices.ContainsFunc(ops, func(p prepared) bool { return p.name == op.Int8Linear.Name() }) {
+		return nil, fmt.Errorf("bench: a ConvRot group or an input activation applies to int8_linear only, which --op %v leaves out", cfg.Ops)
 	}
 	// The copy floor is a host-memory figure: it means nothing for tensors
 	// on an accelerator, so there it is left out.

@@ -71,13 +71,30 @@ func TestLinearOptions(t *testing.T) {
 	if got, want := res.Ops[0].Bytes-plain.Ops[0].Bytes, int64(3*64*2); got != want {
 		t.Errorf("swiglu moves %d more bytes than the plain layer, want %d (x's second half)", got, want)
 	}
-	for _, bad := range []Config{{Group: 8}, {Group: 128}, {InputAct: "relu"}} {
+	// Bad options are the call's own errors, naming the parameter; so is
+	// an option for an operation left out, or a shape int8_linear cannot
+	// take.
+	for _, bad := range []struct {
+		Config
+		want string
+	}{
+		{Config{Group: 8}, "int8_linear: group_size: option not accepted: 8"},
+		{Config{Group: 256}, "int8_linear: x: bad shape: last dimension 64 is not a multiple of the group size 256"},
+		{Config{InputAct: "relu"}, `int8_linear: input_act: option not accepted: "relu"`},
+		{Config{Group: 16, Ops: []string{"quantize_int8_rowwise"}}, "applies to int8_linear only"},
+		{Config{Group: 16, Shape: []int{64, 64}}, "int8_linear: backend: no workload"},
+	} {
 		c := cfg
 		c.Group, c.InputAct = bad.Group, bad.InputAct
-		if _, err := Run(ctx, c); err == nil {
-			t.Errorf("group %d, activation %q: no error", c.Group, c.InputAct)
-		} else if !strings.Contains(err.Error(), "ConvRot group") && !strings.Contains(err.Error(), "input activation") {
-			t.Errorf("group %d, activation %q: %v", c.Group, c.InputAct, err)
+		if bad.Ops != nil {
+			c.Ops = bad.Ops
+		}
+		if bad.Shape != nil {
+			c.Shape, c.Ops = bad.Shape, nil
+		}
+		_, err := Run(ctx, c)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("group %d, activation %q, ops %v, shape %v: %v, want an error with %q", c.Group, c.InputAct, c.Ops, c.Shape, err, bad.want)
 		}
 	}
 }
