@@ -141,7 +141,7 @@ func startDirect(ctx context.Context, f *safetensors.File, units []unit, ord []i
 	if err != nil {
 		return nil // read through the mapping, as elsewhere
 	}
-	size := largest + directAhead // both multiples of the page size
+	size := largest + directAhead      // both multiples of the page size
 	cross := min(directAhead, largest) // every region is at most largest
 	ring, unmap, err := mapRing(int(size), int(cross))
 	if err != nil {
