@@ -231,6 +231,35 @@ func TestBuffersAfterLarge(t *testing.T) {
 	}
 }
 
+// TestBuffersGrowing: layers over half the budget, each larger than the
+// last, are served by one buffer, made at the conversion's largest such
+// request (slotSize) at the first; a small request still gets a small one.
+func TestBuffersGrowing(t *testing.T) {
+	const mib = 1 << 20
+	b := buffers{slotSize: 96 * mib}
+	before := newBuffers.Load()
+	var first []byte
+	for _, n := range []int{9 * mib, 48 * mib, 64 * mib, 96 * mib, 20 * mib} {
+		f, err := b.get(n)
+		if err != nil || len(f) != n {
+			t.Fatalf("get(%d): %d bytes, %v", n, len(f), err)
+		}
+		if first == nil {
+			first = f
+		} else if !same(f, first) {
+			t.Errorf("get(%d MiB): a buffer other than the first", n/mib)
+		}
+		b.put(f)
+		b.check(t)
+	}
+	if n := newBuffers.Load() - before; n != 1 {
+		t.Errorf("%d buffers allocated, want 1", n)
+	}
+	if f, err := b.get(4 * mib); err != nil || cap(f) != 4*mib {
+		t.Errorf("get(4 MiB): capacity %d, %v; want a buffer of its own size", cap(f), err)
+	}
+}
+
 // TestBuffersRandom: whatever is asked for and given back, the list keeps
 // its count and its bound, the slot changes only as the rules say, and get
 // allocates only when nothing given back fits.

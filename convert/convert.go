@@ -325,7 +325,7 @@ func writeUnits(ctx context.Context, c *conv, p *pending, meta map[string]string
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(pieces)
-		perr = (&producer{c: c, out: pieces, fl: fl, rel: rel, bufs: &buffers{}, direct: direct}).run(pctx, units, ord)
+		perr = (&producer{c: c, out: pieces, fl: fl, rel: rel, bufs: &buffers{slotSize: slotSize(c.f, units)}, direct: direct}).run(pctx, units, ord)
 	})
 	defer func() {
 		cancel()

@@ -129,6 +129,13 @@ func TestMemoryBound(t *testing.T) {
 			}
 			writeInt8Layers(t, p, 2048, names, rows)
 		}, dequant: "fp32"},
+		// Layers growing to 48 MiB of int8, 96 MiB as bfloat16: each
+		// output outgrows the last's buffer, which the garbage collector
+		// has yet to take when the next is made, while the direct reader's
+		// ring holds the largest input.
+		{name: "int8 to bfloat16, growing layers", write: func(p string) {
+			writeInt8Layers(t, p, 4096, []string{"blocks.0.a", "blocks.0.b", "blocks.0.c"}, []int{6144, 8192, 12288})
+		}, dequant: "bf16"},
 		{name: "slow disk", write: func(p string) { writeBig(t, p, 400, []int{512, 1024}, 0, nil) }, min: 1, slow: true}, // 1 MiB each, 400 MiB
 		// The same on 16 Ps, whatever the machine's cores: memory that
 		// grows with GOMAXPROCS (per-P caches holding buffers the producer

@@ -76,10 +76,10 @@ const bufMin = 64 << 10
 // allocated afresh, and it would come back with them.
 //
 // So the list holds at most flowBudget bytes, and the slot one buffer no
-// larger than the largest tensor: with what is in flight, at most twice
-// the budget and the largest tensor (or, while a layer larger than the
-// slot's is made, the budget, the slot's dropped buffer and the new one),
-// within the README's bound of 64 MiB and twice the largest tensor.
+// larger than the largest tensor, made that large at once (slotSize):
+// with what is in flight, at most twice the budget and the largest
+// tensor, and with the direct reader's ring (the largest input and 16
+// MiB) within the README's bound of 64 MiB and twice the largest tensor.
 // Before the slot, one list held both within flowBudget, or one buffer
 // alone if larger, so a layer's buffer went as soon as a small piece came
 // back or passed it over: in a file alternating dequantized layers of 4
@@ -93,6 +93,40 @@ type buffers struct {
 	free  [][]byte // at most flowBudget bytes each, the oldest first
 	held  int64    // the capacity of free, in bytes (at most flowBudget)
 	large []byte   // the slot: nil, or one buffer over flowBudget bytes
+	// slotSize is the capacity a buffer for a request over half the
+	// budget is made with: the largest such request of the conversion
+	// (see slotSize), so that the slot's buffer serves every later one.
+	// Made only as large as each request was, it was replaced by each
+	// larger layer while the garbage collector had yet to take the one
+	// before: dequantizing layers of 54, 72 and 108 MiB (as bfloat16)
+	// peaked at 314-325 MiB against the README's 280, and
+	// TestMemoryBound's growing layers at 281 MiB against 256.
+	slotSize int
+}
+
+// slotSize returns the largest output buffer over half the flow's budget
+// that the producer asks for in converting units: a dequantized layer, or
+// a quantized layer's int8 values in one piece (one scale for the tensor,
+// or rows longer than a chunk).
+func slotSize(f *safetensors.File, units []unit) int {
+	size := 0
+	for i := range units {
+		u := &units[i]
+		t := f.Tensors[u.in]
+		n := 0
+		switch u.action {
+		case dequantizeAction:
+			n = int(t.Numel()) * u.out.Size()
+		case quantizeAction:
+			if len(t.Shape) == 2 {
+				n = chunkRows(t.Shape[0], t.Shape[1], u.perRow) * t.Shape[1]
+			}
+		}
+		if n > flowBudget/2 {
+			size = max(size, n)
+		}
+	}
+	return size
 }
 
 // newBuffers counts the buffers get allocates, for tests (see
@@ -135,11 +169,16 @@ func (b *buffers) get(n int) ([]byte, error) {
 		return f[:n], nil
 	}
 	newBuffers.Add(1)
-	t, err := tensor.Empty(dtype.Int8, n)
+	c := n
+	if n > flowBudget/2 {
+		c = max(n, b.slotSize) // its pages are touched only as far as used
+	}
+	t, err := tensor.Empty(dtype.Int8, c)
 	if err != nil {
 		return nil, err
 	}
-	return t.Bytes()
+	f, err = t.Bytes()
+	return f[:n], err
 }
 
 // remove takes free[i] off the list, keeping the others' order.

@@ -191,6 +191,17 @@ func scaleShape(t safetensors.TensorInfo, perRow bool) []int {
 // can start on the first rows while the next are quantized.
 const quantizeChunk = 4 * errorRows
 
+// chunkRows is how many rows of an [n, k] layer are quantized at a time:
+// quantizeChunk's worth of a row-wise or ConvRot layer, all of one with a
+// scale for the tensor.
+func chunkRows(n, k int, perRow bool) int {
+	if !perRow || n == 0 || k == 0 {
+		return n
+	}
+	step := max(1, errorRows/k)
+	return step * max(1, quantizeChunk/(step*k))
+}
+
 // produceQuantized quantizes a layer (row-wise and ConvRot layers in chunks
 // of rows), measures its weight error and sends its int8 values and scales
 // to the writer. The input's pages are dropped as each chunk is done.
@@ -207,11 +218,7 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 		return err
 	}
 	n, k := x.Dim(0), x.Dim(1)
-	rows := n
-	if u.perRow && n > 0 && k > 0 {
-		step := max(1, errorRows/k)
-		rows = step * max(1, quantizeChunk/(step*k))
-	}
+	rows := chunkRows(n, k, u.perRow)
 	xb, err := x.Bytes()
 	if err != nil {
 		return err
