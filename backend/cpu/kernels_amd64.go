@@ -5,6 +5,7 @@ package cpu
 import (
 	"unsafe"
 
+	"github.com/klauspost/cpuid/v2"
 	"golang.org/x/sys/cpu"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -25,6 +26,10 @@ var impl = bestImpl()
 // quadPanels), AVX-VNNI with AVX2 (VPDPBUSD on quad panels), chosen once
 // with impl. Tests clear it to check both forms.
 var vnni = hasVNNI(impl)
+
+// zen5 is whether this is AMD's family 1Ah (Zen 5), whose row-wise
+// quantize pass of 16-bit input stores ordinarily (see rowsStreaming).
+var zen5 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
 
 // hasVNNI reports whether this CPU has kernel set i's VNNI form.
 func hasVNNI(i int) bool {

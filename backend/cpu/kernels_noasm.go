@@ -11,6 +11,8 @@ var impl = implGeneric
 
 var vnni = false // the int8 products' VNNI form: amd64 assembly only
 
+const zen5 = false // no assembly to tune (see rowsStreaming)
+
 // hasVNNI reports whether this CPU has kernel set i's VNNI form: never
 // without assembly.
 func hasVNNI(int) bool { return false }
