@@ -316,7 +316,7 @@ var dequantPool = sync.Pool{New: func() any { return new(dequantBody) }}
 
 func (w *dequantBody) run(lo, hi int) {
 	size := w.dt.Size()
-	nt := streaming(len(w.dst))
+	nt := dequantStreaming(len(w.dst))
 	switch {
 	case w.k > 0:
 		for r := lo; r < hi; r++ {
@@ -400,11 +400,24 @@ func quantStreaming(in, out int, stochastic bool) bool {
 // 2.17-2.38 ms with them, 1.96-2.06 without, float16 2.11-2.39 and
 // 2.04-2.16 (the copy floor 1.55-1.6 ms), while float32 took 3.52-3.77 ms
 // with them and 4.18-4.24 without, as on the Zen 4 every type gained.
+//
+// The same Zen 5 stores dequantized outputs ordinarily whatever their
+// size (dequantStreaming): [8352, 3840] to bfloat16, reused outputs, two
+// alternations, 2.41-2.44 ms with non-temporal stores, 1.81-2.05 without;
+// to float16 2.29-2.48 and 1.89-1.99; to float32 3.08-3.85 and 3.39-3.70
+// (within the noise).
 func rowsStreaming(dt dtype.DType, in, out int, stochastic bool) bool {
 	if zen5 && impl == implAVX512 && dt.Size() == 2 && !streaming(out) {
 		return false
 	}
 	return quantStreaming(in, out, stochastic)
+}
+
+// dequantStreaming is whether a dequantize pass writing out bytes uses
+// non-temporal stores: where the output is larger than the cache, except
+// with the AVX-512 kernels on a Zen 5 (see rowsStreaming).
+func dequantStreaming(out int) bool {
+	return streaming(out) && !(zen5 && impl == implAVX512)
 }
 
 // scaleFor is the contract's s = max(a / 127, 1e-30) in float32.
