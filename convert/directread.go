@@ -34,15 +34,16 @@ import (
 // short; and its pages stay mapped: taking pages out of a mapping and
 // faulting them back in on every wrap (the first way, session 13) cost a
 // 3.1 GB conversion 2.3-2.6 s of CPU time more on a virtual machine whose
-// page-table changes are slow (BENCHMARKS.md, "The ring's pages stay"). The producer works on a unit's rows as
-// they arrive (a quantized layer's chunks, a copied tensor's pieces),
-// waiting for the whole only where the whole is needed (one scale for the
-// tensor, a dequantized layer), and frees a quantized layer's rows as it
-// is done with them, the rest of a unit once done (a copied tensor's once
-// the writer has written it: its pieces are slices of the ring). The
-// reader waits only while the ring is full, so it stays up to directAhead
-// bytes ahead of the producer even within a unit of the largest size, and
-// the ring's memory is the largest tensor and directAhead, within the
+// page-table changes are slow (BENCHMARKS.md, "The ring's pages stay").
+// The producer works on a unit's rows as they arrive (a quantized layer's
+// chunks, a copied tensor's pieces), waiting for the whole only where the
+// whole is needed (one scale for the tensor, a dequantized layer), and
+// frees a quantized layer's rows as it is done with them, the rest of a
+// unit once done (a copied tensor's once the writer has written it: its
+// pieces are slices of the ring). The reader waits only for room in the
+// ring, so it stays ahead of the producer even within a unit of the
+// largest size, and the ring's memory is the largest tensor and
+// directAhead (and at most directAhead counted twice), within the
 // README's bound of twice the largest tensor.
 
 // directMin is the smallest input tensor read directly (a variable for
