@@ -61,8 +61,25 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) { forEachKernelSet(t, false
 
 // forEachKernelSet runs f as a subtest once with each kernel set this
 // build and CPU run (the generic one too when generic is set), lowering
-// impl, and logs which sets ran and why the others did not.
+// impl, and logs which sets ran and why the others did not. The sets'
+// VNNI forms are left out: only the int8 products use them (see
+// forEachProductSet).
 func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
+	t.Helper()
+	kernelSets(t, generic, false, f)
+}
+
+// forEachProductSet is forEachKernelSet with each set's VNNI form too,
+// where the CPU has it: for tests of the int8 products.
+func forEachProductSet(t *testing.T, generic bool, f func(t *testing.T)) {
+	t.Helper()
+	kernelSets(t, generic, true, f)
+}
+
+// forEachProductImpl is forEachImpl with each set's VNNI form too.
+func forEachProductImpl(t *testing.T, f func(t *testing.T)) { forEachProductSet(t, false, f) }
+
+func kernelSets(t *testing.T, generic, withVNNI bool, f func(t *testing.T)) {
 	t.Helper()
 	defer func(savedImpl int, savedVNNI bool) { impl, vnni = savedImpl, savedVNNI }(impl, vnni)
 	sets := impls()
@@ -75,7 +92,7 @@ func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 		impl, vnni = i, false
 		ran = append(ran, KernelSet())
 		t.Run(KernelSet(), f)
-		if hasVNNI(i) {
+		if withVNNI && hasVNNI(i) {
 			vnni = true
 			ran = append(ran, KernelSet())
 			t.Run(KernelSet(), f)
@@ -90,7 +107,7 @@ func forEachKernelSet(t *testing.T, generic bool, f func(t *testing.T)) {
 		t.Logf("kernel set %s skipped: %s", kernelSetNames[i], why)
 	}
 	for _, i := range sets {
-		if i != implGeneric && !hasVNNI(i) {
+		if withVNNI && i != implGeneric && !hasVNNI(i) {
 			t.Logf("kernel set %s+vnni skipped: this CPU lacks its VNNI (AVX-VNNI for avx2, AVX512-VNNI for avx512)", kernelSetNames[i])
 		}
 	}

@@ -39,7 +39,7 @@ func TestLinearPathQuads(t *testing.T) {
 // float64 result that lay within a last-bit difference of a float32
 // rounding boundary could round the other way: none does among these.
 func TestActivationKernels(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	forEachProductImpl(t, func(t *testing.T) {
 		if !hasFMA {
 			t.Skip("no FMA3: the activations run in Go")
 		}
@@ -115,7 +115,7 @@ func TestActivationKernels(t *testing.T) {
 // every alignment, with each kernel set, and checks that it writes the
 // bytes and nothing past them.
 func TestCopyStream(t *testing.T) {
-	forEachKernelSet(t, true, func(t *testing.T) {
+	forEachProductSet(t, true, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(25, 26))
 		for n := range 300 {
 			src := make([]byte, n)
@@ -145,7 +145,7 @@ func TestCopyStream(t *testing.T) {
 // is) with the Go packing of the same quads, for columns and quads
 // anywhere in b, and checks it writes nothing else.
 func TestPackColsQuadsRun(t *testing.T) {
-	forEachKernelSet(t, false, func(t *testing.T) {
+	forEachProductSet(t, false, func(t *testing.T) {
 		if impl == implGeneric {
 			t.Skip("no kernel")
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -154,7 +155,7 @@ func paths(t *testing.T, f func(t *testing.T, v variant)) {
 // and of the registers: row a holds a+k and channel b holds b+3k (mod 256),
 // so each sum mixes all 256 values of each side, checked against dotInt8.
 func TestProductPairsExhaustive(t *testing.T) {
-	forEachKernelSet(t, true, func(t *testing.T) {
+	forEachProductSet(t, true, func(t *testing.T) {
 		ks := []int{4096, 131072}
 		switch {
 		case impl == implGeneric:
@@ -177,10 +178,11 @@ func testPairs(t *testing.T, k int) {
 			a[v*k+p], w[v*k+p] = byte(v), byte(v)
 		}
 	}
+	cols := sync.OnceValue(func() []byte { return transpose(w, 256, k) }) // once for every cols path
 	paths(t, func(t *testing.T, v variant) {
 		wt := w
 		if v.cols {
-			wt = transpose(w, 256, k)
+			wt = cols()
 		}
 		got := multiply(t, a, wt, 256, k, 256, v)
 		for i := range 256 {
@@ -212,10 +214,11 @@ func testPairsMixed(t *testing.T, k int) {
 			want[i*256+j] = dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k])
 		}
 	}
+	cols := sync.OnceValue(func() []byte { return transpose(w, 256, k) })
 	paths(t, func(t *testing.T, v variant) {
 		wt := w
 		if v.cols {
-			wt = transpose(w, 256, k)
+			wt = cols()
 		}
 		got := multiply(t, a, wt, 256, k, 256, v)
 		for i, g := range got {
@@ -231,7 +234,7 @@ func testPairsMixed(t *testing.T, k int) {
 // registers, the blocks or the passes of k; each path starts with the
 // scratch pools poisoned (poisonPools).
 func TestProductRagged(t *testing.T) {
-	forEachKernelSet(t, true, func(t *testing.T) {
+	forEachProductSet(t, true, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
 		type shape struct{ m, k, n int }
 		var shapes []shape
@@ -311,7 +314,7 @@ func poisonPools() {
 // round when converted), the int32 extremes, zero; products that round to
 // infinity or to subnormals, 0·infinity (NaN), and biases that are NaN,
 // infinite, -0 or subnormal; every length to 70 so the tails run too.
-func TestLinearOutMatchesGeneric(t *testing.T) { forEachImpl(t, testLinearOutMatchesGeneric) }
+func TestLinearOutMatchesGeneric(t *testing.T) { forEachProductImpl(t, testLinearOutMatchesGeneric) }
 
 func testLinearOutMatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -399,7 +402,7 @@ func TestLinearOutGenericFormula(t *testing.T) {
 // TestInt8HelpersMatchGeneric checks widenInt8 against the Go kernel at
 // every length to 100.
 func TestInt8HelpersMatchGeneric(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	forEachProductImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(17, 18))
 		for n := range 100 {
 			q := make([]byte, n)
@@ -418,7 +421,7 @@ func TestInt8HelpersMatchGeneric(t *testing.T) {
 
 // TestPeakGOPS runs the measurement loop of each kernel set briefly.
 func TestPeakGOPS(t *testing.T) {
-	forEachKernelSet(t, true, func(t *testing.T) {
+	forEachProductSet(t, true, func(t *testing.T) {
 		g := PeakGOPS(20 * time.Millisecond)
 		if impl != implGeneric && g <= 0 {
 			t.Fatalf("PeakGOPS = %v with kernel set %s", g, KernelSet())
@@ -459,7 +462,7 @@ func TestLinearPath(t *testing.T) {
 // assembly ones, 0 with the Go one; lengths that are not a multiple of the
 // parts' alignment included.
 func TestStreamGBPerS(t *testing.T) {
-	forEachKernelSet(t, true, func(t *testing.T) {
+	forEachProductSet(t, true, func(t *testing.T) {
 		for _, n := range []int{0, 1, 127, 128, 1000, 1 << 20} {
 			g := StreamGBPerS(make([]byte, n))
 			if (impl != implGeneric && n >= 128) != (g > 0) {
@@ -499,7 +502,7 @@ func BenchmarkInt8Linear(b *testing.B) {
 // with and without adding to c (without, each row's corr is added), and
 // checks that it writes nothing past the tile.
 func TestQuadTiles(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	forEachProductImpl(t, func(t *testing.T) {
 		if !quadPanels() {
 			t.Skipf("kernel set %s has no quad tiles", KernelSet())
 		}

@@ -56,6 +56,7 @@ type config struct {
 	acceptsAll bool
 	random     int
 	bound      Bound
+	only       []string
 }
 
 // A Bound accepts output i of a call of op that differs from the
@@ -78,6 +79,10 @@ func AcceptsAll() Option { return func(c *config) { c.acceptsAll = true } }
 // -short).
 func RandomCases(n int) Option { return func(c *config) { c.random = n } }
 
+// Only restricts Run to the named operations (for a run that repeats
+// another's but for a setting that only they see).
+func Only(ops ...string) Option { return func(c *config) { c.only = ops } }
+
 // Run checks the backend called name in reg on tensors placed on dev, for
 // every operation it implements. The registry must also hold the
 // reference backend, eager.
@@ -93,6 +98,9 @@ func Run(t *testing.T, reg *backend.Registry, name string, dev tensor.Device, op
 	e := &env{reg: reg, name: name, dev: dev, cfg: cfg}
 	ops := e.ops(t)
 	for _, o := range ops {
+		if cfg.only != nil && !slices.Contains(cfg.only, o) {
+			continue
+		}
 		cs := suite[o]
 		if cs == nil {
 			t.Errorf("%s implements %s, which the suite has no cases for: add them to internal/backendtest", name, o)
