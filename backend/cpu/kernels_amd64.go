@@ -27,8 +27,9 @@ var impl = bestImpl()
 // with impl. Tests clear it to check both forms.
 var vnni = hasVNNI(impl)
 
-// zen5 is whether this is AMD's family 1Ah (Zen 5), whose row-wise
-// quantize pass of 16-bit input stores ordinarily (see rowsStreaming).
+// zen5 is whether this is AMD's family 1Ah (Zen 5), where the AVX-512
+// row-wise quantize pass of 16-bit input and the dequantize passes store
+// ordinarily (see rowsStreaming and dequantStreaming).
 var zen5 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
 
 // hasVNNI reports whether this CPU has kernel set i's VNNI form.
