@@ -368,39 +368,39 @@ func mulInt8(q []byte, s, dst []float32) {
 }
 
 // squaresKernel adds the values of x and d to acc as SquaredError says
-// with the AVX2 kernel (which AVX-512 machines run too: 4 float64 lanes
-// fix the order) and returns how many it took: all of d's (len(d) a
-// multiple of 16), or none with the generic set.
-func squaresKernel(dt dtype.DType, x, d []byte, acc *[8]float64) int {
+// with the kernel set's assembly and returns how many it took: all of d's
+// (len(d) a multiple of 4·squareLanes), or none with the generic set.
+func squaresKernel(dt dtype.DType, x, d []byte, acc *squareSums) int {
 	if impl == implGeneric || len(d) == 0 {
 		return 0
 	}
-	switch dt {
-	case dtype.BFloat16:
-		squaresBF16AVX2(x, d, acc)
-	case dtype.Float16:
-		squaresF16AVX2(x, d, acc)
-	default:
-		squaresF32AVX2(x, d, acc)
+	k := [...]func([]byte, []byte, *squareSums){
+		dtype.BFloat16: squaresBF16AVX2, dtype.Float16: squaresF16AVX2, dtype.Float32: squaresF32AVX2,
 	}
+	if impl == implAVX512 {
+		k = [...]func([]byte, []byte, *squareSums){
+			dtype.BFloat16: squaresBF16AVX512, dtype.Float16: squaresF16AVX512, dtype.Float32: squaresF32AVX512,
+		}
+	}
+	k[dt](x, d, acc)
 	return len(d) / 4
 }
 
 // squaresQKernel adds the values of x and of the dequantized q (float32(q)·s)
-// to acc as squaresKernel does, with the AVX2 kernel, and returns how many
-// it took: all of q's (len(q) a multiple of 4), or none with the generic
-// set.
-func squaresQKernel(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) int {
+// to acc as squaresKernel does and returns how many it took: all of q's
+// (len(q) a multiple of squareLanes), or none with the generic set.
+func squaresQKernel(dt dtype.DType, x, q []byte, s float32, acc *squareSums) int {
 	if impl == implGeneric || len(q) == 0 {
 		return 0
 	}
-	switch dt {
-	case dtype.BFloat16:
-		squaresQBF16AVX2(x, q, s, acc)
-	case dtype.Float16:
-		squaresQF16AVX2(x, q, s, acc)
-	default:
-		squaresQF32AVX2(x, q, s, acc)
+	k := [...]func([]byte, []byte, float32, *squareSums){
+		dtype.BFloat16: squaresQBF16AVX2, dtype.Float16: squaresQF16AVX2, dtype.Float32: squaresQF32AVX2,
 	}
+	if impl == implAVX512 {
+		k = [...]func([]byte, []byte, float32, *squareSums){
+			dtype.BFloat16: squaresQBF16AVX512, dtype.Float16: squaresQF16AVX512, dtype.Float32: squaresQF32AVX512,
+		}
+	}
+	k[dt](x, q, s, acc)
 	return len(q)
 }

@@ -3992,7 +3992,7 @@ mulInt8AVX2_done:
 	VZEROUPPER
 	RET
 
-// func squaresBF16AVX2(x []byte, d []byte, acc *[8]float64)
+// func squaresBF16AVX2(x []byte, d []byte, acc *[16]float64)
 // Requires: AVX
 TEXT ·squaresBF16AVX2(SB), NOSPLIT, $0-56
 	MOVQ    x_base+0(FP), AX
@@ -4000,32 +4000,45 @@ TEXT ·squaresBF16AVX2(SB), NOSPLIT, $0-56
 	MOVQ    d_len+32(FP), DX
 	MOVQ    acc+48(FP), BX
 	VMOVUPD (BX), Y0
-	VMOVUPD 32(BX), Y1
-	SHRQ    $0x04, DX
+	VMOVUPD 64(BX), Y1
+	VMOVUPD 32(BX), Y2
+	VMOVUPD 96(BX), Y3
+	SHRQ    $0x05, DX
 	JZ      squaresBF16AVX2_done
 
 squaresBF16AVX2_loop:
-	VPMOVZXWD (AX), X2
-	VPSLLD    $0x10, X2, X2
-	VCVTPS2PD X2, Y2
-	VCVTPS2PD (CX), Y3
-	VSUBPD    Y2, Y3, Y3
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y0, Y0
-	VMULPD    Y2, Y2, Y2
-	VADDPD    Y2, Y1, Y1
-	ADDQ      $0x08, AX
-	ADDQ      $0x10, CX
+	VPMOVZXWD (AX), X4
+	VPSLLD    $0x10, X4, X4
+	VCVTPS2PD X4, Y4
+	VCVTPS2PD (CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y0, Y0
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VPMOVZXWD 8(AX), X4
+	VPSLLD    $0x10, X4, X4
+	VCVTPS2PD X4, Y4
+	VCVTPS2PD 16(CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y3, Y3
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, CX
 	DECQ      DX
 	JNZ       squaresBF16AVX2_loop
 
 squaresBF16AVX2_done:
 	VMOVUPD Y0, (BX)
-	VMOVUPD Y1, 32(BX)
+	VMOVUPD Y1, 64(BX)
+	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y3, 96(BX)
 	VZEROUPPER
 	RET
 
-// func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 // Requires: AVX, AVX2, SSE
 TEXT ·squaresQBF16AVX2(SB), NOSPLIT, $0-64
 	MOVQ         x_base+0(FP), AX
@@ -4035,35 +4048,51 @@ TEXT ·squaresQBF16AVX2(SB), NOSPLIT, $0-64
 	VBROADCASTSS X0, X0
 	MOVQ         acc+56(FP), BX
 	VMOVUPD      (BX), Y1
-	VMOVUPD      32(BX), Y2
-	SHRQ         $0x02, DX
+	VMOVUPD      64(BX), Y2
+	VMOVUPD      32(BX), Y3
+	VMOVUPD      96(BX), Y4
+	SHRQ         $0x03, DX
 	JZ           squaresQBF16AVX2_done
 
 squaresQBF16AVX2_loop:
-	VPMOVZXWD (AX), X3
-	VPSLLD    $0x10, X3, X3
-	VCVTPS2PD X3, Y3
-	VPMOVSXBD (CX), X4
-	VCVTDQ2PS X4, X4
-	VMULPS    X0, X4, X4
-	VCVTPS2PD X4, Y4
-	VSUBPD    Y3, Y4, Y4
-	VMULPD    Y4, Y4, Y4
-	VADDPD    Y4, Y1, Y1
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y2, Y2
-	ADDQ      $0x08, AX
-	ADDQ      $0x04, CX
+	VPMOVZXWD (AX), X5
+	VPSLLD    $0x10, X5, X5
+	VCVTPS2PD X5, Y5
+	VPMOVSXBD (CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y1, Y1
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VPMOVZXWD 8(AX), X5
+	VPSLLD    $0x10, X5, X5
+	VCVTPS2PD X5, Y5
+	VPMOVSXBD 4(CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y3, Y3
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y4, Y4
+	ADDQ      $0x10, AX
+	ADDQ      $0x08, CX
 	DECQ      DX
 	JNZ       squaresQBF16AVX2_loop
 
 squaresQBF16AVX2_done:
 	VMOVUPD Y1, (BX)
-	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y2, 64(BX)
+	VMOVUPD Y3, 32(BX)
+	VMOVUPD Y4, 96(BX)
 	VZEROUPPER
 	RET
 
-// func squaresF16AVX2(x []byte, d []byte, acc *[8]float64)
+// func squaresF16AVX2(x []byte, d []byte, acc *[16]float64)
 // Requires: AVX, F16C
 TEXT ·squaresF16AVX2(SB), NOSPLIT, $0-56
 	MOVQ    x_base+0(FP), AX
@@ -4071,31 +4100,43 @@ TEXT ·squaresF16AVX2(SB), NOSPLIT, $0-56
 	MOVQ    d_len+32(FP), DX
 	MOVQ    acc+48(FP), BX
 	VMOVUPD (BX), Y0
-	VMOVUPD 32(BX), Y1
-	SHRQ    $0x04, DX
+	VMOVUPD 64(BX), Y1
+	VMOVUPD 32(BX), Y2
+	VMOVUPD 96(BX), Y3
+	SHRQ    $0x05, DX
 	JZ      squaresF16AVX2_done
 
 squaresF16AVX2_loop:
-	VCVTPH2PS (AX), X2
-	VCVTPS2PD X2, Y2
-	VCVTPS2PD (CX), Y3
-	VSUBPD    Y2, Y3, Y3
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y0, Y0
-	VMULPD    Y2, Y2, Y2
-	VADDPD    Y2, Y1, Y1
-	ADDQ      $0x08, AX
-	ADDQ      $0x10, CX
+	VCVTPH2PS (AX), X4
+	VCVTPS2PD X4, Y4
+	VCVTPS2PD (CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y0, Y0
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VCVTPH2PS 8(AX), X4
+	VCVTPS2PD X4, Y4
+	VCVTPS2PD 16(CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y3, Y3
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, CX
 	DECQ      DX
 	JNZ       squaresF16AVX2_loop
 
 squaresF16AVX2_done:
 	VMOVUPD Y0, (BX)
-	VMOVUPD Y1, 32(BX)
+	VMOVUPD Y1, 64(BX)
+	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y3, 96(BX)
 	VZEROUPPER
 	RET
 
-// func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·squaresQF16AVX2(SB), NOSPLIT, $0-64
 	MOVQ         x_base+0(FP), AX
@@ -4105,34 +4146,49 @@ TEXT ·squaresQF16AVX2(SB), NOSPLIT, $0-64
 	VBROADCASTSS X0, X0
 	MOVQ         acc+56(FP), BX
 	VMOVUPD      (BX), Y1
-	VMOVUPD      32(BX), Y2
-	SHRQ         $0x02, DX
+	VMOVUPD      64(BX), Y2
+	VMOVUPD      32(BX), Y3
+	VMOVUPD      96(BX), Y4
+	SHRQ         $0x03, DX
 	JZ           squaresQF16AVX2_done
 
 squaresQF16AVX2_loop:
-	VCVTPH2PS (AX), X3
-	VCVTPS2PD X3, Y3
-	VPMOVSXBD (CX), X4
-	VCVTDQ2PS X4, X4
-	VMULPS    X0, X4, X4
-	VCVTPS2PD X4, Y4
-	VSUBPD    Y3, Y4, Y4
-	VMULPD    Y4, Y4, Y4
-	VADDPD    Y4, Y1, Y1
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y2, Y2
-	ADDQ      $0x08, AX
-	ADDQ      $0x04, CX
+	VCVTPH2PS (AX), X5
+	VCVTPS2PD X5, Y5
+	VPMOVSXBD (CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y1, Y1
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VCVTPH2PS 8(AX), X5
+	VCVTPS2PD X5, Y5
+	VPMOVSXBD 4(CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y3, Y3
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y4, Y4
+	ADDQ      $0x10, AX
+	ADDQ      $0x08, CX
 	DECQ      DX
 	JNZ       squaresQF16AVX2_loop
 
 squaresQF16AVX2_done:
 	VMOVUPD Y1, (BX)
-	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y2, 64(BX)
+	VMOVUPD Y3, 32(BX)
+	VMOVUPD Y4, 96(BX)
 	VZEROUPPER
 	RET
 
-// func squaresF32AVX2(x []byte, d []byte, acc *[8]float64)
+// func squaresF32AVX2(x []byte, d []byte, acc *[16]float64)
 // Requires: AVX
 TEXT ·squaresF32AVX2(SB), NOSPLIT, $0-56
 	MOVQ    x_base+0(FP), AX
@@ -4140,30 +4196,41 @@ TEXT ·squaresF32AVX2(SB), NOSPLIT, $0-56
 	MOVQ    d_len+32(FP), DX
 	MOVQ    acc+48(FP), BX
 	VMOVUPD (BX), Y0
-	VMOVUPD 32(BX), Y1
-	SHRQ    $0x04, DX
+	VMOVUPD 64(BX), Y1
+	VMOVUPD 32(BX), Y2
+	VMOVUPD 96(BX), Y3
+	SHRQ    $0x05, DX
 	JZ      squaresF32AVX2_done
 
 squaresF32AVX2_loop:
-	VCVTPS2PD (AX), Y2
-	VCVTPS2PD (CX), Y3
-	VSUBPD    Y2, Y3, Y3
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y0, Y0
-	VMULPD    Y2, Y2, Y2
-	VADDPD    Y2, Y1, Y1
-	ADDQ      $0x10, AX
-	ADDQ      $0x10, CX
+	VCVTPS2PD (AX), Y4
+	VCVTPS2PD (CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y0, Y0
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y1, Y1
+	VCVTPS2PD 16(AX), Y4
+	VCVTPS2PD 16(CX), Y5
+	VSUBPD    Y4, Y5, Y5
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VMULPD    Y4, Y4, Y4
+	VADDPD    Y4, Y3, Y3
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
 	DECQ      DX
 	JNZ       squaresF32AVX2_loop
 
 squaresF32AVX2_done:
 	VMOVUPD Y0, (BX)
-	VMOVUPD Y1, 32(BX)
+	VMOVUPD Y1, 64(BX)
+	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y3, 96(BX)
 	VZEROUPPER
 	RET
 
-// func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+// func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 // Requires: AVX, AVX2, SSE
 TEXT ·squaresQF32AVX2(SB), NOSPLIT, $0-64
 	MOVQ         x_base+0(FP), AX
@@ -4173,29 +4240,43 @@ TEXT ·squaresQF32AVX2(SB), NOSPLIT, $0-64
 	VBROADCASTSS X0, X0
 	MOVQ         acc+56(FP), BX
 	VMOVUPD      (BX), Y1
-	VMOVUPD      32(BX), Y2
-	SHRQ         $0x02, DX
+	VMOVUPD      64(BX), Y2
+	VMOVUPD      32(BX), Y3
+	VMOVUPD      96(BX), Y4
+	SHRQ         $0x03, DX
 	JZ           squaresQF32AVX2_done
 
 squaresQF32AVX2_loop:
-	VCVTPS2PD (AX), Y3
-	VPMOVSXBD (CX), X4
-	VCVTDQ2PS X4, X4
-	VMULPS    X0, X4, X4
-	VCVTPS2PD X4, Y4
-	VSUBPD    Y3, Y4, Y4
-	VMULPD    Y4, Y4, Y4
-	VADDPD    Y4, Y1, Y1
-	VMULPD    Y3, Y3, Y3
-	VADDPD    Y3, Y2, Y2
-	ADDQ      $0x10, AX
-	ADDQ      $0x04, CX
+	VCVTPS2PD (AX), Y5
+	VPMOVSXBD (CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y1, Y1
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y2, Y2
+	VCVTPS2PD 16(AX), Y5
+	VPMOVSXBD 4(CX), X6
+	VCVTDQ2PS X6, X6
+	VMULPS    X0, X6, X6
+	VCVTPS2PD X6, Y6
+	VSUBPD    Y5, Y6, Y6
+	VMULPD    Y6, Y6, Y6
+	VADDPD    Y6, Y3, Y3
+	VMULPD    Y5, Y5, Y5
+	VADDPD    Y5, Y4, Y4
+	ADDQ      $0x20, AX
+	ADDQ      $0x08, CX
 	DECQ      DX
 	JNZ       squaresQF32AVX2_loop
 
 squaresQF32AVX2_done:
 	VMOVUPD Y1, (BX)
-	VMOVUPD Y2, 32(BX)
+	VMOVUPD Y2, 64(BX)
+	VMOVUPD Y3, 32(BX)
+	VMOVUPD Y4, 96(BX)
 	VZEROUPPER
 	RET
 
@@ -11596,5 +11677,212 @@ mulInt8AVX512_loop:
 	JMP       mulInt8AVX512_loop
 
 mulInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func squaresBF16AVX512(x []byte, d []byte, acc *[16]float64)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·squaresBF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Z0
+	VMOVUPD 64(BX), Z1
+	SHRQ    $0x05, DX
+	JZ      squaresBF16AVX512_done
+
+squaresBF16AVX512_loop:
+	VPMOVZXWD (AX), Y2
+	VPSLLD    $0x10, Y2, Y2
+	VCVTPS2PD Y2, Z2
+	VCVTPS2PD (CX), Z3
+	VSUBPD    Z2, Z3, Z3
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z0, Z0
+	VMULPD    Z2, Z2, Z2
+	VADDPD    Z2, Z1, Z1
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, CX
+	DECQ      DX
+	JNZ       squaresBF16AVX512_loop
+
+squaresBF16AVX512_done:
+	VMOVUPD Z0, (BX)
+	VMOVUPD Z1, 64(BX)
+	VZEROUPPER
+	RET
+
+// func squaresQBF16AVX512(x []byte, q []byte, s float32, acc *[16]float64)
+// Requires: AVX, AVX2, AVX512F, SSE
+TEXT ·squaresQBF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Z1
+	VMOVUPD      64(BX), Z2
+	SHRQ         $0x03, DX
+	JZ           squaresQBF16AVX512_done
+
+squaresQBF16AVX512_loop:
+	VPMOVZXWD (AX), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VCVTPS2PD Y3, Z3
+	VPMOVSXBD (CX), Y4
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PD Y4, Z4
+	VSUBPD    Z3, Z4, Z4
+	VMULPD    Z4, Z4, Z4
+	VADDPD    Z4, Z1, Z1
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z2, Z2
+	ADDQ      $0x10, AX
+	ADDQ      $0x08, CX
+	DECQ      DX
+	JNZ       squaresQBF16AVX512_loop
+
+squaresQBF16AVX512_done:
+	VMOVUPD Z1, (BX)
+	VMOVUPD Z2, 64(BX)
+	VZEROUPPER
+	RET
+
+// func squaresF16AVX512(x []byte, d []byte, acc *[16]float64)
+// Requires: AVX, AVX512F, F16C
+TEXT ·squaresF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Z0
+	VMOVUPD 64(BX), Z1
+	SHRQ    $0x05, DX
+	JZ      squaresF16AVX512_done
+
+squaresF16AVX512_loop:
+	VCVTPH2PS (AX), Y2
+	VCVTPS2PD Y2, Z2
+	VCVTPS2PD (CX), Z3
+	VSUBPD    Z2, Z3, Z3
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z0, Z0
+	VMULPD    Z2, Z2, Z2
+	VADDPD    Z2, Z1, Z1
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, CX
+	DECQ      DX
+	JNZ       squaresF16AVX512_loop
+
+squaresF16AVX512_done:
+	VMOVUPD Z0, (BX)
+	VMOVUPD Z1, 64(BX)
+	VZEROUPPER
+	RET
+
+// func squaresQF16AVX512(x []byte, q []byte, s float32, acc *[16]float64)
+// Requires: AVX, AVX2, AVX512F, F16C, SSE
+TEXT ·squaresQF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Z1
+	VMOVUPD      64(BX), Z2
+	SHRQ         $0x03, DX
+	JZ           squaresQF16AVX512_done
+
+squaresQF16AVX512_loop:
+	VCVTPH2PS (AX), Y3
+	VCVTPS2PD Y3, Z3
+	VPMOVSXBD (CX), Y4
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PD Y4, Z4
+	VSUBPD    Z3, Z4, Z4
+	VMULPD    Z4, Z4, Z4
+	VADDPD    Z4, Z1, Z1
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z2, Z2
+	ADDQ      $0x10, AX
+	ADDQ      $0x08, CX
+	DECQ      DX
+	JNZ       squaresQF16AVX512_loop
+
+squaresQF16AVX512_done:
+	VMOVUPD Z1, (BX)
+	VMOVUPD Z2, 64(BX)
+	VZEROUPPER
+	RET
+
+// func squaresF32AVX512(x []byte, d []byte, acc *[16]float64)
+// Requires: AVX, AVX512F
+TEXT ·squaresF32AVX512(SB), NOSPLIT, $0-56
+	MOVQ    x_base+0(FP), AX
+	MOVQ    d_base+24(FP), CX
+	MOVQ    d_len+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	VMOVUPD (BX), Z0
+	VMOVUPD 64(BX), Z1
+	SHRQ    $0x05, DX
+	JZ      squaresF32AVX512_done
+
+squaresF32AVX512_loop:
+	VCVTPS2PD (AX), Z2
+	VCVTPS2PD (CX), Z3
+	VSUBPD    Z2, Z3, Z3
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z0, Z0
+	VMULPD    Z2, Z2, Z2
+	VADDPD    Z2, Z1, Z1
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	DECQ      DX
+	JNZ       squaresF32AVX512_loop
+
+squaresF32AVX512_done:
+	VMOVUPD Z0, (BX)
+	VMOVUPD Z1, 64(BX)
+	VZEROUPPER
+	RET
+
+// func squaresQF32AVX512(x []byte, q []byte, s float32, acc *[16]float64)
+// Requires: AVX, AVX2, AVX512F, SSE
+TEXT ·squaresQF32AVX512(SB), NOSPLIT, $0-64
+	MOVQ         x_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         q_len+32(FP), DX
+	MOVSS        s+48(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         acc+56(FP), BX
+	VMOVUPD      (BX), Z1
+	VMOVUPD      64(BX), Z2
+	SHRQ         $0x03, DX
+	JZ           squaresQF32AVX512_done
+
+squaresQF32AVX512_loop:
+	VCVTPS2PD (AX), Z3
+	VPMOVSXBD (CX), Y4
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PD Y4, Z4
+	VSUBPD    Z3, Z4, Z4
+	VMULPD    Z4, Z4, Z4
+	VADDPD    Z4, Z1, Z1
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z3, Z2, Z2
+	ADDQ      $0x20, AX
+	ADDQ      $0x08, CX
+	DECQ      DX
+	JNZ       squaresQF32AVX512_loop
+
+squaresQF32AVX512_done:
+	VMOVUPD Z1, (BX)
+	VMOVUPD Z2, 64(BX)
 	VZEROUPPER
 	RET

@@ -300,44 +300,44 @@ func scaleInt8AVX2(q []byte, s float32, dst []float32)
 //go:noescape
 func mulInt8AVX2(q []byte, s []float32, dst []float32)
 
-// squaresBF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
-// for the bfloat16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 16.
+// squaresBF16AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the bfloat16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
 //
 //go:noescape
-func squaresBF16AVX2(x []byte, d []byte, acc *[8]float64)
+func squaresBF16AVX2(x []byte, d []byte, acc *[16]float64)
 
-// squaresQBF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// squaresQBF16AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
 // for the bfloat16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
-// len(q) must be a multiple of 4.
+// len(q) must be a multiple of 8.
 //
 //go:noescape
-func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+func squaresQBF16AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 
-// squaresF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
-// for the float16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 16.
+// squaresF16AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
 //
 //go:noescape
-func squaresF16AVX2(x []byte, d []byte, acc *[8]float64)
+func squaresF16AVX2(x []byte, d []byte, acc *[16]float64)
 
-// squaresQF16AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// squaresQF16AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
 // for the float16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
-// len(q) must be a multiple of 4.
+// len(q) must be a multiple of 8.
 //
 //go:noescape
-func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+func squaresQF16AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 
-// squaresF32AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
-// for the float32 values of x and the float32 values of d, in float64; len(d) must be a multiple of 16.
+// squaresF32AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float32 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
 //
 //go:noescape
-func squaresF32AVX2(x []byte, d []byte, acc *[8]float64)
+func squaresF32AVX2(x []byte, d []byte, acc *[16]float64)
 
-// squaresQF32AVX2 adds to acc[0:4] the squares of d - x and to acc[4:8] those of x, value i to lane i mod 4,
+// squaresQF32AVX2 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
 // for the float32 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
-// len(q) must be a multiple of 4.
+// len(q) must be a multiple of 8.
 //
 //go:noescape
-func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[8]float64)
+func squaresQF32AVX2(x []byte, q []byte, s float32, acc *[16]float64)
 
 // absMaxBits16AVX512 returns the unsigned maximum of the sign-cleared 16-bit elements of src.
 // len(src) must be a multiple of 128.
@@ -678,3 +678,42 @@ func scaleInt8AVX512(q []byte, s float32, dst []float32)
 //
 //go:noescape
 func mulInt8AVX512(q []byte, s []float32, dst []float32)
+
+// squaresBF16AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the bfloat16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
+//
+//go:noescape
+func squaresBF16AVX512(x []byte, d []byte, acc *[16]float64)
+
+// squaresQBF16AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the bfloat16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 8.
+//
+//go:noescape
+func squaresQBF16AVX512(x []byte, q []byte, s float32, acc *[16]float64)
+
+// squaresF16AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float16 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
+//
+//go:noescape
+func squaresF16AVX512(x []byte, d []byte, acc *[16]float64)
+
+// squaresQF16AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float16 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 8.
+//
+//go:noescape
+func squaresQF16AVX512(x []byte, q []byte, s float32, acc *[16]float64)
+
+// squaresF32AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float32 values of x and the float32 values of d, in float64; len(d) must be a multiple of 32.
+//
+//go:noescape
+func squaresF32AVX512(x []byte, d []byte, acc *[16]float64)
+
+// squaresQF32AVX512 adds to acc[0:8] the squares of d - x and to acc[8:16] those of x, value i to lane i mod 8,
+// for the float32 values of x and d = float32(q)·s rounded to float32, q int8, in float64;
+// len(q) must be a multiple of 8.
+//
+//go:noescape
+func squaresQF32AVX512(x []byte, q []byte, s float32, acc *[16]float64)

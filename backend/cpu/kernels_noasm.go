@@ -52,6 +52,6 @@ func scaleInt8(q []byte, s float32, dst []float32) { scaleInt8Generic(q, s, dst)
 
 func mulInt8(q []byte, s, dst []float32) { mulInt8Generic(q, s, dst) }
 
-func squaresKernel(dtype.DType, []byte, []byte, *[8]float64) int { return 0 }
+func squaresKernel(dtype.DType, []byte, []byte, *squareSums) int { return 0 }
 
-func squaresQKernel(dtype.DType, []byte, []byte, float32, *[8]float64) int { return 0 }
+func squaresQKernel(dtype.DType, []byte, []byte, float32, *squareSums) int { return 0 }

@@ -8,21 +8,31 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 )
 
+// squareLanes is how many float64 lanes each of SquaredError's sums has
+// (the kernels' generator has the same constant): 8 independent chains of
+// additions, one AVX-512 register or two AVX2 ones. With 4 (before
+// session 14), one AVX2 register, the chains' latency bounded the
+// kernels: the weight error took about half of a conversion's CPU time.
+const squareLanes = 8
+
+// squareSums holds the lanes of Σ(d - x)², then those of Σx².
+type squareSums = [2 * squareLanes]float64
+
 // SquaredError returns Σ(d - x)² and Σx² in float64 over the values of dt
 // in x and the float32 values in d (as many as d holds): the converter's
 // weight error, x a layer's original rows and d their dequantization.
 // The additions follow one fixed order, so every kernel set and machine
-// gives the same bits: value i adds to lane i mod 4 of each sum (values
-// past the last multiple of 4 to lane 0), each term rounded to float64
-// before it is added, and the lanes are added as (0 + 1) + (2 + 3). With
-// AVX2 (AVX-512 machines too) the groups of 4 run in assembly. dt must be
-// float32, float16 or bfloat16 and x must hold at least as many values as
-// d; it panics otherwise. Not an operation: a helper of the converter's
-// report, here for its kernels.
+// gives the same bits: value i adds to lane i mod 8 of each sum (values
+// past the last multiple of 8 to lane 0), each term rounded to float64
+// before it is added, and the lanes are added pairwise, ((0 + 1) + (2 +
+// 3)) + ((4 + 5) + (6 + 7)). The groups of 8 run in assembly where the
+// kernel set has it. dt must be float32, float16 or bfloat16 and x must
+// hold at least as many values as d; it panics otherwise. Not an
+// operation: a helper of the converter's report, here for its kernels.
 func SquaredError(dt dtype.DType, x, d []byte) (diff, norm float64) {
-	var acc [8]float64 // the lanes of Σ(d - x)², then of Σx²
+	var acc squareSums
 	n := len(d) / 4
-	whole := n &^ 3
+	whole := n &^ (squareLanes - 1)
 	size := dt.Size()
 	if !dt.IsFloat() || len(x) < size*n {
 		panic(fmt.Sprintf("cpu: SquaredError of %v: %d bytes of x for %d values of d", dt, len(x), n))
@@ -33,47 +43,94 @@ func SquaredError(dt dtype.DType, x, d []byte) (diff, norm float64) {
 	for i := whole; i < n; i++ {
 		xi := float64(dtype.Load(x, dt, i))
 		r := float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))) - xi
-		acc[0], acc[4] = acc[0]+float64(r*r), acc[4]+float64(xi*xi)
+		acc[0], acc[squareLanes] = acc[0]+float64(r*r), acc[squareLanes]+float64(xi*xi)
 	}
-	return (acc[0] + acc[1]) + (acc[2] + acc[3]), (acc[4] + acc[5]) + (acc[6] + acc[7])
+	return sumLanes(&acc)
 }
 
-// squaresGeneric adds the groups of 4 values of x (dt) and d (float32) to
-// the lanes of acc as SquaredError says; len(d) is a multiple of 16. The
+// sumLanes adds the lanes of each sum pairwise.
+func sumLanes(acc *squareSums) (diff, norm float64) {
+	tree := func(a []float64) float64 { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])) }
+	return tree(acc[:squareLanes]), tree(acc[squareLanes:])
+}
+
+// squaresGeneric adds the groups of 8 values of x (dt) and d (float32) to
+// the lanes of acc as SquaredError says; len(d) is a multiple of 32. It
+// takes a block of values at a time in two passes, lanes 0-3 then lanes
+// 4-7 (squaresHalf), so that each pass's 8 sums and their terms stay in
+// amd64's 16 registers (all 16 sums at once spilled: 1.35 times as slow)
+// and every lane still adds its values in order.
+func squaresGeneric(dt dtype.DType, x, d []byte, acc *squareSums) {
+	size := dt.Size()
+	for n := len(d) / 4; n > 0; {
+		m := min(n, squareBlock)
+		for h := range 2 {
+			half := halfSums(acc, h)
+			squaresHalf(dt, x[4*h*size:size*m], d[16*h:4*m], &half)
+			setHalfSums(acc, h, half)
+		}
+		x, d, n = x[size*m:], d[4*m:], n-m
+	}
+}
+
+// squareBlock is how many values the Go loops take in their two passes
+// at a time: a multiple of squareLanes, in the first-level cache.
+const squareBlock = 1024
+
+// halfSums returns lanes 4h to 4h+3 of each of acc's sums, and setHalfSums
+// puts them back.
+func halfSums(acc *squareSums, h int) [8]float64 {
+	var v [8]float64
+	copy(v[:4], acc[4*h:4*h+4])
+	copy(v[4:], acc[squareLanes+4*h:squareLanes+4*h+4])
+	return v
+}
+
+func setHalfSums(acc *squareSums, h int, v [8]float64) {
+	copy(acc[4*h:4*h+4], v[:4])
+	copy(acc[squareLanes+4*h:squareLanes+4*h+4], v[4:])
+}
+
+// squaresHalf adds values 0-3 of each group of 8 in x (dt) and d (float32)
+// to acc's 4 lanes of Σ(d - x)² (acc[0:4]) and of Σx² (acc[4:8]). The
 // sums are plain locals, not updated through the array, so they stay in
-// registers (three times faster than a helper taking pointers to them),
-// and each dtype has its own loop, the widening inlined.
-func squaresGeneric(dt dtype.DType, x, d []byte, acc *[8]float64) {
+// registers, and each dtype has its own loop, the widening inlined.
+func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
 	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
 	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
-	bf16 := func(b []byte) float64 {
-		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
-	}
-	f16 := func(b []byte) float64 { return float64(widenF16(binary.LittleEndian.Uint16(b))) }
 	switch dt {
 	case dtype.BFloat16:
 		for len(x) >= 8 && len(d) >= 16 {
-			x0, x1, x2, x3 := bf16(x[0:2]), bf16(x[2:4]), bf16(x[4:6]), bf16(x[6:8])
-			r0, r1, r2, r3 := f32(d[0:4])-x0, f32(d[4:8])-x1, f32(d[8:12])-x2, f32(d[12:16])-x3
+			x0, x1, x2, x3 := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[0:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[2:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[4:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[6:]))<<16))
+			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, d = x[8:], d[16:]
+			if len(x) < 16 || len(d) < 32 {
+				break
+			}
+			x, d = x[16:], d[32:]
 		}
 	case dtype.Float16:
 		for len(x) >= 8 && len(d) >= 16 {
-			x0, x1, x2, x3 := f16(x[0:2]), f16(x[2:4]), f16(x[4:6]), f16(x[6:8])
-			r0, r1, r2, r3 := f32(d[0:4])-x0, f32(d[4:8])-x1, f32(d[8:12])-x2, f32(d[12:16])-x3
+			x0, x1, x2, x3 := float64(widenF16(binary.LittleEndian.Uint16(x[0:]))), float64(widenF16(binary.LittleEndian.Uint16(x[2:]))), float64(widenF16(binary.LittleEndian.Uint16(x[4:]))), float64(widenF16(binary.LittleEndian.Uint16(x[6:])))
+			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, d = x[8:], d[16:]
+			if len(x) < 16 || len(d) < 32 {
+				break
+			}
+			x, d = x[16:], d[32:]
 		}
 	default:
 		for len(x) >= 16 && len(d) >= 16 {
-			x0, x1, x2, x3 := f32(x[0:4]), f32(x[4:8]), f32(x[8:12]), f32(x[12:16])
-			r0, r1, r2, r3 := f32(d[0:4])-x0, f32(d[4:8])-x1, f32(d[8:12])-x2, f32(d[12:16])-x3
+			x0, x1, x2, x3 := float64(math.Float32frombits(binary.LittleEndian.Uint32(x[0:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[4:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[8:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[12:])))
+			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, d = x[16:], d[16:]
+			if len(x) < 32 || len(d) < 32 {
+				break
+			}
+			x, d = x[32:], d[32:]
 		}
 	}
 	*acc = [8]float64{e0, e1, e2, e3, s0, s1, s2, s3}
@@ -88,78 +145,96 @@ func squaresGeneric(dt dtype.DType, x, d []byte, acc *[8]float64) {
 // scale for all: k = first+len(q), scales of length 1). x holds the same
 // elements (at least len(q) values of dt). It panics where dt is not
 // float32, float16 or bfloat16, or where x or scales are too short.
-// Where rows start on a multiple of 4 values from the first (k and first
-// multiples of 4), the kernel set's assembly takes each row's groups of 4.
+// Where rows start on a multiple of 8 values from the first (k and first
+// multiples of 8), the kernel set's assembly takes each row's groups of 8.
 func QuantizedSquaredError(dt dtype.DType, x, q []byte, scales []float32, k, first int) (diff, norm float64) {
 	n, size := len(q), dt.Size()
 	if !dt.IsFloat() || len(x) < size*n || n > 0 && (k <= 0 || first < 0 || (first+n-1)/k >= len(scales)) {
 		panic(fmt.Sprintf("cpu: QuantizedSquaredError of %v: %d bytes of x, %d scales for %d values from %d in rows of %d",
 			dt, len(x), len(scales), n, first, k))
 	}
-	var acc [8]float64 // the lanes of Σ(d - x)², then of Σx²
-	whole := n &^ 3
+	var acc squareSums
+	whole := n &^ (squareLanes - 1)
 	for i := 0; i < n; {
 		r := (first + i) / k
 		end, s := min(n, (r+1)*k-first), scales[r]
-		if i%4 == 0 {
-			if e4 := i + (min(end, whole)-i)&^3; e4 > i {
-				done := i + squaresQKernel(dt, x[size*i:size*e4], q[i:e4], s, &acc)
-				squaresQGeneric(dt, x[size*done:size*e4], q[done:e4], s, &acc)
-				i = e4
+		if i%squareLanes == 0 {
+			if e8 := i + (min(end, whole)-i)&^(squareLanes-1); e8 > i {
+				done := i + squaresQKernel(dt, x[size*i:size*e8], q[i:e8], s, &acc)
+				squaresQGeneric(dt, x[size*done:size*e8], q[done:e8], s, &acc)
+				i = e8
 			}
 		}
 		// What is left of the row one value at a time: a row that starts
-		// off the lanes' groups of 4, or the last values.
+		// off the lanes' groups, or the last values.
 		for ; i < end; i++ {
-			j := i % 4
+			j := i % squareLanes
 			if i >= whole {
 				j = 0
 			}
 			xi := float64(dtype.Load(x, dt, i))
 			r := float64(float32(float32(int8(q[i]))*s)) - xi
-			acc[j], acc[4+j] = acc[j]+float64(r*r), acc[4+j]+float64(xi*xi)
+			acc[j], acc[squareLanes+j] = acc[j]+float64(r*r), acc[squareLanes+j]+float64(xi*xi)
 		}
 	}
-	return (acc[0] + acc[1]) + (acc[2] + acc[3]), (acc[4] + acc[5]) + (acc[6] + acc[7])
+	return sumLanes(&acc)
 }
 
-// squaresQGeneric adds the groups of 4 values of x (dt) and of the
+// squaresQGeneric adds the groups of 8 values of x (dt) and of the
 // dequantized q (float32(q)·s, rounded to float32) to the lanes of acc as
-// SquaredError says; len(q) is a multiple of 4. One loop per dtype, the
-// widening inlined, as in squaresGeneric.
-func squaresQGeneric(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
+// SquaredError says; len(q) is a multiple of 8. Two passes a block, as in
+// squaresGeneric.
+func squaresQGeneric(dt dtype.DType, x, q []byte, s float32, acc *squareSums) {
+	size := dt.Size()
+	for len(q) > 0 {
+		m := min(len(q), squareBlock)
+		for h := range 2 {
+			half := halfSums(acc, h)
+			squaresQHalf(dt, x[4*h*size:size*m], q[4*h:m], s, &half)
+			setHalfSums(acc, h, half)
+		}
+		x, q = x[size*m:], q[m:]
+	}
+}
+
+// squaresQHalf is squaresHalf with d the dequantized q.
+func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
 	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
 	// float32(...) rounds the product before it is widened: no fusing.
 	dq := func(b byte) float64 { return float64(float32(float32(int8(b)) * s)) }
-	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
-	bf16 := func(b []byte) float64 {
-		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
-	}
-	f16 := func(b []byte) float64 { return float64(widenF16(binary.LittleEndian.Uint16(b))) }
 	switch dt {
 	case dtype.BFloat16:
 		for len(x) >= 8 && len(q) >= 4 {
-			x0, x1, x2, x3 := bf16(x[0:2]), bf16(x[2:4]), bf16(x[4:6]), bf16(x[6:8])
+			x0, x1, x2, x3 := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[0:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[2:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[4:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[6:]))<<16))
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, q = x[8:], q[4:]
+			if len(x) < 16 || len(q) < 8 {
+				break
+			}
+			x, q = x[16:], q[8:]
 		}
 	case dtype.Float16:
 		for len(x) >= 8 && len(q) >= 4 {
-			x0, x1, x2, x3 := f16(x[0:2]), f16(x[2:4]), f16(x[4:6]), f16(x[6:8])
+			x0, x1, x2, x3 := float64(widenF16(binary.LittleEndian.Uint16(x[0:]))), float64(widenF16(binary.LittleEndian.Uint16(x[2:]))), float64(widenF16(binary.LittleEndian.Uint16(x[4:]))), float64(widenF16(binary.LittleEndian.Uint16(x[6:])))
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, q = x[8:], q[4:]
+			if len(x) < 16 || len(q) < 8 {
+				break
+			}
+			x, q = x[16:], q[8:]
 		}
 	default:
 		for len(x) >= 16 && len(q) >= 4 {
-			x0, x1, x2, x3 := f32(x[0:4]), f32(x[4:8]), f32(x[8:12]), f32(x[12:16])
+			x0, x1, x2, x3 := float64(math.Float32frombits(binary.LittleEndian.Uint32(x[0:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[4:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[8:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[12:])))
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
-			x, q = x[16:], q[4:]
+			if len(x) < 32 || len(q) < 8 {
+				break
+			}
+			x, q = x[32:], q[8:]
 		}
 	}
 	*acc = [8]float64{e0, e1, e2, e3, s0, s1, s2, s3}

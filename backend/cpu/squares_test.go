@@ -10,8 +10,8 @@ import (
 )
 
 // TestSquaredError checks SquaredError on every kernel set against the
-// plain loop of its documented order: value i adds to lane i mod 4 (the
-// values past the last multiple of 4 to lane 0), every term rounded to
+// plain loop of its documented order: value i adds to lane i mod 8 (the
+// values past the last multiple of 8 to lane 0), every term rounded to
 // float64 before it is added, the lanes added pairwise. The values span
 // many binades, float16 subnormals and signed zeros included, so any other
 // order would show in the last bits, and every fifth d is far from its x.
@@ -21,7 +21,7 @@ func TestSquaredError(t *testing.T) {
 	forEachKernelSet(t, true, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		for _, dt := range dtype.Floats() {
-			for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 63, 64, 1000, 4099} {
+			for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 63, 64, 1000, 4099} {
 				xb, db := make([]byte, n*dt.Size()), make([]byte, 4*n)
 				for i := range n {
 					v := float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-20)))
@@ -40,18 +40,19 @@ func TestSquaredError(t *testing.T) {
 					}
 					binary.LittleEndian.PutUint32(db[4*i:], math.Float32bits(dv))
 				}
-				var e, s [4]float64
+				var e, s [8]float64
 				for i := range n {
 					x := float64(dtype.Load(xb, dt, i))
 					r := float64(math.Float32frombits(binary.LittleEndian.Uint32(db[4*i:]))) - x
-					j := i % 4
-					if i >= n&^3 {
+					j := i % 8
+					if i >= n&^7 {
 						j = 0
 					}
 					e[j] += float64(r * r)
 					s[j] += float64(x * x)
 				}
-				wantDiff, wantNorm := (e[0]+e[1])+(e[2]+e[3]), (s[0]+s[1])+(s[2]+s[3])
+				wantDiff := ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]))
+				wantNorm := ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 				// A longer x than d is allowed: only d's count is read.
 				diff, norm := SquaredError(dt, append(xb, 0xff, 0x7f, 0xff, 0x7f), db)
 				if diff != wantDiff || norm != wantNorm {
@@ -65,7 +66,7 @@ func TestSquaredError(t *testing.T) {
 // TestQuantizedSquaredError checks QuantizedSquaredError on every kernel
 // set against SquaredError of the dequantization computed apart (each
 // product rounded to float32, as dequantize_int8_simple rounds it): the
-// same bits, for row lengths that are and are not multiples of 4, runs
+// same bits, for row lengths that are and are not multiples of 8, runs
 // of values starting inside a row, one scale for all, every int8 value
 // (-128 included) and scales over many binades (float16
 // subnormals among x).
@@ -74,7 +75,7 @@ func TestQuantizedSquaredError(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, dt := range dtype.Floats() {
 			for _, c := range []struct{ k, first, n int }{
-				{1, 0, 7}, {4, 0, 64}, {8, 4, 61}, {12, 0, 1000}, {16, 8, 4099}, {3, 0, 30}, {5, 2, 101}, {4, 1, 40},
+				{1, 0, 7}, {4, 0, 64}, {8, 4, 61}, {8, 0, 64}, {12, 0, 1000}, {16, 8, 4099}, {16, 0, 160}, {24, 16, 480}, {3, 0, 30}, {5, 2, 101}, {4, 1, 40},
 				{3072, 0, 3 * 3072}, {3072, 1024, 16384}, {4099, 0, 8198},
 			} {
 				rows := (c.first+c.n+c.k-1)/c.k + 1

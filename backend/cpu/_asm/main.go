@@ -1673,13 +1673,10 @@ func qdqKernels(w width) {
 	}
 	scaleInt8("scaleInt8"+w.name, false, w)
 	scaleInt8("mulInt8"+w.name, true, w)
-	if w.bytes == 32 {
-		// The weight error's sums: 4 float64 lanes fix their order, which
-		// an AVX-512 machine runs with these too.
-		for _, dt := range []string{"bfloat16", "float16", "float32"} {
-			short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
-			squares("squares"+short+w.name, dt, false)
-			squares("squaresQ"+short+w.name, dt, true)
-		}
+	// The weight error's sums, in squareLanes float64 lanes.
+	for _, dt := range []string{"bfloat16", "float16", "float32"} {
+		short := map[string]string{"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[dt]
+		squares("squares"+short+w.name, dt, false, w)
+		squares("squaresQ"+short+w.name, dt, true, w)
 	}
 }
