@@ -98,10 +98,14 @@ func setHalfSums(acc *squareSums, h int, v [8]float64) {
 func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
 	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
 	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
+	bf16 := func(b []byte) float64 {
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
+	}
+	f16 := func(b []byte) float64 { return float64(widenF16(binary.LittleEndian.Uint16(b))) }
 	switch dt {
 	case dtype.BFloat16:
 		for len(x) >= 8 && len(d) >= 16 {
-			x0, x1, x2, x3 := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[0:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[2:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[4:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[6:]))<<16))
+			x0, x1, x2, x3 := bf16(x[0:]), bf16(x[2:]), bf16(x[4:]), bf16(x[6:])
 			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
@@ -112,7 +116,7 @@ func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
 		}
 	case dtype.Float16:
 		for len(x) >= 8 && len(d) >= 16 {
-			x0, x1, x2, x3 := float64(widenF16(binary.LittleEndian.Uint16(x[0:]))), float64(widenF16(binary.LittleEndian.Uint16(x[2:]))), float64(widenF16(binary.LittleEndian.Uint16(x[4:]))), float64(widenF16(binary.LittleEndian.Uint16(x[6:])))
+			x0, x1, x2, x3 := f16(x[0:]), f16(x[2:]), f16(x[4:]), f16(x[6:])
 			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
@@ -123,7 +127,7 @@ func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
 		}
 	default:
 		for len(x) >= 16 && len(d) >= 16 {
-			x0, x1, x2, x3 := float64(math.Float32frombits(binary.LittleEndian.Uint32(x[0:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[4:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[8:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[12:])))
+			x0, x1, x2, x3 := f32(x[0:]), f32(x[4:]), f32(x[8:]), f32(x[12:])
 			r0, r1, r2, r3 := f32(d[0:])-x0, f32(d[4:])-x1, f32(d[8:])-x2, f32(d[12:])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
@@ -202,10 +206,15 @@ func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
 	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
 	// float32(...) rounds the product before it is widened: no fusing.
 	dq := func(b byte) float64 { return float64(float32(float32(int8(b)) * s)) }
+	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
+	bf16 := func(b []byte) float64 {
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
+	}
+	f16 := func(b []byte) float64 { return float64(widenF16(binary.LittleEndian.Uint16(b))) }
 	switch dt {
 	case dtype.BFloat16:
 		for len(x) >= 8 && len(q) >= 4 {
-			x0, x1, x2, x3 := float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[0:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[2:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[4:]))<<16)), float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(x[6:]))<<16))
+			x0, x1, x2, x3 := bf16(x[0:]), bf16(x[2:]), bf16(x[4:]), bf16(x[6:])
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
@@ -216,7 +225,7 @@ func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
 		}
 	case dtype.Float16:
 		for len(x) >= 8 && len(q) >= 4 {
-			x0, x1, x2, x3 := float64(widenF16(binary.LittleEndian.Uint16(x[0:]))), float64(widenF16(binary.LittleEndian.Uint16(x[2:]))), float64(widenF16(binary.LittleEndian.Uint16(x[4:]))), float64(widenF16(binary.LittleEndian.Uint16(x[6:])))
+			x0, x1, x2, x3 := f16(x[0:]), f16(x[2:]), f16(x[4:]), f16(x[6:])
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
@@ -227,7 +236,7 @@ func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
 		}
 	default:
 		for len(x) >= 16 && len(q) >= 4 {
-			x0, x1, x2, x3 := float64(math.Float32frombits(binary.LittleEndian.Uint32(x[0:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[4:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[8:]))), float64(math.Float32frombits(binary.LittleEndian.Uint32(x[12:])))
+			x0, x1, x2, x3 := f32(x[0:]), f32(x[4:]), f32(x[8:]), f32(x[12:])
 			r0, r1, r2, r3 := dq(q[0])-x0, dq(q[1])-x1, dq(q[2])-x2, dq(q[3])-x3
 			e0, e1, e2, e3 = e0+float64(r0*r0), e1+float64(r1*r1), e2+float64(r2*r2), e3+float64(r3*r3)
 			s0, s1, s2, s3 = s0+float64(x0*x0), s1+float64(x1*x1), s2+float64(x2*x2), s3+float64(x3*x3)
