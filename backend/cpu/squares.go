@@ -65,9 +65,8 @@ func squaresGeneric(dt dtype.DType, x, d []byte, acc *squareSums) {
 	for n := len(d) / 4; n > 0; {
 		m := min(n, squareBlock)
 		for h := range 2 {
-			half := halfSums(acc, h)
-			squaresHalf(dt, x[4*h*size:size*m], d[16*h:4*m], &half)
-			setHalfSums(acc, h, half)
+			e, sq := lanes(acc, h)
+			squaresHalf(dt, x[4*h*size:size*m], d[16*h:4*m], e, sq)
 		}
 		x, d, n = x[size*m:], d[4*m:], n-m
 	}
@@ -77,26 +76,17 @@ func squaresGeneric(dt dtype.DType, x, d []byte, acc *squareSums) {
 // at a time: a multiple of squareLanes, in the first-level cache.
 const squareBlock = 1024
 
-// halfSums returns lanes 4h to 4h+3 of each of acc's sums, and setHalfSums
-// puts them back.
-func halfSums(acc *squareSums, h int) [8]float64 {
-	var v [8]float64
-	copy(v[:4], acc[4*h:4*h+4])
-	copy(v[4:], acc[squareLanes+4*h:squareLanes+4*h+4])
-	return v
-}
-
-func setHalfSums(acc *squareSums, h int, v [8]float64) {
-	copy(acc[4*h:4*h+4], v[:4])
-	copy(acc[squareLanes+4*h:squareLanes+4*h+4], v[4:])
+// lanes returns lanes 4h to 4h+3 of acc's Σ(d - x)² and of its Σx².
+func lanes(acc *squareSums, h int) (e, sq *[4]float64) {
+	return (*[4]float64)(acc[4*h:]), (*[4]float64)(acc[squareLanes+4*h:])
 }
 
 // squaresHalf adds values 0-3 of each group of 8 in x (dt) and d (float32)
-// to acc's 4 lanes of Σ(d - x)² (acc[0:4]) and of Σx² (acc[4:8]). The
+// to the 4 lanes of Σ(d - x)² in e and of Σx² in sq. The
 // sums are plain locals, not updated through the array, so they stay in
 // registers, and each dtype has its own loop, the widening inlined.
-func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
-	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
+func squaresHalf(dt dtype.DType, x, d []byte, e, sq *[4]float64) {
+	e0, e1, e2, e3, s0, s1, s2, s3 := e[0], e[1], e[2], e[3], sq[0], sq[1], sq[2], sq[3]
 	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
 	bf16 := func(b []byte) float64 {
 		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
@@ -137,7 +127,7 @@ func squaresHalf(dt dtype.DType, x, d []byte, acc *[8]float64) {
 			x, d = x[32:], d[32:]
 		}
 	}
-	*acc = [8]float64{e0, e1, e2, e3, s0, s1, s2, s3}
+	*e, *sq = [4]float64{e0, e1, e2, e3}, [4]float64{s0, s1, s2, s3}
 }
 
 // QuantizedSquaredError is SquaredError with d the dequantization of the
@@ -193,17 +183,16 @@ func squaresQGeneric(dt dtype.DType, x, q []byte, s float32, acc *squareSums) {
 	for len(q) > 0 {
 		m := min(len(q), squareBlock)
 		for h := range 2 {
-			half := halfSums(acc, h)
-			squaresQHalf(dt, x[4*h*size:size*m], q[4*h:m], s, &half)
-			setHalfSums(acc, h, half)
+			e, sq := lanes(acc, h)
+			squaresQHalf(dt, x[4*h*size:size*m], q[4*h:m], s, e, sq)
 		}
 		x, q = x[size*m:], q[m:]
 	}
 }
 
 // squaresQHalf is squaresHalf with d the dequantized q.
-func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
-	e0, e1, e2, e3, s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
+func squaresQHalf(dt dtype.DType, x, q []byte, s float32, e, sq *[4]float64) {
+	e0, e1, e2, e3, s0, s1, s2, s3 := e[0], e[1], e[2], e[3], sq[0], sq[1], sq[2], sq[3]
 	// float32(...) rounds the product before it is widened: no fusing.
 	dq := func(b byte) float64 { return float64(float32(float32(int8(b)) * s)) }
 	f32 := func(b []byte) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))) }
@@ -246,5 +235,5 @@ func squaresQHalf(dt dtype.DType, x, q []byte, s float32, acc *[8]float64) {
 			x, q = x[32:], q[8:]
 		}
 	}
-	*acc = [8]float64{e0, e1, e2, e3, s0, s1, s2, s3}
+	*e, *sq = [4]float64{e0, e1, e2, e3}, [4]float64{s0, s1, s2, s3}
 }
