@@ -90,8 +90,19 @@ import (
 // K = 131,072 reaches), so neither the path nor the split changes a result.
 
 const (
-	gemmRows   = 6    // the most rows of a gemmTile tile
-	blockRows  = 96   // rows per block of the many-row path (a multiple of gemmRows)
+	gemmRows = 6 // the most rows of a gemmTile tile
+	// blockRows is the rows per block of the many-row path (a multiple
+	// of gemmRows): each block reads its channels' panels once, so where
+	// the weight outgrows the last-level cache taller blocks read it from
+	// memory fewer times. Medians, alternated in one process on a 2-core
+	// Zen 5, a prepared weight: 4096x3072x12288 220-225 ms at 192 rows
+	// against 228-231 at 96, 2048x4096x11008 135-136 and 138-142, 200 rows
+	// 2.98-3.04 and 3.14-3.22; 4096x3072x3072, 512 to 1024 rows and 128
+	// within the noise (288 rows: as 192). The same machine's AVX2 and
+	// AVX-512 kernels without VNNI, `kitchen bench` alternated twice:
+	// 4096x3072x3072 286-293 ms against 298-301 and 146-148 against
+	// 146-164, 512x4096x4096 64-67 and 64-65, 31.4-31.8 and 33-35.
+	blockRows  = 192
 	blockCols  = 256  // channels per block (a multiple of every gemmCols)
 	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with int8 panels)
 	fewPairs   = 2048 // pairs of k per pass of the few-row path
@@ -119,15 +130,16 @@ const (
 // quad tiles have been measured on a Zen 5 only, over two panels.)
 var wideMinRows = wideMinRowsFor()
 
-// fewMax is the largest M that takes the few-row path: up to a block of
-// rows, packing as it goes costs less than packing the whole weight
-// first (mm_int8's b, [K, N], packs faster whole: see mmInt8). gemvMax is
-// the largest M that takes the one-row path, up to 4 rows at a time: few
+// fewMax is the largest M that takes the few-row path: up to 96 rows
+// (a block of rows, when blocks were that tall), packing as it goes
+// costs less than packing the whole weight first (mm_int8's b, [K, N],
+// packs faster whole: see mmInt8). gemvMax is the largest M that takes
+// the one-row path, up to 4 rows at a time: few
 // enough that rereading the weight from the cache for each group costs
 // less than packing it (measured on a 2-core Zen 3, row by row: the
 // one-row path won up to M = 10, the few-row path from 12; see dotMin for
 // the dot path).
-var fewMax, gemvMax = blockRows, 8
+var fewMax, gemvMax = 96, 8
 
 // productParts is the most parts per thread a product is split into:
 // more than parallelFor's usual, since a product's parts are long and
