@@ -141,18 +141,16 @@ var wideMinRows = wideMinRowsFor()
 // the dot path).
 var fewMax, gemvMax = 96, 8
 
-// productParts is the most parts per thread a product is split into:
-// more than parallelFor's usual, since a product's parts are long and
-// even, and a thread slowed by anything else running then hands less of
-// the call to the end (measured: 5-10% faster than 4 per thread on a
-// shared 2-core machine).
+// productParts is parallelForParts's perThread for the products: their
+// last parts as small as 1/16 of a thread's share, less than
+// parallelFor's usual, since a product's parts are long and even, and a
+// thread slowed by anything else running then hands less of the call to
+// the end (with parts all that size, 5-10% faster than 4 per thread on a
+// shared 2-core machine). The one-row path's calls, under a millisecond,
+// took 4 parts a thread of equal size (16 were slower on a 2-core Zen
+// 3); with parts that shrink as the call runs out (loop.work) they take
+// 16 as the rest do (see loop.work for what the two changes gained).
 const productParts = 16
-
-// gemvParts is productParts for the one-row path, whose calls last under
-// a millisecond: there each part's hand-over costs more than an uneven end
-// (4 parts per thread: 0.85, 0.63, 0.67 ms for 1x4096x4096 where 16 took
-// 0.89, 1.03, 0.85 ms, alternated on a shared 2-core Zen 3).
-const gemvParts = 4
 
 // pathFor chooses the layout for m rows.
 func pathFor(m int) int {
@@ -358,7 +356,7 @@ func (p *product) run(ctx context.Context) error {
 		return p.runCols(ctx)
 	case oneRow:
 		blocks := (p.n + gemvChannels - 1) / gemvChannels
-		return parallelForParts(ctx, &gemvBody{p}, blocks, max(1, grainMACs/(gemvChannels*p.m*max(1, p.k))), gemvParts)
+		return parallelForParts(ctx, &gemvBody{p}, blocks, max(1, grainMACs/(gemvChannels*p.m*max(1, p.k))), productParts)
 	case fewRows:
 		panels := roundUp(p.n, nr) / nr
 		if p.cols {

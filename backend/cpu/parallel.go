@@ -13,9 +13,10 @@ import (
 // the choice (see BENCHMARKS.md); tests may change it.
 var grainBytes = 64 << 10
 
-// partsPerThread splits a large call into several parts per thread, so that
-// threads that finish early take more, and a cancelled context stops the
-// call after at most a part per thread.
+// partsPerThread bounds the parts of a large call from below: none is
+// smaller than 1/partsPerThread of a thread's share, unless the call
+// runs out (see loop.work for how parts shrink to it). A cancelled
+// context stops a call once the parts in progress end.
 const partsPerThread = 4
 
 // A body is the work of one call, split into contiguous ranges of units
@@ -59,12 +60,13 @@ func helpers() int {
 // loop is one parallel-for in progress: the caller and the workers that
 // join it claim its parts in turn.
 type loop struct {
-	ctx   context.Context
-	b     body
-	units int
-	size  int          // units per part
-	next  atomic.Int64 // the next part to claim
-	wg    sync.WaitGroup
+	ctx     context.Context
+	b       body
+	units   int
+	least   int          // the fewest units in a part, but the last
+	threads int          // the caller and its helpers
+	next    atomic.Int64 // the first unit not yet claimed
+	wg      sync.WaitGroup
 }
 
 var loops = sync.Pool{New: func() any { return new(loop) }}
@@ -76,7 +78,8 @@ func parallelFor(ctx context.Context, b body, units, minUnits int) error {
 	return parallelForParts(ctx, b, units, minUnits, partsPerThread)
 }
 
-// parallelForParts is parallelFor with up to perThread parts per thread.
+// parallelForParts is parallelFor with parts down to 1/perThread of a
+// thread's share (partsPerThread's role).
 func parallelForParts(ctx context.Context, b body, units, minUnits, perThread int) error {
 	n := helpers()
 	parts := min(max(1, units/max(1, minUnits)), perThread*(n+1))
@@ -89,7 +92,7 @@ func parallelForParts(ctx context.Context, b body, units, minUnits, perThread in
 		return nil
 	}
 	l := loops.Get().(*loop)
-	l.ctx, l.b, l.units, l.size = ctx, b, units, (units+parts-1)/parts
+	l.ctx, l.b, l.units, l.least, l.threads = ctx, b, units, (units+parts-1)/parts, n+1
 	l.next.Store(0)
 	woke := false
 	for range min(n, parts-1) {
@@ -119,15 +122,27 @@ func parallelForParts(ctx context.Context, b body, units, minUnits, perThread in
 
 // work claims and runs parts until none is left or the context is done,
 // then fences the parts' non-temporal stores (see hints) before the
-// WaitGroup hands them back.
+// WaitGroup hands them back. Each part is a share of what is left, half of
+// a thread's (a quarter of the call with two threads), and at least least
+// units: parts shrink as the call runs out, so threads end together
+// however late one started or however slowly it ran (guided
+// self-scheduling). Against parts of least units each (and the one-row
+// path's 4 parts a thread, see productParts), medians of 20 calls in
+// blocks alternated twice in one process on a 2-core Zen 5: int8_linear
+// of 1, 4 and 16 rows 0.88-0.97 of the time, Q/DQ of [8352, 3840]
+// 0.93-1.01, 512x4096x4096 0.98-0.99, 4096x3072x3072 0.97 and 1.04.
 func (l *loop) work() {
 	defer sfence()
 	for l.ctx.Err() == nil {
-		lo := int(l.next.Add(1)-1) * l.size
+		lo := int(l.next.Load())
 		if lo >= l.units {
 			return
 		}
-		l.b.run(lo, min(lo+l.size, l.units))
+		left := l.units - lo
+		size := max(l.least, (left+2*l.threads-1)/(2*l.threads))
+		if l.next.CompareAndSwap(int64(lo), int64(lo+size)) {
+			l.b.run(lo, min(lo+size, l.units))
+		}
 	}
 }
 
