@@ -130,15 +130,14 @@ const (
 // quad tiles have been measured on a Zen 5 only, over two panels.)
 var wideMinRows = wideMinRowsFor()
 
-// fewMax is the largest M that takes the few-row path: up to 96 rows
-// (a block of rows, when blocks were that tall), packing as it goes
-// costs less than packing the whole weight first (mm_int8's b, [K, N],
-// packs faster whole: see mmInt8). gemvMax is the largest M that takes
-// the one-row path, up to 4 rows at a time: few
-// enough that rereading the weight from the cache for each group costs
-// less than packing it (measured on a 2-core Zen 3, row by row: the
-// one-row path won up to M = 10, the few-row path from 12; see dotMin for
-// the dot path).
+// fewMax is the largest M that takes the few-row path: up to 96 rows (a
+// block of rows, when blocks were that tall), packing as it goes costs
+// less than packing the whole weight first (mm_int8's b, [K, N], packs
+// faster whole: see mmInt8). gemvMax is the largest M that takes the
+// one-row path, up to 4 rows at a time: few enough that rereading the
+// weight from the cache for each group costs less than packing it
+// (measured on a 2-core Zen 3, row by row: the one-row path won up to M =
+// 10, the few-row path from 12; see dotMin for the dot path).
 var fewMax, gemvMax = 96, 8
 
 // productParts is parallelForParts's perThread for the products: their
