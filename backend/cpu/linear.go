@@ -359,8 +359,9 @@ func (p *product) run(ctx context.Context) error {
 	case fewRows:
 		panels := roundUp(p.n, nr) / nr
 		if p.cols {
-			groups := (panels + 2*colsGroup - 1) / (2 * colsGroup)
-			return parallelForParts(ctx, &fewColsBody{p}, groups, max(1, grainMACs/(2*colsGroup*nr*p.m*p.k)), productParts)
+			group := colsGroupFor((panels+1)/2, helpers()+1)
+			units := (panels + 2*group - 1) / (2 * group)
+			return parallelForParts(ctx, &fewColsBody{p, group}, units, max(1, grainMACs/(2*group*nr*p.m*p.k)), productParts)
 		}
 		return parallelForParts(ctx, &fewBody{p}, panels, max(1, grainMACs/(nr*p.m*p.kp*2)), productParts)
 	case dotRows:
@@ -576,34 +577,38 @@ func (b *fewBody) run(lo, hi int) {
 // measurements, which run both).
 var packColsLate = true
 
-// fewColsBody runs the few-row path over mm_int8's b, [K, N], as it is, a
-// pair of quad panels at a time: each pass of k packs the pair's columns
-// into a buffer in the cache (packColsQuadPair) and runs the tiles over both
-// panels at once, so b comes from memory once, where packing it whole
-// first wrote the panels out and read them back (three times the bytes).
-type fewColsBody struct{ p *product }
+// fewColsBody runs the few-row path over mm_int8's b, [K, N], as it is,
+// group pairs of quad panels at a time: each pass of k packs the pairs'
+// columns into a buffer in the cache (packColsQuadPair) and runs the tiles
+// over each pair at once, so b comes from memory once, where packing it
+// whole first wrote the panels out and read them back (three times the
+// bytes).
+type fewColsBody struct {
+	p     *product
+	group int // pairs of panels a unit (colsGroup)
+}
 
 func (b *fewColsBody) run(lo, hi int) {
-	p := b.p
+	p, group := b.p, b.group
 	nr := gemmCols()
 	pb := p.pairBytes()
-	pass := min(fewPairs/2, p.kp) // quads: as many bytes as fewBody's pairs
-	buf := smallBufs.get(2 * colsGroup * pass * pb)
+	pass := min(colsPass, p.kp)
+	buf := smallBufs.get(2 * group * pass * pb)
 	defer smallBufs.put(buf)
-	ldc := 8*nr*colsGroup + 64
+	ldc := 8*nr*group + 64
 	c := smallBufs.get(p.m * ldc)
 	defer smallBufs.put(c)
 	for u := lo; u < hi; u++ {
 		for pc := 0; pc < p.kp; pc += pass {
 			kc := min(pass, p.kp-pc)
 			pstride := kc * pb
-			for g := range colsGroup {
-				if n0 := 2 * (u*colsGroup + g) * nr; n0 < p.n {
+			for g := range group {
+				if n0 := 2 * (u*group + g) * nr; n0 < p.n {
 					packColsQuadPair(p.w, p.k, p.n, n0, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], pstride)
 				}
 			}
-			for g := range colsGroup {
-				n0 := 2 * (u*colsGroup + g) * nr
+			for g := range group {
+				n0 := 2 * (u*group + g) * nr
 				if n0 >= p.n {
 					break
 				}
@@ -614,8 +619,8 @@ func (b *fewColsBody) run(lo, hi int) {
 				p.tiles(0, p.m, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], ps, c[8*nr*g:], ldc, nil)
 			}
 		}
-		for pn := range 2 * colsGroup {
-			if c0 := (2*u*colsGroup + pn) * nr; c0 < p.n {
+		for pn := range 2 * group {
+			if c0 := (2*u*group + pn) * nr; c0 < p.n {
 				p.fin.finish(0, c0, p.m, min(nr, p.n-c0), c[4*nr*pn:], ldc)
 			}
 		}
@@ -623,8 +628,32 @@ func (b *fewColsBody) run(lo, hi int) {
 }
 
 // colsGroup is how many pairs of panels fewColsBody packs before it runs
-// their tiles.
-const colsGroup = 2
+// their tiles, for pairs pairs of panels on threads threads: as many as
+// leave each thread two units, from 2 to colsGroupMax.
+func colsGroup(pairs, threads int) int {
+	return min(max(2, pairs/(2*threads)), colsGroupMax)
+}
+
+// colsGroupFor is colsGroup, a variable for tests, which run other sizes.
+var colsGroupFor = colsGroup
+
+// colsGroupMax is the most pairs of panels, colsPass the quads of k, that
+// fewColsBody packs at a time (1 MiB of panels with AVX-512): each of b's
+// rows is read a kilobyte at a time, 16 lines in the same page, instead of
+// the two lines of two pairs, and the pass keeps what the next pair reads
+// of those rows in the cache. Against 2 pairs and passes of 1024 quads
+// (which read each row's two lines for the whole of K at once), throwaway
+// test alternating them in one process, medians, two runs, b out of the
+// caches: 16x4096x4096 1.09-1.17 ms against 1.45-1.50, 48 rows 2.01-2.03
+// against 2.24-2.28, 96 rows 3.23-3.42 against 3.43-3.49, 16x4096x12288
+// 3.27-3.66 against 4.51-4.85, 32x12288x4096 4.51-4.82 against 6.79-6.89,
+// 16x2048x2048 and 32x4096x1024 within the noise; the AVX2 kernels with
+// AVX-VNNI 0.78-0.99 of the time. 8 pairs, or passes of 128 or 512 quads,
+// were slower; 32 pairs as fast as 16.
+const (
+	colsGroupMax = 16
+	colsPass     = 256
+)
 
 // packColsQuadPair packs quads [qc, qc+kc) of k of the pair of quad panels
 // from column n0 of b, [K, N] (the second only where n0+gemmCols < N),

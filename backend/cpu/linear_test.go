@@ -47,6 +47,7 @@ type variant struct {
 	int16    bool
 	pairs    bool
 	whole    bool // few rows, cols: b packed whole first (packColsLate off)
+	group    int  // few rows, cols: pairs of panels a unit, if not colsGroup's
 }
 
 // variants are every way through the driver. Every path takes any
@@ -67,6 +68,8 @@ var variants = []variant{
 	{name: "few,cols", path: fewRows, cols: true},
 	{name: "few,cols,stream", path: fewRows, cols: true, stream: true},
 	{name: "few,cols,whole", path: fewRows, cols: true, whole: true},
+	{name: "few,cols,group3", path: fewRows, cols: true, group: 3},
+	{name: "few,cols,group16", path: fewRows, cols: true, group: 16},
 	{name: "many,int16", path: manyRows, int16: true},
 	{name: "many,cols,int16", path: manyRows, cols: true, int16: true},
 	{name: "many,pairs", path: manyRows, pairs: true},
@@ -108,6 +111,10 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	if v.whole {
 		defer func(late bool) { packColsLate = late }(packColsLate)
 		packColsLate = false
+	}
+	if v.group > 0 {
+		defer func(f func(int, int) int) { colsGroupFor = f }(colsGroupFor)
+		colsGroupFor = func(int, int) int { return v.group }
 	}
 	if err := p.setWeight(ctx, w, v.cols); err != nil {
 		t.Fatal(err)
