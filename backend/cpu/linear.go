@@ -648,7 +648,7 @@ var colsGroupFor = colsGroup
 // against 2.24-2.28, 96 rows 3.23-3.42 against 3.43-3.49, 16x4096x12288
 // 3.27-3.66 against 4.51-4.85, 32x12288x4096 4.51-4.82 against 6.79-6.89,
 // 16x2048x2048 and 32x4096x1024 within the noise; the AVX2 kernels with
-// AVX-VNNI 0.78-0.99 of the time. 8 pairs, or passes of 128 or 512 quads,
+// AVX-VNNI 0.78-1.00 of the time. 8 pairs, or passes of 128 or 512 quads,
 // were slower; 32 pairs as fast as 16.
 const (
 	colsGroupMax = 16
