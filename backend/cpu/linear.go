@@ -235,7 +235,7 @@ type product struct {
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows and cols: b, [K, N]
-	cols    bool   // few rows, quads: w is mm_int8's b, packed a pair of panels at a time (fewColsBody)
+	cols    bool   // few rows, quads: w is mm_int8's b, packed a few pairs of panels at a time (fewColsBody)
 	fin     finisher
 }
 
@@ -572,7 +572,7 @@ func (b *fewBody) run(lo, hi int) {
 }
 
 // packColsLate says whether mm_int8's few-row path with quad panels
-// packs b a pair of panels at a time, as the tiles need it (fewColsBody),
+// packs b a few pairs of panels at a time, as the tiles need them (fewColsBody),
 // rather than whole before it multiplies (a variable for tests and
 // measurements, which run both).
 var packColsLate = true
