@@ -227,7 +227,7 @@ type product struct {
 	path    int
 	kp      int    // pairs of k: K rounded up to even (at least one pair); with quads, quads of k
 	x       []byte // the rows of A as int16 (with quads, int8, zero past K), lda bytes apart
-	quads   bool   // few or many rows where quadPanels: quad panels, and corr
+	quads   bool   // few, many or one row where quadPanels: x holds int8 rows, corr is set; few and many rows: quad panels
 	corr    []byte // with quads, per row of A, -128 times its sum (int32, wrapping), which the tiles add
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
@@ -251,8 +251,9 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // given.
 func newProduct(m, k, n, path int) *product {
 	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
-	if (path == manyRows || path == fewRows) && quadPanels() {
+	if (path == manyRows || path == fewRows || path == oneRow) && quadPanels() {
 		// Quads of k: 4 bytes of a row of A a quad, as a pair of int16.
+		// The one-row path's kernels read int8 rows too (see gemvBody).
 		p.quads, p.i8, p.kp = true, false, max(1, (k+3)/4)
 		p.wide = path == manyRows && m >= wideMinRows && hasWideQuads()
 		p.corr = smallBufs.get(4 * m)
@@ -831,7 +832,9 @@ func (b *dotBody) prefetch(next, ch, end, g, groups, steps int) (pf []byte, step
 // up to 4 rows at a time (gemv's widest) and 8 channels at a time: the
 // weight rows come from memory for the first rows and from the cache for
 // the next. The kernel takes whole groups of 8 and whole registers of k;
-// Go adds the rest of k, and does a last partial group.
+// Go adds the rest of k, and does a last partial group. With quads (rows
+// of int8, VPDPBUSD) every sum is the quad arithmetic's, the weight plus
+// 128 times x, Go's part too, and each row's corr comes off at the end.
 type gemvBody struct{ p *product }
 
 // gemvChannels is the number of channels in a block of the one-row path.
@@ -861,15 +864,23 @@ func (b *gemvBody) run(lo, hi int) {
 					from = kf
 				}
 				for r := range rows {
-					xr := x[r*p.lda : r*p.lda+2*p.k]
 					for j := range min(8, p.n-n0) {
 						row := p.w[(n0+j)*p.k : (n0+j+1)*p.k]
 						var s int32
 						if from > 0 {
 							s = int32(binary.LittleEndian.Uint32(sums[r*lds+4*j:]))
 						}
-						for q := from; q < p.k; q++ {
-							s += load16(xr, 2*q) * int32(int8(row[q]))
+						if p.quads {
+							xr := x[r*p.lda : r*p.lda+p.k]
+							for q := from; q < p.k; q++ {
+								s += int32(row[q]^0x80) * int32(int8(xr[q]))
+							}
+							s += int32(binary.LittleEndian.Uint32(p.corr[4*(i+r):]))
+						} else {
+							xr := x[r*p.lda : r*p.lda+2*p.k]
+							for q := from; q < p.k; q++ {
+								s += load16(xr, 2*q) * int32(int8(row[q]))
+							}
 						}
 						binary.LittleEndian.PutUint32(sums[r*lds+4*j:], uint32(s))
 					}

@@ -170,20 +170,32 @@ func packColsQuad(src []byte, ldb, panels int, dst []byte, pstride int, stream b
 	return panels
 }
 
-// gemvStep is the multiple of k that gemv takes: a register of int16.
+// gemvStep is the multiple of k that gemv takes: a register of the
+// weight's values widened to int16, or where quadPanels a register of its
+// bytes.
 func gemvStep() int {
+	step := 16
 	if impl == implAVX512 {
-		return 32
+		step = 32
 	}
-	return 16
+	if quadPanels() {
+		step *= 2
+	}
+	return step
 }
 
 // gemv sets int32 j of row r of out (lds bytes a row) to the product of
-// int16 row r of x (rows rows, 1, 2 or 4, ldx bytes apart) with int8
-// weight row j of w (8 rows, ldw bytes apart): see gemvGeneric.
+// row r of x (rows rows, 1, 2 or 4, ldx bytes apart) with int8 weight row
+// j of w (8 rows, ldw bytes apart): see gemvGeneric. Where quadPanels, x
+// is int8 and each sum holds 128 times the sum of the row's values more,
+// which gemvBody takes off; elsewhere x is int16.
 func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int) {
 	i := bits.Len(uint(rows)) - 1 // 1, 2, 4 rows: 0, 1, 2
 	switch {
+	case quadPanels() && impl == implAVX512:
+		gemvQuadAVX512[i](x, ldx, w, ldw, k, out, lds)
+	case quadPanels() && impl == implAVX2:
+		gemvQuadAVX2[i](x, ldx, w, ldw, k, out, lds)
 	case impl == implAVX512 && vnni:
 		gemvVNNI[i](x, ldx, w, ldw, k, out, lds)
 	case impl == implAVX512:
@@ -200,9 +212,11 @@ type gemvKernel func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, l
 
 // The one-row kernels of each assembly set, for 1, 2 and 4 rows of x.
 var (
-	gemvAVX2   = [...]gemvKernel{gemv1AVX2, gemv2AVX2, gemv4AVX2}
-	gemvAVX512 = [...]gemvKernel{gemv1AVX512, gemv2AVX512, gemv4AVX512}
-	gemvVNNI   = [...]gemvKernel{gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
+	gemvAVX2       = [...]gemvKernel{gemv1AVX2, gemv2AVX2, gemv4AVX2}
+	gemvAVX512     = [...]gemvKernel{gemv1AVX512, gemv2AVX512, gemv4AVX512}
+	gemvVNNI       = [...]gemvKernel{gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
+	gemvQuadAVX2   = [...]gemvKernel{gemv1QuadVNNIAVX2, gemv2QuadVNNIAVX2, gemv4QuadVNNIAVX2}
+	gemvQuadAVX512 = [...]gemvKernel{gemv1QuadVNNIAVX512, gemv2QuadVNNIAVX512, gemv4QuadVNNIAVX512}
 )
 
 // dotTile computes dotTileGeneric's sums over steps of dotStep values of k

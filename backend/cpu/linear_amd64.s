@@ -1756,6 +1756,102 @@ gemv1AVX2_sum:
 	VZEROUPPER
 	RET
 
+// func gemv1QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2
+TEXT ·gemv1QuadVNNIAVX2(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), CX
+	MOVQ         ldw+56(FP), DX
+	MOVQ         k+64(FP), BX
+	MOVQ         out_base+72(FP), SI
+	MOVQ         lds+96(FP), DI
+	MOVL         $0x80808080, DI
+	VMOVD        DI, X14
+	VPBROADCASTD X14, Y14
+	MOVQ         $0x00000008, DI
+
+gemv1QuadVNNIAVX2_row:
+	MOVQ  AX, R8
+	MOVQ  CX, R9
+	MOVQ  BX, R10
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemv1QuadVNNIAVX2_loopu:
+	CMPQ    R10, $0x00000080
+	JB      gemv1QuadVNNIAVX2_tail
+	VPXOR   (R9), Y14, Y8
+	VPXOR   32(R9), Y14, Y9
+	VPXOR   64(R9), Y14, Y10
+	VPXOR   96(R9), Y14, Y11
+	VMOVDQU (R8), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xc4
+	VMOVDQU 32(R8), Y13
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x35
+	BYTE    $0x50
+	BYTE    $0xcd
+	VMOVDQU 64(R8), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x2d
+	BYTE    $0x50
+	BYTE    $0xd4
+	VMOVDQU 96(R8), Y13
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x25
+	BYTE    $0x50
+	BYTE    $0xdd
+	ADDQ    $0x00000080, R9
+	ADDQ    $0x00000080, R8
+	SUBQ    $0x00000080, R10
+	JMP     gemv1QuadVNNIAVX2_loopu
+
+gemv1QuadVNNIAVX2_tail:
+	TESTQ R10, R10
+	JZ    gemv1QuadVNNIAVX2_sum
+
+gemv1QuadVNNIAVX2_loop:
+	VPXOR   (R9), Y14, Y8
+	VMOVDQU (R8), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xc4
+	ADDQ    $0x00000020, R9
+	ADDQ    $0x00000020, R8
+	SUBQ    $0x00000020, R10
+	JNZ     gemv1QuadVNNIAVX2_loop
+
+gemv1QuadVNNIAVX2_sum:
+	MOVQ         SI, R8
+	VPADDD       Y1, Y0, Y0
+	VPADDD       Y2, Y0, Y0
+	VPADDD       Y3, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R8)
+	ADDQ         $0x00000004, SI
+	ADDQ         DX, CX
+	DECQ         DI
+	JNZ          gemv1QuadVNNIAVX2_row
+	VZEROUPPER
+	RET
+
 // func gemv2AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·gemv2AVX2(SB), NOSPLIT, $0-104
@@ -1834,6 +1930,114 @@ gemv2AVX2_sum:
 	ADDQ         BX, DX
 	DECQ         R9
 	JNZ          gemv2AVX2_row
+	VZEROUPPER
+	RET
+
+// func gemv2QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv2QuadVNNIAVX2(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), DX
+	MOVQ         ldw+56(FP), BX
+	MOVQ         k+64(FP), SI
+	MOVQ         out_base+72(FP), DI
+	MOVQ         lds+96(FP), R8
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X14
+	VPBROADCASTD X14, Y14
+	MOVQ         $0x00000008, R9
+
+gemv2QuadVNNIAVX2_row:
+	MOVQ  AX, R10
+	MOVQ  DX, R11
+	MOVQ  SI, R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemv2QuadVNNIAVX2_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv2QuadVNNIAVX2_tail
+	PREFETCHT0 8192(R11)
+	VPXOR      (R11), Y14, Y8
+	VPXOR      32(R11), Y14, Y9
+	VMOVDQU    (R10), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xc4
+	VMOVDQU    (R10)(CX*1), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xd4
+	VMOVDQU    32(R10), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xcd
+	VMOVDQU    32(R10)(CX*1), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xdd
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000040, R10
+	SUBQ       $0x00000040, R12
+	JMP        gemv2QuadVNNIAVX2_loopu
+
+gemv2QuadVNNIAVX2_tail:
+	TESTQ R12, R12
+	JZ    gemv2QuadVNNIAVX2_sum
+
+gemv2QuadVNNIAVX2_loop:
+	VPXOR   (R11), Y14, Y8
+	VMOVDQU (R10), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xc4
+	VMOVDQU (R10)(CX*1), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xd4
+	ADDQ    $0x00000020, R11
+	ADDQ    $0x00000020, R10
+	SUBQ    $0x00000020, R12
+	JNZ     gemv2QuadVNNIAVX2_loop
+
+gemv2QuadVNNIAVX2_sum:
+	MOVQ         DI, R10
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X0
+	VPADDD       X0, X2, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         $0x00000004, DI
+	ADDQ         BX, DX
+	DECQ         R9
+	JNZ          gemv2QuadVNNIAVX2_row
 	VZEROUPPER
 	RET
 
@@ -1953,6 +2157,176 @@ gemv4AVX2_sum:
 	ADDQ         BX, DX
 	DECQ         R9
 	JNZ          gemv4AVX2_row
+	VZEROUPPER
+	RET
+
+// func gemv4QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv4QuadVNNIAVX2(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), DX
+	MOVQ         ldw+56(FP), BX
+	MOVQ         k+64(FP), SI
+	MOVQ         out_base+72(FP), DI
+	MOVQ         lds+96(FP), R8
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X14
+	VPBROADCASTD X14, Y14
+	MOVQ         $0x00000008, R9
+
+gemv4QuadVNNIAVX2_row:
+	MOVQ  AX, R10
+	LEAQ  (R10)(CX*2), R13
+	ADDQ  CX, R13
+	MOVQ  DX, R11
+	MOVQ  SI, R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+gemv4QuadVNNIAVX2_loopu:
+	CMPQ       R12, $0x00000040
+	JB         gemv4QuadVNNIAVX2_tail
+	PREFETCHT0 8192(R11)
+	VPXOR      (R11), Y14, Y8
+	VPXOR      32(R11), Y14, Y9
+	VMOVDQU    (R10), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xc4
+	VMOVDQU    (R10)(CX*1), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xd4
+	VMOVDQU    (R10)(CX*2), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe4
+	VMOVDQU    (R13), Y12
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xf4
+	VMOVDQU    32(R10), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xcd
+	VMOVDQU    32(R10)(CX*1), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xdd
+	VMOVDQU    32(R10)(CX*2), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xed
+	VMOVDQU    32(R13), Y13
+	BYTE       $0xc4
+	BYTE       $0xc2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xfd
+	ADDQ       $0x00000040, R11
+	ADDQ       $0x00000040, R10
+	ADDQ       $0x00000040, R13
+	SUBQ       $0x00000040, R12
+	JMP        gemv4QuadVNNIAVX2_loopu
+
+gemv4QuadVNNIAVX2_tail:
+	TESTQ R12, R12
+	JZ    gemv4QuadVNNIAVX2_sum
+
+gemv4QuadVNNIAVX2_loop:
+	VPXOR   (R11), Y14, Y8
+	VMOVDQU (R10), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xc4
+	VMOVDQU (R10)(CX*1), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xd4
+	VMOVDQU (R10)(CX*2), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xe4
+	VMOVDQU (R13), Y12
+	BYTE    $0xc4
+	BYTE    $0xc2
+	BYTE    $0x3d
+	BYTE    $0x50
+	BYTE    $0xf4
+	ADDQ    $0x00000020, R11
+	ADDQ    $0x00000020, R10
+	ADDQ    $0x00000020, R13
+	SUBQ    $0x00000020, R12
+	JNZ     gemv4QuadVNNIAVX2_loop
+
+gemv4QuadVNNIAVX2_sum:
+	MOVQ         DI, R10
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X0
+	VPADDD       X0, X2, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X0
+	VPADDD       X0, X4, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         R8, R10
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X0
+	VPADDD       X0, X6, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VMOVD        X0, (R10)
+	ADDQ         $0x00000004, DI
+	ADDQ         BX, DX
+	DECQ         R9
+	JNZ          gemv4QuadVNNIAVX2_row
 	VZEROUPPER
 	RET
 
@@ -6473,6 +6847,78 @@ gemv1VNNIAVX512_sum:
 	VZEROUPPER
 	RET
 
+// func gemv1QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI
+TEXT ·gemv1QuadVNNIAVX512(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), CX
+	MOVQ         ldw+56(FP), DX
+	MOVQ         k+64(FP), BX
+	MOVQ         out_base+72(FP), SI
+	MOVQ         lds+96(FP), DI
+	MOVL         $0x80808080, DI
+	VPBROADCASTD DI, Z14
+	MOVQ         $0x00000008, DI
+
+gemv1QuadVNNIAVX512_row:
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemv1QuadVNNIAVX512_loopu:
+	CMPQ     R10, $0x00000100
+	JB       gemv1QuadVNNIAVX512_tail
+	VPXORD   (R9), Z14, Z8
+	VPXORD   64(R9), Z14, Z9
+	VPXORD   128(R9), Z14, Z10
+	VPXORD   192(R9), Z14, Z11
+	VPDPBUSD (R8), Z8, Z0
+	VPDPBUSD 64(R8), Z9, Z1
+	VPDPBUSD 128(R8), Z10, Z2
+	VPDPBUSD 192(R8), Z11, Z3
+	ADDQ     $0x00000100, R9
+	ADDQ     $0x00000100, R8
+	SUBQ     $0x00000100, R10
+	JMP      gemv1QuadVNNIAVX512_loopu
+
+gemv1QuadVNNIAVX512_tail:
+	TESTQ R10, R10
+	JZ    gemv1QuadVNNIAVX512_sum
+
+gemv1QuadVNNIAVX512_loop:
+	VPXORD   (R9), Z14, Z8
+	VPDPBUSD (R8), Z8, Z0
+	ADDQ     $0x00000040, R9
+	ADDQ     $0x00000040, R8
+	SUBQ     $0x00000040, R10
+	JNZ      gemv1QuadVNNIAVX512_loop
+
+gemv1QuadVNNIAVX512_sum:
+	MOVQ          SI, R8
+	VPADDD        Z1, Z0, Z0
+	VPADDD        Z2, Z0, Z0
+	VPADDD        Z3, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y4
+	VPADDD        Y4, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X4
+	VPADDD        X4, X0, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R8)
+	ADDQ          $0x00000004, SI
+	ADDQ          DX, CX
+	DECQ          DI
+	JNZ           gemv1QuadVNNIAVX512_row
+	VZEROUPPER
+	RET
+
 // func gemv2AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
 TEXT ·gemv2AVX512(SB), NOSPLIT, $0-104
@@ -6634,6 +7080,88 @@ gemv2VNNIAVX512_sum:
 	ADDQ          BX, DX
 	DECQ          R9
 	JNZ           gemv2VNNIAVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv2QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemv2QuadVNNIAVX512(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), DX
+	MOVQ         ldw+56(FP), BX
+	MOVQ         k+64(FP), SI
+	MOVQ         out_base+72(FP), DI
+	MOVQ         lds+96(FP), R8
+	MOVL         $0x80808080, R9
+	VPBROADCASTD R9, Z14
+	MOVQ         $0x00000008, R9
+
+gemv2QuadVNNIAVX512_row:
+	MOVQ   AX, R10
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+gemv2QuadVNNIAVX512_loopu:
+	CMPQ       R12, $0x00000080
+	JB         gemv2QuadVNNIAVX512_tail
+	PREFETCHT0 8192(R11)
+	PREFETCHT0 8256(R11)
+	VPXORD     (R11), Z14, Z8
+	VPXORD     64(R11), Z14, Z9
+	VPDPBUSD   (R10), Z8, Z0
+	VPDPBUSD   (R10)(CX*1), Z8, Z2
+	VPDPBUSD   64(R10), Z9, Z1
+	VPDPBUSD   64(R10)(CX*1), Z9, Z3
+	ADDQ       $0x00000080, R11
+	ADDQ       $0x00000080, R10
+	SUBQ       $0x00000080, R12
+	JMP        gemv2QuadVNNIAVX512_loopu
+
+gemv2QuadVNNIAVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv2QuadVNNIAVX512_sum
+
+gemv2QuadVNNIAVX512_loop:
+	VPXORD   (R11), Z14, Z8
+	VPDPBUSD (R10), Z8, Z0
+	VPDPBUSD (R10)(CX*1), Z8, Z2
+	ADDQ     $0x00000040, R11
+	ADDQ     $0x00000040, R10
+	SUBQ     $0x00000040, R12
+	JNZ      gemv2QuadVNNIAVX512_loop
+
+gemv2QuadVNNIAVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y4
+	VPADDD        Y4, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X4
+	VPADDD        X4, X0, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y4
+	VPADDD        Y4, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv2QuadVNNIAVX512_row
 	VZEROUPPER
 	RET
 
@@ -6876,6 +7404,124 @@ gemv4VNNIAVX512_sum:
 	ADDQ          BX, DX
 	DECQ          R9
 	JNZ           gemv4VNNIAVX512_row
+	VZEROUPPER
+	RET
+
+// func gemv4QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemv4QuadVNNIAVX512(SB), NOSPLIT, $0-104
+	MOVQ         x_base+0(FP), AX
+	MOVQ         ldx+24(FP), CX
+	MOVQ         wt_base+32(FP), DX
+	MOVQ         ldw+56(FP), BX
+	MOVQ         k+64(FP), SI
+	MOVQ         out_base+72(FP), DI
+	MOVQ         lds+96(FP), R8
+	MOVL         $0x80808080, R9
+	VPBROADCASTD R9, Z14
+	MOVQ         $0x00000008, R9
+
+gemv4QuadVNNIAVX512_row:
+	MOVQ   AX, R10
+	LEAQ   (R10)(CX*2), R13
+	ADDQ   CX, R13
+	MOVQ   DX, R11
+	MOVQ   SI, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemv4QuadVNNIAVX512_loopu:
+	CMPQ       R12, $0x00000080
+	JB         gemv4QuadVNNIAVX512_tail
+	PREFETCHT0 8192(R11)
+	PREFETCHT0 8256(R11)
+	VPXORD     (R11), Z14, Z8
+	VPXORD     64(R11), Z14, Z9
+	VPDPBUSD   (R10), Z8, Z0
+	VPDPBUSD   (R10)(CX*1), Z8, Z2
+	VPDPBUSD   (R10)(CX*2), Z8, Z4
+	VPDPBUSD   (R13), Z8, Z6
+	VPDPBUSD   64(R10), Z9, Z1
+	VPDPBUSD   64(R10)(CX*1), Z9, Z3
+	VPDPBUSD   64(R10)(CX*2), Z9, Z5
+	VPDPBUSD   64(R13), Z9, Z7
+	ADDQ       $0x00000080, R11
+	ADDQ       $0x00000080, R10
+	ADDQ       $0x00000080, R13
+	SUBQ       $0x00000080, R12
+	JMP        gemv4QuadVNNIAVX512_loopu
+
+gemv4QuadVNNIAVX512_tail:
+	TESTQ R12, R12
+	JZ    gemv4QuadVNNIAVX512_sum
+
+gemv4QuadVNNIAVX512_loop:
+	VPXORD   (R11), Z14, Z8
+	VPDPBUSD (R10), Z8, Z0
+	VPDPBUSD (R10)(CX*1), Z8, Z2
+	VPDPBUSD (R10)(CX*2), Z8, Z4
+	VPDPBUSD (R13), Z8, Z6
+	ADDQ     $0x00000040, R11
+	ADDQ     $0x00000040, R10
+	ADDQ     $0x00000040, R13
+	SUBQ     $0x00000040, R12
+	JNZ      gemv4QuadVNNIAVX512_loop
+
+gemv4QuadVNNIAVX512_sum:
+	MOVQ          DI, R10
+	VPADDD        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y8
+	VPADDD        Y8, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X8
+	VPADDD        X8, X0, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y8
+	VPADDD        Y8, Y2, Y2
+	VEXTRACTI128  $0x01, Y2, X8
+	VPADDD        X8, X2, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y8
+	VPADDD        Y8, Y4, Y4
+	VEXTRACTI128  $0x01, Y4, X8
+	VPADDD        X8, X4, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          R8, R10
+	VPADDD        Z7, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z6, Y8
+	VPADDD        Y8, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X8
+	VPADDD        X8, X6, X8
+	VPSHUFD       $0x4e, X8, X9
+	VPADDD        X9, X8, X8
+	VPSHUFD       $0xb1, X8, X9
+	VPADDD        X9, X8, X8
+	VMOVD         X8, (R10)
+	ADDQ          $0x00000004, DI
+	ADDQ          BX, DX
+	DECQ          R9
+	JNZ           gemv4QuadVNNIAVX512_row
 	VZEROUPPER
 	RET
 

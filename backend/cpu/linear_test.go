@@ -57,6 +57,7 @@ var variants = []variant{
 	{name: "many,cols", path: manyRows, cols: true},
 	{name: "few", path: fewRows},
 	{name: "one", path: oneRow},
+	{name: "one,pairs", path: oneRow, pairs: true},
 	{name: "cols", path: colsRows, cols: true},
 	{name: "dot", path: dotRows},
 	{name: "many,prepared", path: manyRows, prepared: true},

@@ -44,6 +44,9 @@ import (
 // steps of k of one channel, multiplied with the same steps of the row, 8
 // channels one after another, and the lanes are added up at the end.
 // Nothing is packed or written, so the weight streams from memory once.
+// With VNNI the row stays int8 and the weight's bytes plus 128 (an XOR)
+// multiply it with VPDPBUSD, as the quad panels do (below): a register of
+// the weight then holds 64 (32) steps of k.
 //
 // Where the CPU has AVX512-VNNI, gemv uses VPDPWSSD: one instruction for
 // VPMADDWD and VPADDD, with the same wrapping int32 arithmetic (its
@@ -457,28 +460,54 @@ func prefetchDoc(xrows int) string {
 	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead)
 }
 
+// The forms of the one-row kernel: how it multiplies a register of the
+// weight with the same values of k of a row of x.
+const (
+	gemvPairs     = iota // VPMOVSXBW widens the weight to int16, VPMADDWD and VPADDD multiply and add (int16 x)
+	gemvPairsVNNI        // the same with VPDPWSSD, which multiplies and adds in one instruction
+	gemvQuads            // VPDPBUSD on the weight plus 128 as unsigned bytes (int8 x), four products a lane
+)
+
 // gemv emits the one-row kernel (see above) for xrows rows of x (1, 2 or
-// 4) at once. It reads the 8 weight rows one after another, not side by
-// side: a group of a plain weight's rows is then one sequential stream,
-// which the hardware prefetchers follow better than 8 streams a row apart
-// (on a 2-core Zen 5, the weight out of the caches: 1.35-1.5 times as fast
-// at k = 1024 and 2048, 1.2-1.35 against an AVX2 form that prefetched the
-// next group, 1.04-1.17 at 4096; see BENCHMARKS.md). Each widened register
-// of a weight row serves every row of x, read from the cache; registers 0
-// to 7 accumulate (row r, unrolled step u at r·unroll+u: four steps an
-// iteration for one row, so that the loads overlap, two for two and four
-// rows), 8 to 11 hold the weight's values and 12 to 13 the products
-// (without vnni; with it, VPDPWSSD multiplies and adds in one instruction,
-// with the same wrapping arithmetic). With 2 or 4 rows of x, each
+// 4) at once, in the given form. It reads the 8 weight rows one after
+// another, not side by side: a group of a plain weight's rows is then one
+// sequential stream, which the hardware prefetchers follow better than 8
+// streams a row apart (on a 2-core Zen 5, the weight out of the caches:
+// 1.35-1.5 times as fast at k = 1024 and 2048, 1.2-1.35 against an AVX2
+// form that prefetched the next group, 1.04-1.17 at 4096; see
+// BENCHMARKS.md). Each register of a weight row (widened, or with quads
+// its bytes plus 128) serves every row of x, read from the cache;
+// registers 0 to 7 accumulate (row r, unrolled step u at r·unroll+u: four
+// steps an iteration for one row, so that the loads overlap, two for two
+// and four rows), 8 to 11 hold the weight's values and 12 to 13 the
+// products (gemvPairs) or, with quads on 256 bits, the values of x, whose
+// AVX-VNNI form takes no memory operand here (see dpbusd); with quads,
+// register 14 holds 0x80 in every byte. VPDPWSSD and VPDPBUSD add with
+// the same wrapping arithmetic as VPADDD. With quads a register holds
+// twice the values of k, so there are half the loads and instructions a
+// byte of weight of the other forms; the caller takes 128 times the sum
+// of x off again (see product.corr). That matters where the rows of x are
+// several (on a 2-core Zen 5, int8_linear of 4096x4096, the weight out of
+// the caches, blocks of calls alternated in one process: 8 rows took
+// 0.86-0.90 of the pairs' time with AVX-512, 0.69 with AVX-VNNI, whose 2
+// and 4 rows took 0.85-0.95), not for one, which waits for memory either
+// way (0.97-1.02). With 2 or 4 rows of x, each
 // iteration prefetches the lines gemvAhead bytes past the ones it reads.
-func gemv(name string, w width, vnni bool, xrows int) {
-	step := 2 * w.lanes() // k per register of int16
+func gemv(name string, w width, form, xrows int) {
+	step, xsize := 2*w.lanes(), 2 // k per register of the weight; bytes of x a value of k
+	if form == gemvQuads {
+		step, xsize = w.bytes, 1
+	}
 	unroll := max(2, 4/xrows)
 	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x", name),
+	what, sums := "int16", "the dot product"
+	if form == gemvQuads {
+		what, sums = "int8", "the dot product, plus 128 times the sum of the row's values,"
+	}
+	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to %s of %s row r of x", name, sums, what),
 		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", xrows),
-		fmt.Sprintf("over k steps. k must be a multiple of %d and at least %d.%s", step, step, prefetchDoc(xrows)))
+		fmt.Sprintf("over k steps, wrapping. k must be a multiple of %d and at least %d.%s", step, step, prefetchDoc(xrows)))
 	x0 := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
@@ -488,24 +517,49 @@ func gemv(name string, w width, vnni bool, xrows int) {
 	lds := Load(Param("lds"), GP64())
 	chans, xp, wr, n := GP64(), GP64(), GP64(), GP64()
 	acc := func(r, u int) VecPhysical { return w.phys(r*unroll + u) }
+	bias := w.phys(14)
+	if form == gemvQuads {
+		c := GP32()
+		MOVL(U32(0x80808080), c)
+		if w.bytes == 64 {
+			VPBROADCASTD(c, bias)
+		} else {
+			VMOVD(c, bias.AsX())
+			VPBROADCASTD(bias.AsX(), bias)
+		}
+	}
 	// xrow is row r of x at the iteration's step u; x3 = xp + 3·ldx, set
 	// for four rows.
 	var x3 Register
-	xrow := func(r, u int) Mem { return rows(xrows, xp, ldx, x3, 2*step*u)[r] }
-	madd := func(xm Mem, wv VecPhysical, r, u int) {
-		if vnni {
-			vpdpwssd(xm, wv, acc(r, u))
+	xrow := func(r, u int) Mem { return rows(xrows, xp, ldx, x3, xsize*step*u)[r] }
+	load := func(u int) {
+		m := Mem{Base: wr, Disp: u * step}
+		if form == gemvQuads {
+			w.xor(m, bias, w.phys(8+u))
 			return
 		}
+		VPMOVSXBW(m, w.phys(8+u))
+	}
+	madd := func(xm Mem, wv VecPhysical, r, u int) {
 		t := w.phys(12 + (r*unroll+u)%2)
-		VPMADDWD(xm, wv, t)
-		VPADDD(t, acc(r, u), acc(r, u))
+		switch {
+		case form == gemvQuads && w.bytes == 64:
+			vpdpbusd(xm, wv, acc(r, u))
+		case form == gemvQuads:
+			VMOVDQU(xm, t)
+			w.dpbusd(t, wv, acc(r, u))
+		case form == gemvPairsVNNI:
+			vpdpwssd(xm, wv, acc(r, u))
+		default:
+			VPMADDWD(xm, wv, t)
+			VPADDD(t, acc(r, u), acc(r, u))
+		}
 	}
 	advance := func(ks int) {
 		ADDQ(U32(ks), wr)
-		ADDQ(U32(2*ks), xp)
+		ADDQ(U32(xsize*ks), xp)
 		if xrows == 4 {
-			ADDQ(U32(2*ks), x3)
+			ADDQ(U32(xsize*ks), x3)
 		}
 		SUBQ(U32(ks), n)
 	}
@@ -529,7 +583,7 @@ func gemv(name string, w width, vnni bool, xrows int) {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
 	for u := range unroll {
-		VPMOVSXBW(Mem{Base: wr, Disp: u * step}, w.phys(8+u))
+		load(u)
 	}
 	for u := range unroll {
 		for r := range xrows {
@@ -542,7 +596,7 @@ func gemv(name string, w width, vnni bool, xrows int) {
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_sum"))
 	Label(name + "_loop")
-	VPMOVSXBW(Mem{Base: wr}, w.phys(8))
+	load(0)
 	for r := range xrows {
 		madd(xrow(r, 0), w.phys(8), r, 0)
 	}
@@ -1422,10 +1476,11 @@ func linearKernels(w width) {
 	peak("peak"+w.name, w, false)
 	peak("peakQuadVNNI"+w.name, w, true)
 	for _, rows := range []int{1, 2, 4} {
-		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, false, rows)
+		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, gemvPairs, rows)
 		if w.bytes == 64 {
-			gemv(fmt.Sprintf("gemv%dVNNI%s", rows, w.name), w, true, rows)
+			gemv(fmt.Sprintf("gemv%dVNNI%s", rows, w.name), w, gemvPairsVNNI, rows)
 		}
+		gemv(fmt.Sprintf("gemv%dQuadVNNI%s", rows, w.name), w, gemvQuads, rows)
 	}
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
