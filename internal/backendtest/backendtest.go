@@ -33,11 +33,13 @@ package backendtest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend"
@@ -374,6 +376,7 @@ func Agree(t testing.TB, reg *backend.Registry, name string, dev tensor.Device, 
 // agree is Agree in a run of the suite. It returns the backend's outcome.
 func (e *env) agree(t testing.TB, c Call) outcome {
 	t.Helper()
+	key, keyed := callKey(c)
 	got := e.exec(t, c, e.name, e.dev)
 	if got.declined {
 		return got
@@ -381,14 +384,74 @@ func (e *env) agree(t testing.TB, c Call) outcome {
 	if e.name == Reference && e.dev == tensor.CPU() {
 		return got // the reference itself: nothing to compare with
 	}
+	calls, _ := references.LoadOrStore(e.reg, new(sync.Map))
+	if d, ok := calls.(*sync.Map).Load(key); keyed && ok && got.err == nil && d == digest(got.out) {
+		return got // the very outputs the reference gave for this call before
+	}
 	want := e.exec(t, c, Reference, tensor.CPU())
 	if want.declined {
 		t.Fatalf("%s: the reference declined: %v", c.Name, want.err)
+	}
+	if keyed && want.err == nil {
+		calls.(*sync.Map).Store(key, digest(want.out))
 	}
 	if msg := diffOutcomes(got, want, c.Op, e.cfg.bound); msg != "" {
 		t.Errorf("%s: %s differs from %s: %s", c.Name, e.name, Reference, msg)
 	}
 	return got
+}
+
+// references holds, per registry, the digest of the reference's outputs
+// for each call that agree has run, by callKey: a backend's tests run the
+// suite again for each of its variants (the cpu backend's kernel sets),
+// whose calls are the same, and under the race detector the reference's
+// runs were half the suite's time. An outcome with the same digest is the
+// same bytes; any other (an error, outputs within a bound, a difference)
+// runs the reference again, for diffOutcomes to judge and describe. Keyed
+// by registry too, so that a test whose registry holds another reference
+// (the suite's own tests) gets its own.
+var references sync.Map // *backend.Registry -> *sync.Map of string -> string
+
+// callKey identifies a call by what its result depends on: its operation
+// and name (which the cases write to hold every argument that is not a
+// tensor), the dtype, shape and bytes of each input, and the dtype and
+// shape of each given output (whose bytes the call overwrites; one that
+// is also an input counts as an input), as a SHA-256. It reports false
+// for a call with an input off the host.
+func callKey(c Call) (string, bool) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", c.Op, c.Name, len(c.In))
+	for _, x := range c.In {
+		if x != nil && x.Device() != tensor.CPU() {
+			return "", false
+		}
+		if x != nil {
+			fmt.Fprintf(h, "%v%v;", x.DType(), x.Shape()) // which fix the length of the bytes
+			h.Write(must(x.Bytes()))
+		} else {
+			h.Write([]byte("nil;"))
+		}
+	}
+	fmt.Fprintf(h, "%d\x00", len(c.Out))
+	for _, x := range c.Out {
+		if x != nil {
+			fmt.Fprintf(h, "%v%v;", x.DType(), x.Shape())
+		} else {
+			h.Write([]byte("nil;"))
+		}
+	}
+	return string(h.Sum(nil)), true
+}
+
+// digest is the SHA-256 of outputs: each one's dtype, shape and bytes.
+func digest(out []output) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00", len(out))
+	for _, o := range out {
+		fmt.Fprintf(h, "%v%v:%d;", o.DType, o.Shape, len(o.Bytes))
+		h.Write(o.Bytes)
+	}
+	return string(h.Sum(nil))
 }
 
 // match is agree for a case of a part, counted in tl.
