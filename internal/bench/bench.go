@@ -285,17 +285,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				if measured {
 					copies, freshCopies = append(copies, d), append(freshCopies, f)
 				}
-				if gemm {
-					// As the products do (below): a read first, so that
-					// the copies' dirty lines are written back before, not
-					// during, the measurement.
-					parcopy.Read(streamBuf)
-					if g := cpu.StreamGBPerS(streamBuf); g > 0 && measured {
-						streams = append(streams, g)
-					}
-				}
 			}
-			for _, s := range all {
+			// The streaming reference (index len(all)) and the operations
+			// take turns at going first: whatever follows the copies ran
+			// slower (a one-row product's median 10-15% slower first than
+			// second on a 2-core Zen 5, whichever series it was), and
+			// turning the order each round leaves that to the medians to
+			// drop instead of charging it to one series.
+			steps := len(all)
+			if gemm {
+				steps++
+			}
+			for i := range steps {
+				j := (i + round) % steps
 				if gemm {
 					// Each product starts with its operands out of the
 					// caches, as the streaming reference does: otherwise
@@ -303,9 +305,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					// weight that the one before it read (a few rows'
 					// products, whose weight fits the last-level cache,
 					// measured up to a third faster so). A read, which
-					// leaves no dirty lines for the product to write back.
+					// leaves no dirty lines for the product to write back
+					// (the copies' among them).
 					parcopy.Read(streamBuf)
 				}
+				if j == len(all) {
+					if g := cpu.StreamGBPerS(streamBuf); g > 0 && measured {
+						streams = append(streams, g)
+					}
+					continue
+				}
+				s := all[j]
 				d, err := timeIt(s.run)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s on %s: %w", s.op.name, name, err)
