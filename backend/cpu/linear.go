@@ -206,17 +206,18 @@ const (
 
 // colsMax is the most rows of A for which mm_int8 multiplies b as it is
 // rather than packing it first: gemvRows's cost grows with each row (it
-// widens b again for every row), the packing's does not; measured on a
-// 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead of 5.5-8, 8 rows
-// about as long as packing. With VNNI the packed tiles are faster still:
-// on a 2-core Zen 5, b out of the caches, the few-row path on quad panels
-// took 2.75, 1.93, 1.44 and 1.09-1.15 times as long as reading b as it is
-// at 1 to 4 rows, 0.90-0.93 at 5 and 0.79 at 6 (with the AVX2 set, reading
-// b as it is still took 0.6 of the pair panels' time at 6 rows; with
-// AVX-VNNI's quads, 0.63-0.74 at 5, whose 256-bit packing of b is slower).
+// reads the cached chunk of b again for every row), the packing's does
+// not; measured on a 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead
+// of 5.5-8, 8 rows about as long as packing. With VNNI the packed tiles are
+// faster still, and so is reading b as it is with quads (gemvRowsQuad): on
+// a 2-core Zen 5, b out of the caches, medians of blocks of calls, the
+// few-row path on quad panels took 1.25-1.45 times as long as the cols
+// path at 2 rows, 0.9-1.1 at 3 and 4 (0.8 in one of three runs at 4),
+// 0.6-0.7 at 6 and 8 with AVX-512; with AVX-VNNI 2.5-2.6 at 2 rows,
+// 1.5-1.6 at 4, 1.2 at 6 and 1.0-1.1 at 8.
 func colsMax() int {
 	if quadPanels() && impl == implAVX512 {
-		return 4
+		return 3
 	}
 	return 8
 }
@@ -251,9 +252,10 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // given.
 func newProduct(m, k, n, path int) *product {
 	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
-	if (path == manyRows || path == fewRows || path == oneRow) && quadPanels() {
+	if (path == manyRows || path == fewRows || path == oneRow || path == colsRows) && quadPanels() {
 		// Quads of k: 4 bytes of a row of A a quad, as a pair of int16.
-		// The one-row path's kernels read int8 rows too (see gemvBody).
+		// The one-row and cols paths' kernels read int8 rows too (see
+		// gemvBody, colsBody).
 		p.quads, p.i8, p.kp = true, false, max(1, (k+3)/4)
 		p.wide = path == manyRows && m >= wideMinRows && hasWideQuads()
 		p.corr = smallBufs.get(4 * m)
@@ -894,43 +896,62 @@ func (b *gemvBody) run(lo, hi int) {
 
 // colsBody runs mm_int8's product with b [K, N] read as it is, k
 // outermost (gemvRows streams whole rows of b, in order, adding them into
-// the sums of every column), in parts of colsPairs pairs of k: each part
-// sums its rows of b into sums of its own, then adds them to the total
-// (int32 addition wraps, so the order of the parts cannot change a sum).
-// With more than one row of A, each pass of colsChunk bytes of b is run
-// for every row while it is in the cache. The kernel takes whole pairs of
-// rows and the columns to a multiple of 64; Go adds the rest of the
-// columns here, and an odd K's last row in run.
+// the sums of every column; gemvRowsQuad where quadPanels), in parts of
+// colsPairs pairs (colsQuads quads) of k: each part sums its rows of b
+// into sums of its own, then adds them to the total (int32 addition
+// wraps, so the order of the parts cannot change a sum). With more than
+// one row of A, each pass of colsChunk bytes of b is run for every row
+// while it is in the cache. The kernels take whole pairs (quads) of rows
+// and the columns to a multiple of 64; Go adds the rest of the columns
+// here, and K's last rows in runCols. With quads every sum is the quad
+// arithmetic's, b plus 128 times a, Go's part too: runCols takes the
+// rows' corr off and puts the kernel's columns back in order.
 type colsBody struct {
 	p     *product
 	mu    sync.Mutex
 	total []byte // [M, N] int32
 }
 
-// colsPairs is the pairs of k per unit of colsBody; colsChunk the bytes
-// of b per pass when A has more than one row.
+// colsPairs (colsQuads) is the pairs (quads) of k per unit of colsBody;
+// colsChunk the bytes of b per pass when A has more than one row.
 const (
 	colsPairs = 64
+	colsQuads = colsPairs / 2
 	colsChunk = 32 << 10
 )
 
 func (b *colsBody) run(lo, hi int) {
 	p := b.p
-	n64 := p.n &^ 63
 	part := getBuf(4 * p.m * p.n)
 	clear(part)
-	first, last := lo*colsPairs, min(hi*colsPairs, p.k/2)
+	step, per := 2, colsPairs // rows of b a pair (quad), pairs (quads) a unit
+	if p.quads {
+		step, per = 4, colsQuads
+	}
+	first, last := lo*per, min(hi*per, p.k/step)
 	chunk := last - first
 	if p.m > 1 {
-		chunk = max(1, colsChunk/(2*p.n))
+		chunk = max(1, colsChunk/(step*p.n))
 	}
+	n64 := p.n &^ 63
 	for pc := first; pc < last; pc += chunk {
 		kc := min(chunk, last-pc)
+		rows := p.w[step*pc*p.n:]
 		for i := range p.m {
-			x := p.x[i*p.lda : i*p.lda+2*p.k]
 			c := part[4*i*p.n : 4*(i+1)*p.n]
+			if p.quads {
+				x := p.x[i*p.lda : i*p.lda+p.k]
+				if n64 > 0 {
+					gemvRowsQuad(x[4*pc:4*(pc+kc)], rows[:(4*kc-1)*p.n+n64], p.n, kc, c[:4*n64])
+				}
+				for q := 4 * pc; q < 4*(pc+kc); q++ {
+					addRowQuad(c[4*n64:], int32(int8(x[q])), p.w[q*p.n+n64:(q+1)*p.n])
+				}
+				continue
+			}
+			x := p.x[i*p.lda : i*p.lda+2*p.k]
 			if n64 > 0 {
-				gemvRows(x[4*pc:4*(pc+kc)], p.w[2*pc*p.n:(2*(pc+kc)-1)*p.n+n64], p.n, kc, c[:4*n64])
+				gemvRows(x[4*pc:4*(pc+kc)], rows[:(2*kc-1)*p.n+n64], p.n, kc, c[:4*n64])
 			}
 			for q := 2 * pc; q < 2*(pc+kc); q++ {
 				addRow(c[4*n64:], load16(x, 2*q), p.w[q*p.n+n64:(q+1)*p.n])
@@ -950,6 +971,49 @@ func addRow(c []byte, a int32, row []byte) {
 	}
 }
 
+// addRowQuad adds a·(row[j]+128), row[j] an int8, to int32 j of c: the
+// quad arithmetic (see colsBody).
+func addRowQuad(c []byte, a int32, row []byte) {
+	for j, v := range row {
+		binary.LittleEndian.PutUint32(c[4*j:], uint32(int32(binary.LittleEndian.Uint32(c[4*j:]))+a*int32(v^0x80)))
+	}
+}
+
+// unquad puts the sums of gemvRowsQuad's columns, row, back in order and
+// adds corr to each (see quadColumn).
+func unquad(row []byte, corr int32) {
+	w := quadCols()
+	order := &quadOrder[w/64]
+	var block [64]int32
+	for at := 0; at < len(row); at += 4 * w {
+		for p, j := range order[:w] {
+			block[j] = int32(binary.LittleEndian.Uint32(row[at+4*p:])) + corr
+		}
+		for j := range w {
+			binary.LittleEndian.PutUint32(row[at+4*j:], uint32(block[j]))
+		}
+	}
+}
+
+// quadOrder is quadColumn for 32 and 64 columns, by position.
+var quadOrder = func() (o [2][64]uint8) {
+	for i, w := range []int{32, 64} {
+		for p := range w {
+			o[i][p] = uint8(quadColumn(p, w))
+		}
+	}
+	return o
+}()
+
+// quadColumn is the column, of w, whose sum gemvRowsQuad keeps at position
+// p of each w columns: a register of w columns' quads is interleaved
+// within 128-bit lanes, so the sums of register i hold, lane by lane, the
+// columns 4i to 4i+3 of each 16.
+func quadColumn(p, w int) int {
+	i, d := p/(w/4), p%(w/4)
+	return 16*(d/4) + 4*i + d%4
+}
+
 // addInt32s adds the int32 of src to those of dst, wrapping.
 func addInt32s(dst, src []byte) {
 	for i := 0; i < len(src); i += 4 {
@@ -962,13 +1026,32 @@ func (p *product) runCols(ctx context.Context) error {
 	b := &colsBody{p: p, total: getBuf(4 * p.m * p.n)}
 	defer putBuf(b.total)
 	clear(b.total)
-	units := (p.k/2 + colsPairs - 1) / colsPairs
-	if err := parallelForParts(ctx, b, units, max(1, grainMACs/(2*colsPairs*p.m*max(1, p.n))), 2); err != nil {
+	step, per := 2, colsPairs
+	if p.quads {
+		step, per = 4, colsQuads
+	}
+	units := (p.k/step + per - 1) / per
+	if err := parallelForParts(ctx, b, units, max(1, grainMACs/(step*per*p.m*max(1, p.n))), 2); err != nil {
 		return err
 	}
-	if p.k%2 == 1 {
+	if p.quads {
+		n64 := p.n &^ 63
 		for i := range p.m {
-			addRow(b.total[4*i*p.n:4*(i+1)*p.n], load16(p.x[i*p.lda:], 2*(p.k-1)), p.w[(p.k-1)*p.n:p.k*p.n])
+			row, corr := b.total[4*i*p.n:4*(i+1)*p.n], int32(binary.LittleEndian.Uint32(p.corr[4*i:]))
+			unquad(row[:4*n64], corr)
+			for j := 4 * n64; j < len(row); j += 4 {
+				binary.LittleEndian.PutUint32(row[j:], binary.LittleEndian.Uint32(row[j:])+uint32(corr))
+			}
+		}
+	}
+	for q := p.k / step * step; q < p.k; q++ { // K's last rows, short of a pair (quad), in order
+		for i := range p.m {
+			row, bq := b.total[4*i*p.n:4*(i+1)*p.n], p.w[q*p.n:(q+1)*p.n]
+			if p.quads {
+				addRowQuad(row, int32(int8(p.x[i*p.lda+q])), bq)
+			} else {
+				addRow(row, load16(p.x[i*p.lda:], 2*q), bq)
+			}
 		}
 	}
 	p.fin.finish(0, 0, p.m, p.n, b.total, 4*p.n)

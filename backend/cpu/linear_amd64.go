@@ -284,6 +284,26 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 	gemvRowsAVX2(x, b, ldb, kp, c)
 }
 
+// gemvRowsQuad adds to the int32 of c the quad arithmetic's products of
+// the int8 row x with the [K, N] rows of b, each 64 columns' sums in the
+// order of quadColumn: see gemvRowsQuadGeneric. Only where quadPanels.
+func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
+	if impl == implAVX512 {
+		gemvRowsQuadVNNIAVX512(x, b, ldb, kq, c)
+		return
+	}
+	gemvRowsQuadVNNIAVX2(x, b, ldb, kq, c)
+}
+
+// quadCols is the number of columns of a register of gemvRowsQuad's int8
+// rows, whose sums it keeps out of order (see quadColumn).
+func quadCols() int {
+	if impl == implAVX512 {
+		return 64
+	}
+	return 32
+}
+
 // quadPanels reports whether the panel paths (few and many rows) multiply
 // quads of k with VPDPBUSD: where the kernel set has VNNI (AVX512-VNNI
 // with AVX-512, AVX-VNNI with AVX2). VPDPBUSD multiplies unsigned bytes by

@@ -2779,6 +2779,308 @@ gemvRowsAVX2_done:
 	VZEROUPPER
 	RET
 
+// func gemvRowsQuadVNNIAVX2(x []byte, b []byte, ldb int, kq int, c []byte)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemvRowsQuadVNNIAVX2(SB), NOSPLIT, $0-88
+	MOVQ         x_base+0(FP), AX
+	MOVQ         b_base+24(FP), CX
+	MOVQ         ldb+48(FP), DX
+	MOVQ         kq+56(FP), BX
+	MOVQ         c_base+64(FP), SI
+	MOVQ         c_len+72(FP), DI
+	SHRQ         $0x02, DI
+	LEAQ         (DX)(DX*2), R8
+	MOVQ         DX, R9
+	SHLQ         $0x04, R9
+	MOVL         $0x80808080, R10
+	VMOVD        R10, X15
+	VPBROADCASTD X15, Y15
+
+gemvRowsQuadVNNIAVX2_two:
+	CMPQ         BX, $0x02
+	JB           gemvRowsQuadVNNIAVX2_one
+	VPBROADCASTD (AX), Y0
+	VPBROADCASTD 4(AX), Y1
+	MOVQ         DI, R10
+	MOVQ         CX, R11
+	MOVQ         SI, R12
+	MOVQ         CX, R13
+	ADDQ         R9, R13
+
+gemvRowsQuadVNNIAVX2_cols2:
+	LEAQ       (R13)(DX*4), R14
+	PREFETCHT0 (R13)
+	PREFETCHT0 (R13)(DX*1)
+	PREFETCHT0 (R13)(DX*2)
+	PREFETCHT0 (R13)(R8*1)
+	PREFETCHT0 (R14)
+	PREFETCHT0 (R14)(DX*1)
+	PREFETCHT0 (R14)(DX*2)
+	PREFETCHT0 (R14)(R8*1)
+	ADDQ       $0x40, R13
+	LEAQ       (R11)(DX*4), R14
+	VMOVDQU    (R12), Y2
+	VMOVDQU    32(R12), Y3
+	VMOVDQU    64(R12), Y4
+	VMOVDQU    96(R12), Y5
+	VPXOR      (R11), Y15, Y6
+	VPXOR      (R11)(DX*1), Y15, Y7
+	VPXOR      (R11)(DX*2), Y15, Y8
+	VPXOR      (R11)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd8
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe8
+	VPXOR      (R14), Y15, Y6
+	VPXOR      (R14)(DX*1), Y15, Y7
+	VPXOR      (R14)(DX*2), Y15, Y8
+	VPXOR      (R14)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd1
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe1
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe9
+	VMOVDQU    Y2, (R12)
+	VMOVDQU    Y3, 32(R12)
+	VMOVDQU    Y4, 64(R12)
+	VMOVDQU    Y5, 96(R12)
+	VMOVDQU    128(R12), Y2
+	VMOVDQU    160(R12), Y3
+	VMOVDQU    192(R12), Y4
+	VMOVDQU    224(R12), Y5
+	VPXOR      32(R11), Y15, Y6
+	VPXOR      32(R11)(DX*1), Y15, Y7
+	VPXOR      32(R11)(DX*2), Y15, Y8
+	VPXOR      32(R11)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd8
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe8
+	VPXOR      32(R14), Y15, Y6
+	VPXOR      32(R14)(DX*1), Y15, Y7
+	VPXOR      32(R14)(DX*2), Y15, Y8
+	VPXOR      32(R14)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd1
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe1
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe9
+	VMOVDQU    Y2, 128(R12)
+	VMOVDQU    Y3, 160(R12)
+	VMOVDQU    Y4, 192(R12)
+	VMOVDQU    Y5, 224(R12)
+	ADDQ       $0x40, R11
+	ADDQ       $0x00000100, R12
+	SUBQ       $0x40, R10
+	JNZ        gemvRowsQuadVNNIAVX2_cols2
+	ADDQ       $0x00000008, AX
+	LEAQ       (CX)(DX*4), CX
+	LEAQ       (CX)(DX*4), CX
+	SUBQ       $0x02, BX
+	JMP        gemvRowsQuadVNNIAVX2_two
+
+gemvRowsQuadVNNIAVX2_one:
+	TESTQ        BX, BX
+	JZ           gemvRowsQuadVNNIAVX2_done
+	VPBROADCASTD (AX), Y0
+	MOVQ         DI, BX
+	MOVQ         CX, DI
+	MOVQ         CX, R10
+	ADDQ         R9, R10
+
+gemvRowsQuadVNNIAVX2_cols1:
+	LEAQ       (R10)(DX*4), R9
+	PREFETCHT0 (R10)
+	PREFETCHT0 (R10)(DX*1)
+	PREFETCHT0 (R10)(DX*2)
+	PREFETCHT0 (R10)(R8*1)
+	ADDQ       $0x40, R10
+	LEAQ       (DI)(DX*4), R9
+	VMOVDQU    (SI), Y2
+	VMOVDQU    32(SI), Y3
+	VMOVDQU    64(SI), Y4
+	VMOVDQU    96(SI), Y5
+	VPXOR      (DI), Y15, Y6
+	VPXOR      (DI)(DX*1), Y15, Y7
+	VPXOR      (DI)(DX*2), Y15, Y8
+	VPXOR      (DI)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd8
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe8
+	VMOVDQU    Y2, (SI)
+	VMOVDQU    Y3, 32(SI)
+	VMOVDQU    Y4, 64(SI)
+	VMOVDQU    Y5, 96(SI)
+	VMOVDQU    128(SI), Y2
+	VMOVDQU    160(SI), Y3
+	VMOVDQU    192(SI), Y4
+	VMOVDQU    224(SI), Y5
+	VPXOR      32(DI), Y15, Y6
+	VPXOR      32(DI)(DX*1), Y15, Y7
+	VPXOR      32(DI)(DX*2), Y15, Y8
+	VPXOR      32(DI)(R8*1), Y15, Y9
+	VPUNPCKLBW Y7, Y6, Y10
+	VPUNPCKHBW Y7, Y6, Y11
+	VPUNPCKLBW Y9, Y8, Y12
+	VPUNPCKHBW Y9, Y8, Y13
+	VPUNPCKLWD Y12, Y10, Y6
+	VPUNPCKHWD Y12, Y10, Y7
+	VPUNPCKLWD Y13, Y11, Y8
+	VPUNPCKHWD Y13, Y11, Y9
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x4d
+	BYTE       $0x50
+	BYTE       $0xd0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x45
+	BYTE       $0x50
+	BYTE       $0xd8
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x3d
+	BYTE       $0x50
+	BYTE       $0xe0
+	BYTE       $0xc4
+	BYTE       $0xe2
+	BYTE       $0x35
+	BYTE       $0x50
+	BYTE       $0xe8
+	VMOVDQU    Y2, 128(SI)
+	VMOVDQU    Y3, 160(SI)
+	VMOVDQU    Y4, 192(SI)
+	VMOVDQU    Y5, 224(SI)
+	ADDQ       $0x40, DI
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x40, BX
+	JNZ        gemvRowsQuadVNNIAVX2_cols1
+	ADDQ       $0x00000004, AX
+	LEAQ       (CX)(DX*4), CX
+
+gemvRowsQuadVNNIAVX2_done:
+	VZEROUPPER
+	RET
+
 // func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·dotTileAVX2(SB), NOSPLIT, $0-136
@@ -7831,6 +8133,147 @@ packRowsI8AVX512_loop:
 	JMP             packRowsI8AVX512_loop
 
 packRowsI8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func gemvRowsQuadVNNIAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, MMX+
+TEXT ·gemvRowsQuadVNNIAVX512(SB), NOSPLIT, $0-88
+	MOVQ         x_base+0(FP), AX
+	MOVQ         b_base+24(FP), CX
+	MOVQ         ldb+48(FP), DX
+	MOVQ         kq+56(FP), BX
+	MOVQ         c_base+64(FP), SI
+	MOVQ         c_len+72(FP), DI
+	SHRQ         $0x02, DI
+	LEAQ         (DX)(DX*2), R8
+	MOVQ         DX, R9
+	SHLQ         $0x04, R9
+	MOVL         $0x80808080, R10
+	VPBROADCASTD R10, Z15
+
+gemvRowsQuadVNNIAVX512_two:
+	CMPQ         BX, $0x02
+	JB           gemvRowsQuadVNNIAVX512_one
+	VPBROADCASTD (AX), Z0
+	VPBROADCASTD 4(AX), Z1
+	MOVQ         DI, R10
+	MOVQ         CX, R11
+	MOVQ         SI, R12
+	MOVQ         CX, R13
+	ADDQ         R9, R13
+
+gemvRowsQuadVNNIAVX512_cols2:
+	LEAQ       (R13)(DX*4), R14
+	PREFETCHT0 (R13)
+	PREFETCHT0 (R13)(DX*1)
+	PREFETCHT0 (R13)(DX*2)
+	PREFETCHT0 (R13)(R8*1)
+	PREFETCHT0 (R14)
+	PREFETCHT0 (R14)(DX*1)
+	PREFETCHT0 (R14)(DX*2)
+	PREFETCHT0 (R14)(R8*1)
+	ADDQ       $0x40, R13
+	LEAQ       (R11)(DX*4), R14
+	VMOVDQU32  (R12), Z2
+	VMOVDQU32  64(R12), Z3
+	VMOVDQU32  128(R12), Z4
+	VMOVDQU32  192(R12), Z5
+	VPXORD     (R11), Z15, Z6
+	VPXORD     (R11)(DX*1), Z15, Z7
+	VPXORD     (R11)(DX*2), Z15, Z8
+	VPXORD     (R11)(R8*1), Z15, Z9
+	VPUNPCKLBW Z7, Z6, Z10
+	VPUNPCKHBW Z7, Z6, Z11
+	VPUNPCKLBW Z9, Z8, Z12
+	VPUNPCKHBW Z9, Z8, Z13
+	VPUNPCKLWD Z12, Z10, Z6
+	VPUNPCKHWD Z12, Z10, Z7
+	VPUNPCKLWD Z13, Z11, Z8
+	VPUNPCKHWD Z13, Z11, Z9
+	VPDPBUSD   Z0, Z6, Z2
+	VPDPBUSD   Z0, Z7, Z3
+	VPDPBUSD   Z0, Z8, Z4
+	VPDPBUSD   Z0, Z9, Z5
+	VPXORD     (R14), Z15, Z6
+	VPXORD     (R14)(DX*1), Z15, Z7
+	VPXORD     (R14)(DX*2), Z15, Z8
+	VPXORD     (R14)(R8*1), Z15, Z9
+	VPUNPCKLBW Z7, Z6, Z10
+	VPUNPCKHBW Z7, Z6, Z11
+	VPUNPCKLBW Z9, Z8, Z12
+	VPUNPCKHBW Z9, Z8, Z13
+	VPUNPCKLWD Z12, Z10, Z6
+	VPUNPCKHWD Z12, Z10, Z7
+	VPUNPCKLWD Z13, Z11, Z8
+	VPUNPCKHWD Z13, Z11, Z9
+	VPDPBUSD   Z1, Z6, Z2
+	VPDPBUSD   Z1, Z7, Z3
+	VPDPBUSD   Z1, Z8, Z4
+	VPDPBUSD   Z1, Z9, Z5
+	VMOVDQU32  Z2, (R12)
+	VMOVDQU32  Z3, 64(R12)
+	VMOVDQU32  Z4, 128(R12)
+	VMOVDQU32  Z5, 192(R12)
+	ADDQ       $0x40, R11
+	ADDQ       $0x00000100, R12
+	SUBQ       $0x40, R10
+	JNZ        gemvRowsQuadVNNIAVX512_cols2
+	ADDQ       $0x00000008, AX
+	LEAQ       (CX)(DX*4), CX
+	LEAQ       (CX)(DX*4), CX
+	SUBQ       $0x02, BX
+	JMP        gemvRowsQuadVNNIAVX512_two
+
+gemvRowsQuadVNNIAVX512_one:
+	TESTQ        BX, BX
+	JZ           gemvRowsQuadVNNIAVX512_done
+	VPBROADCASTD (AX), Z0
+	MOVQ         DI, BX
+	MOVQ         CX, DI
+	MOVQ         CX, R10
+	ADDQ         R9, R10
+
+gemvRowsQuadVNNIAVX512_cols1:
+	LEAQ       (R10)(DX*4), R9
+	PREFETCHT0 (R10)
+	PREFETCHT0 (R10)(DX*1)
+	PREFETCHT0 (R10)(DX*2)
+	PREFETCHT0 (R10)(R8*1)
+	ADDQ       $0x40, R10
+	LEAQ       (DI)(DX*4), R9
+	VMOVDQU32  (SI), Z2
+	VMOVDQU32  64(SI), Z3
+	VMOVDQU32  128(SI), Z4
+	VMOVDQU32  192(SI), Z5
+	VPXORD     (DI), Z15, Z6
+	VPXORD     (DI)(DX*1), Z15, Z7
+	VPXORD     (DI)(DX*2), Z15, Z8
+	VPXORD     (DI)(R8*1), Z15, Z9
+	VPUNPCKLBW Z7, Z6, Z10
+	VPUNPCKHBW Z7, Z6, Z11
+	VPUNPCKLBW Z9, Z8, Z12
+	VPUNPCKHBW Z9, Z8, Z13
+	VPUNPCKLWD Z12, Z10, Z6
+	VPUNPCKHWD Z12, Z10, Z7
+	VPUNPCKLWD Z13, Z11, Z8
+	VPUNPCKHWD Z13, Z11, Z9
+	VPDPBUSD   Z0, Z6, Z2
+	VPDPBUSD   Z0, Z7, Z3
+	VPDPBUSD   Z0, Z8, Z4
+	VPDPBUSD   Z0, Z9, Z5
+	VMOVDQU32  Z2, (SI)
+	VMOVDQU32  Z3, 64(SI)
+	VMOVDQU32  Z4, 128(SI)
+	VMOVDQU32  Z5, 192(SI)
+	ADDQ       $0x40, DI
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x40, BX
+	JNZ        gemvRowsQuadVNNIAVX512_cols1
+	ADDQ       $0x00000004, AX
+	LEAQ       (CX)(DX*4), CX
+
+gemvRowsQuadVNNIAVX512_done:
 	VZEROUPPER
 	RET
 

@@ -245,6 +245,14 @@ func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 
+// gemvRowsQuadVNNIAVX2 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
+// of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
+// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
+// columns' sums in c in the order of quadColumn. kq must be at least 1.
+//
+//go:noescape
+func gemvRowsQuadVNNIAVX2(x []byte, b []byte, ldb int, kq int, c []byte)
+
 // dotTileAVX2 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt
 // (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
 // wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
@@ -697,6 +705,14 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
+
+// gemvRowsQuadVNNIAVX512 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
+// of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
+// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
+// columns' sums in c in the order of quadColumn. kq must be at least 1.
+//
+//go:noescape
+func gemvRowsQuadVNNIAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
 
 // packColsI8AVX512 packs four int8 rows of src (ldb bytes apart), 32 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (64 bytes), then the last two's.

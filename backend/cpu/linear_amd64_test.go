@@ -179,3 +179,38 @@ func TestPackColsQuadsRun(t *testing.T) {
 		}
 	})
 }
+
+// TestGemvRowsQuad checks the VNNI kernels of mm_int8's cols path against
+// gemvRowsQuadGeneric: every column's sum, in the kernels' order, added to
+// what c held, for one and two quads a pass, with b's rows longer than the
+// columns taken.
+func TestGemvRowsQuad(t *testing.T) {
+	forEachProductSet(t, false, func(t *testing.T) {
+		if !quadPanels() {
+			t.Skip("no VNNI")
+		}
+		rng := rand.New(rand.NewPCG(29, 30))
+		for _, s := range []struct{ kq, n, ldb int }{{1, 64, 64}, {2, 64, 70}, {3, 128, 128}, {5, 192, 200}, {8, 64, 4096}} {
+			x, b := make([]byte, 4*s.kq), make([]byte, 4*s.kq*s.ldb)
+			for i := range x {
+				x[i] = byte(rng.Uint32())
+			}
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			x[0], b[0] = 0x80, 0x7f
+			got, want := make([]byte, 4*s.n), make([]byte, 4*s.n)
+			for i := range got {
+				got[i] = byte(rng.Uint32())
+			}
+			copy(want, got)
+			gemvRowsQuad(x, b[:(4*s.kq-1)*s.ldb+s.n], s.ldb, s.kq, got)
+			gemvRowsQuadGeneric(quadCols(), x, b, s.ldb, s.kq, want)
+			for p := 0; p < len(got); p += 4 {
+				if g, w := binary.LittleEndian.Uint32(got[p:]), binary.LittleEndian.Uint32(want[p:]); g != w {
+					t.Fatalf("%d quads, %d columns: position %d: %d, want %d", s.kq, s.n, p/4, int32(g), int32(w))
+				}
+			}
+		}
+	})
+}

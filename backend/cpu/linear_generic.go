@@ -234,3 +234,20 @@ func gemvRowsGeneric(x, b []byte, ldb, kp int, c []byte) {
 		}
 	}
 }
+
+// gemvRowsQuadGeneric adds to the int32 of c, len(c)/4 of them (a multiple
+// of 64), for each column j of b's int8 rows (ldb bytes apart), the sum
+// over kq quads of k of x[k]·(b[k, j]+128), wrapping, where x holds int8;
+// the sums of each w columns in the order of quadColumn (w 32 or 64), as
+// the assembly kernels keep them.
+func gemvRowsQuadGeneric(w int, x, b []byte, ldb, kq int, c []byte) {
+	n := len(c) / 4
+	for p := range n {
+		j := p/w*w + quadColumn(p%w, w)
+		s := int32(binary.LittleEndian.Uint32(c[4*p:]))
+		for k := range 4 * kq {
+			s += int32(int8(x[k])) * int32(b[k*ldb+j]^0x80)
+		}
+		binary.LittleEndian.PutUint32(c[4*p:], uint32(s))
+	}
+}

@@ -20,6 +20,14 @@ func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, 
 
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }
 
+// gemvRowsQuad is gemvRowsQuadGeneric for quadCols' order (the cols path
+// takes quads only where quadPanels, never here).
+func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
+	gemvRowsQuadGeneric(quadCols(), x, b, ldb, kq, c)
+}
+
+func quadCols() int { return 64 }
+
 func gemmCols() int { return 16 }
 
 func gemmTile(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool) {

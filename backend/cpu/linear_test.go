@@ -59,6 +59,7 @@ var variants = []variant{
 	{name: "one", path: oneRow},
 	{name: "one,pairs", path: oneRow, pairs: true},
 	{name: "cols", path: colsRows, cols: true},
+	{name: "cols,pairs", path: colsRows, cols: true, pairs: true},
 	{name: "dot", path: dotRows},
 	{name: "many,prepared", path: manyRows, prepared: true},
 	{name: "few,prepared", path: fewRows, prepared: true},
