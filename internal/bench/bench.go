@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gokitchen/kitchen"
@@ -156,6 +157,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
+	}
+	// A misspelt name would otherwise only narrow the run, silently.
+	var opNames []string
+	for _, o := range backend.Ops() {
+		opNames = append(opNames, o.Name())
+	}
+	if err := knownNames("operation", cfg.Ops, opNames); err != nil {
+		return nil, err
+	}
+	var backendNames []string
+	for _, b := range kitchen.ListBackends() {
+		backendNames = append(backendNames, b.Name)
+	}
+	if err := knownNames("backend", cfg.Backends, backendNames); err != nil {
+		return nil, err
 	}
 	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device, Group: cfg.Group, InputAct: cfg.InputAct}
 	type prepared struct {
@@ -431,6 +447,17 @@ func backendsFor(want []string) []string {
 		}
 	}
 	return out
+}
+
+// knownNames returns an error naming the first of want that is not in
+// known, and what is.
+func knownNames(what string, want, known []string) error {
+	for _, w := range want {
+		if !slices.Contains(known, w) {
+			return fmt.Errorf("bench: no %s %q (there are %s)", what, w, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 func timeIt(f func() error) (time.Duration, error) {

@@ -83,6 +83,8 @@ func TestLinearOptions(t *testing.T) {
 		{Config{InputAct: "relu"}, `int8_linear: input_act: option not accepted: "relu"`},
 		{Config{Group: 16, Ops: []string{"quantize_int8_rowwise"}}, "applies to int8_linear only"},
 		{Config{Group: 16, Shape: []int{64, 64}}, "int8_linear: backend: no workload"},
+		{Config{Ops: []string{"int8_linaer"}}, `no operation "int8_linaer" (there are `},
+		{Config{Backends: []string{"cpu", "eagre"}}, `no backend "eagre" (there are `},
 	} {
 		c := cfg
 		c.Group, c.InputAct = bad.Group, bad.InputAct
@@ -91,6 +93,9 @@ func TestLinearOptions(t *testing.T) {
 		}
 		if bad.Shape != nil {
 			c.Shape, c.Ops = bad.Shape, nil
+		}
+		if bad.Backends != nil {
+			c.Backends = bad.Backends
 		}
 		_, err := Run(ctx, c)
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
