@@ -10,8 +10,10 @@ import (
 
 // Int8Layer is an int8_linear layer prepared for many calls: its weight,
 // weight scale, bias and options fixed, and the weight kept in the layout
-// of the backend that runs it, made once (the cpu backend's: panels of
-// int8 pairs, the weight's size again), so that no call packs it. Forward
+// of the backend that runs it, made once (the cpu backend's: panels of 32
+// output channels with AVX-512, else 16, holding int8 pairs of k, or quads
+// of k with VNNI; about the weight's size again, N and K rounded up to
+// whole panels and pairs or quads), so that no call packs it. Forward
 // gives the same bytes as Int8Linear with the same arguments; a backend
 // that did not make the layout (another device, UsingBackend) reads the
 // plain weight.

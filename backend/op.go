@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -234,7 +233,7 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 	}
 	res, err := k(ctx, args)
 	if err == nil && mine != nil {
-		res, err = o.deliver(ctx, cap.backend, res, mine)
+		res, err = o.deliver(ctx, r, cap.backend, res, mine)
 	}
 	if err != nil {
 		for _, t := range res.Outputs() {
@@ -255,7 +254,7 @@ func overlapsAny(t *tensor.Tensor, ts []*tensor.Tensor) bool {
 // deliver makes sure res holds the caller's outputs where mine gives them:
 // a kernel that wrote a fresh tensor instead has it copied into the
 // caller's and released, so every backend honours caller-owned outputs.
-func (o *Op[A, R]) deliver(ctx context.Context, name string, res R, mine []*tensor.Tensor) (R, error) {
+func (o *Op[A, R]) deliver(ctx context.Context, r *Registry, name string, res R, mine []*tensor.Tensor) (R, error) {
 	got := res.Outputs()
 	var moved []*tensor.Tensor
 	for i, t := range mine {
@@ -283,7 +282,7 @@ func (o *Op[A, R]) deliver(ctx context.Context, name string, res R, mine []*tens
 	if !ok {
 		return res, fmt.Errorf("backend: %s: result %T cannot take caller-owned outputs", o.name, res)
 	}
-	slog.DebugContext(ctx, "kitchen: copied into caller-owned outputs", "op", o.name, "backend", name)
+	r.log().DebugContext(ctx, "kitchen: copied into caller-owned outputs", "op", o.name, "backend", name)
 	return rb.WithOutputs(moved), nil
 }
 

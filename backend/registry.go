@@ -300,6 +300,15 @@ func (r *Registry) ListBackends() []Info {
 	return out
 }
 
+// log is the logger the registry's debug messages go to: the one given to
+// NewRegistry, else slog.Default() as it is at the time of the call.
+func (r *Registry) log() *slog.Logger {
+	if r.logger != nil {
+		return r.logger
+	}
+	return slog.Default()
+}
+
 // pick validates a call of the named operation and returns the backend
 // that will run it: the one named, or else the first in priority order
 // whose constraints hold.
@@ -314,10 +323,7 @@ func (r *Registry) pick(ctx context.Context, op string, args Args, name string) 
 	chosen, declines, err := r.choose(op, args, name)
 	// Log after the lock is released: a handler may call back into the
 	// registry.
-	log := r.logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := r.log()
 	if log.Enabled(ctx, slog.LevelDebug) {
 		how := "explicit"
 		if name == "" {

@@ -405,3 +405,65 @@ func TestConcurrentDispatch(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// negate is a second test operation, one that takes caller-owned outputs,
+// for what Op.Run does with them.
+var negate = backend.Declare[*negateArgs, negated]("test_negate", nil)
+
+type negateArgs struct {
+	backend.Into[negated]
+	X *tensor.Tensor
+}
+
+func (a *negateArgs) Device() tensor.Device { return a.X.Device() }
+
+func (a *negateArgs) Tensor(param string) *tensor.Tensor {
+	if param == "x" {
+		return a.X
+	}
+	return nil
+}
+
+func (a *negateArgs) DType(string) (dtype.DType, bool) { return 0, false }
+
+func (a *negateArgs) Validate() error { return nil }
+
+type negated struct{ Out *tensor.Tensor }
+
+func (r negated) Outputs() []*tensor.Tensor { return []*tensor.Tensor{r.Out} }
+
+func (negated) WithOutputs(ts []*tensor.Tensor) negated { return negated{ts[0]} }
+
+// TestDeliverLogsToRegistry checks that a kernel's result copied into the
+// caller's output is logged to the registry's own logger, as dispatch is.
+func TestDeliverLogsToRegistry(t *testing.T) {
+	var log bytes.Buffer
+	r := backend.NewRegistry(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	// The kernel ignores the caller's output and returns a fresh tensor.
+	err := r.Register(backend.Backend{Name: "eager", Kind: backend.Reference, Caps: []backend.Capability{
+		negate.Implement(backend.Constraints{}, func(_ context.Context, a *negateArgs) (negated, error) {
+			v, err := a.X.Float32s()
+			if err != nil {
+				return negated{}, err
+			}
+			for i := range v {
+				v[i] = -v[i]
+			}
+			out, err := tensor.FromFloat32(dtype.Float32, v, a.X.Shape()...)
+			return negated{out}, err
+		}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := xOf(t, dtype.Float32, 4)
+	args := &negateArgs{X: xOf(t, dtype.Float32, 4)}
+	args.Out = negated{mine}
+	res, _, err := negate.Run(context.Background(), r, args, "")
+	if err != nil || res.Out != mine {
+		t.Fatalf("got %v, %v; want the caller's tensor back", res.Out, err)
+	}
+	if !strings.Contains(log.String(), "copied into caller-owned outputs") {
+		t.Errorf("the registry's log lacks the copy:\n%s", log.String())
+	}
+}

@@ -135,7 +135,7 @@ var ignored = []string{"per_row", "orig_dtype", "format_version"}
 func Parse(b []byte) (Config, error) {
 	v, err := strictjson.Decode(b)
 	if err != nil {
-		return Config{}, fmt.Errorf("%w: %v", ErrMarker, err)
+		return Config{}, fmt.Errorf("%w: %w", ErrMarker, err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -225,7 +225,7 @@ func boolean(key string, v any) (bool, error) {
 func ParseMetadata(s string) (map[string]Config, error) {
 	v, err := strictjson.Decode([]byte(s))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMarker, MetadataKey, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrMarker, MetadataKey, err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {

@@ -3,6 +3,8 @@ package comfyquant
 import (
 	"errors"
 	"testing"
+
+	"github.com/gokitchen/kitchen/internal/strictjson"
 )
 
 // The expected bytes are Python's json.dumps of the same dicts (python3 -c
@@ -92,6 +94,19 @@ func TestParseRefuses(t *testing.T) {
 		if _, err := ParseMetadata(s); !errors.Is(err, ErrMarker) {
 			t.Errorf("ParseMetadata(%s): %v", s, err)
 		}
+	}
+}
+
+// TestParseKeepsCause checks that a marker or metadata value that is not
+// JSON wraps the reader's own error beside ErrMarker, so that its offset
+// can be read back.
+func TestParseKeepsCause(t *testing.T) {
+	var syn *strictjson.SyntaxError
+	if _, err := Parse([]byte(`{"format": }`)); !errors.Is(err, ErrMarker) || !errors.As(err, &syn) {
+		t.Errorf("Parse: %v; want ErrMarker wrapping a *strictjson.SyntaxError", err)
+	}
+	if _, err := ParseMetadata(`{"layers": `); !errors.Is(err, ErrMarker) || !errors.As(err, &syn) {
+		t.Errorf("ParseMetadata: %v; want ErrMarker wrapping a *strictjson.SyntaxError", err)
 	}
 }
 

@@ -59,19 +59,31 @@ type Progress struct {
 // Summary describes a finished (or, with DryRun, planned) conversion.
 type Summary struct {
 	// Operation is "quantize" or "dequantize".
-	Operation   string   `json:"operation"`
-	Input       string   `json:"input"`
-	Output      string   `json:"output"`
-	Shards      int      `json:"shards"`
-	DryRun      bool     `json:"dry_run"`
-	Quantized   int      `json:"quantized"`
-	Dequantized int      `json:"dequantized"`
-	Copied      int      `json:"copied"`
-	BytesIn     int64    `json:"bytes_in"`
-	BytesOut    int64    `json:"bytes_out"`
-	Seconds     float64  `json:"seconds"`
-	MBPerSecond float64  `json:"mb_per_second"`
-	Backends    []string `json:"backends,omitempty"`
+	Operation string `json:"operation"`
+	// Input and Output are the paths as given: a file, or a sharded
+	// checkpoint's index.
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	// Shards is the number of files converted (1 for a single file).
+	Shards int `json:"shards"`
+	// DryRun is set when nothing was written (the counts and Plan say what
+	// would be).
+	DryRun bool `json:"dry_run"`
+	// Quantized, Dequantized and Copied count the tensors quantized, the
+	// layers dequantized (each with its scale) and the tensors copied.
+	Quantized   int `json:"quantized"`
+	Dequantized int `json:"dequantized"`
+	Copied      int `json:"copied"`
+	// BytesIn is the size of the input files; BytesOut that of the files
+	// written, the index included.
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+	// Seconds is the conversion's wall time, and MBPerSecond BytesIn over
+	// it in millions of bytes a second (both zero for a dry run).
+	Seconds     float64 `json:"seconds"`
+	MBPerSecond float64 `json:"mb_per_second"`
+	// Backends are the backends that ran the operations, sorted.
+	Backends []string `json:"backends,omitempty"`
 	// RemovedTemporaries are hidden temporary files of the outputs that a
 	// run killed before it could remove them had left behind, and that this
 	// run removed (see Quantize).
@@ -79,7 +91,9 @@ type Summary struct {
 	// Layers is each quantized layer's weight error, in input order
 	// (Quantize only).
 	Layers []LayerQuality `json:"layers,omitempty"`
-	Plan   []Item         `json:"plan,omitempty"`
+	// Plan is every input tensor (a dequantized layer's scale with its
+	// weight) and what happens to it, file by file.
+	Plan []Item `json:"plan,omitempty"`
 }
 
 // unit is one step of writing a file: an input tensor (the weight, for a

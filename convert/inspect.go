@@ -9,11 +9,16 @@ import (
 
 // Report describes a checkpoint for `kitchen inspect`.
 type Report struct {
-	Files     []string          `json:"files"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	Tensors   []TensorReport    `json:"tensors"`
-	DataBytes int64             `json:"data_bytes"`
-	DTypes    map[string]int    `json:"dtypes"`
+	// Files are the paths read: the file, or a sharded checkpoint's shards.
+	Files []string `json:"files"`
+	// Metadata is the header's __metadata__ (the first shard's).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Tensors lists every tensor, file by file, in the order of their data.
+	Tensors []TensorReport `json:"tensors"`
+	// DataBytes is the size of every tensor's data together.
+	DataBytes int64 `json:"data_bytes"`
+	// DTypes counts the tensors by their safetensors dtype name ("BF16").
+	DTypes map[string]int `json:"dtypes"`
 	// Formats counts quantized layers by the format their config names.
 	Formats map[string]int `json:"formats"`
 	// Layers are the quantized layers, each as ComfyUI would load it.

@@ -1,8 +1,10 @@
-// Package quant holds the scalar arithmetic of the INT8 quantization contract:
-// the constants, the rounding of a quantized value to int8 and the
-// stochastic-rounding noise. Every backend uses these definitions, so there is
-// one statement of each rule; the scalar functions also serve as the reference
-// the vectorised kernels are tested against.
+// Package quant holds the scalar arithmetic of the INT8 contract: the
+// constants, the rounding of a quantized value to int8 and the
+// stochastic-rounding noise (quant.go); the ConvRot rotation in kitchen's
+// fixed summation order (rotate.go); and int8_linear's input activations
+// and epilogue (linear.go). Every backend uses these definitions, so there
+// is one statement of each rule; the scalar functions also serve as the
+// reference the vectorised kernels are tested against.
 package quant
 
 import "math"

@@ -44,8 +44,13 @@ type FormatError struct {
 	Path    string
 	Tensor  string // the tensor concerned, if any
 	Problem string
+	// Err is the lower-level error the problem was found by, if any (the
+	// JSON reader's, for a header that is not valid JSON or a number that
+	// is not a count); Problem already includes its text.
+	Err error
 }
 
+// Error names the file, the tensor if any, and the problem.
 func (e *FormatError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Path)
@@ -57,7 +62,14 @@ func (e *FormatError) Error() string {
 	return b.String()
 }
 
-func (e *FormatError) Unwrap() error { return ErrFormat }
+// Unwrap returns ErrFormat, and Err when there is one, so that errors.Is
+// and errors.As reach both.
+func (e *FormatError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrFormat, e.Err}
+	}
+	return []error{ErrFormat}
+}
 
 // elementSizes are the bytes per element of the dtypes the format defines,
 // by their header names.
@@ -275,12 +287,16 @@ func parseHeader(ctx context.Context, raw []byte, path string) (*Header, error) 
 	if err == nil {
 		err = s.End()
 	}
-	var syn *strictjson.SyntaxError
+	var (
+		syn  *strictjson.SyntaxError
+		info *infoError
+	)
+	// An entry's problem first: it may wrap the syntax error behind it.
 	switch {
+	case errors.As(err, &info):
+		return nil, &FormatError{Path: path, Tensor: current, Problem: err.Error(), Err: info.Unwrap()}
 	case errors.As(err, &syn):
-		return nil, bad(current, "invalid JSON header: %v", err)
-	case errors.As(err, new(*infoError)):
-		return nil, bad(current, "%v", err)
+		return nil, &FormatError{Path: path, Tensor: current, Problem: "invalid JSON header: " + err.Error(), Err: syn}
 	case err != nil:
 		return nil, err
 	}
@@ -309,16 +325,16 @@ func parseMetadata(s *strictjson.Scanner, h *Header) error {
 		return err
 	}
 	if s.Peek() != '{' {
-		return &infoError{"__metadata__ must map strings to strings"}
+		return infoErrorf("__metadata__ must map strings to strings")
 	}
 	h.Metadata = map[string]string{}
 	// Members, not Object: the map itself finds a repeated key.
 	return s.Members(func(key string) error {
 		if _, dup := h.Metadata[key]; dup {
-			return &infoError{fmt.Sprintf("__metadata__: key %q appears twice", key)}
+			return infoErrorf("__metadata__: key %q appears twice", key)
 		}
 		if s.Peek() != '"' {
-			return &infoError{fmt.Sprintf("__metadata__ must map strings to strings: %q is not a string", key)}
+			return infoErrorf("__metadata__ must map strings to strings: %q is not a string", key)
 		}
 		v, err := s.String()
 		h.Metadata[key] = v
@@ -326,12 +342,16 @@ func parseMetadata(s *strictjson.Scanner, h *Header) error {
 	})
 }
 
-// infoError is a tensor entry's problem, other than its JSON syntax.
-type infoError struct{ msg string }
+// infoError is a tensor entry's problem, other than its JSON syntax; it
+// wraps what a %w in its format names, such as a number the JSON reader
+// refused.
+type infoError struct{ err error }
 
-func (e *infoError) Error() string { return e.msg }
+func (e *infoError) Error() string { return e.err.Error() }
 
-func infoErrorf(format string, a ...any) error { return &infoError{fmt.Sprintf(format, a...)} }
+func (e *infoError) Unwrap() error { return errors.Unwrap(e.err) }
+
+func infoErrorf(format string, a ...any) error { return &infoError{fmt.Errorf(format, a...)} }
 
 // parseInfo reads one tensor's entry and checks it.
 func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
@@ -364,7 +384,7 @@ func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
 			return s.Array(func(int) error {
 				d, err := s.Uint()
 				if err != nil {
-					return infoErrorf("bad dimension in shape: %v", err)
+					return infoErrorf("bad dimension in shape: %w", err)
 				}
 				if uint64(d) > math.MaxInt {
 					return infoErrorf("bad dimension %d in shape", d)
@@ -377,7 +397,7 @@ func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
 			return s.Array(func(i int) error {
 				v, err := s.Uint()
 				if err != nil {
-					return infoErrorf("bad data_offsets: %v", err)
+					return infoErrorf("bad data_offsets: %w", err)
 				}
 				if i < 2 {
 					offs[i] = v

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gokitchen/kitchen/internal/strictjson"
 )
 
 // file builds a safetensors file from a raw header and data.
@@ -111,6 +113,23 @@ func TestReadHeaderErrors(t *testing.T) {
 				t.Errorf("error %q does not name the file and say %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestReadHeaderKeepsCause checks that a header problem the JSON reader
+// found (a number that is no count, invalid JSON) wraps the reader's error
+// beside ErrFormat.
+func TestReadHeaderKeepsCause(t *testing.T) {
+	for _, entry := range []string{
+		`"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}`,
+		`"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1.0]}`,
+		`"a":{"dtype":"U8","shape":null,"data_offsets":[0,1]}`,
+	} {
+		_, err := parse(file(`{`+entry+`}`, make([]byte, 1)))
+		var syn *strictjson.SyntaxError
+		if !errors.Is(err, ErrFormat) || !errors.As(err, &syn) {
+			t.Errorf("%s: %v; want ErrFormat wrapping a *strictjson.SyntaxError", entry, err)
+		}
 	}
 }
 

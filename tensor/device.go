@@ -8,8 +8,10 @@ import (
 
 // Device owns tensor memory: it allocates it, frees it and copies it to and
 // from the host. That is all every device must do. A device that can also
-// run the device-generic eager backend implements eager.Primitives as well
-// (the eager backend finds them by type assertion); a device that only has
+// run the device-generic eager backend implements eager.Primitives as well,
+// and eager.RotatePrimitives and eager.LinearPrimitives for the ConvRot and
+// linear operations (the eager backend finds them by type assertion, and
+// declines a family whose primitives are missing); a device that only has
 // fused kernels of its own does not need to.
 type Device interface {
 	// Type is the device kind that backend constraints match: "cpu", "npu".

@@ -99,7 +99,7 @@ func Empty(dt dtype.DType, shape ...int) (*Tensor, error) {
 	return t, nil
 }
 
-// releaseHost gives a buffer that allocHost made back to its pool, once.
+// releaseHost gives a buffer that Empty made back to the free list, once.
 func releaseHost(t *Tensor) {
 	if !t.recycle {
 		return

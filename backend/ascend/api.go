@@ -19,15 +19,13 @@ import (
 // signature, phase2.
 type phase2 = func(workspace uintptr, workspaceSize uint64, executor uintptr, stream uintptr) int32
 
-// The libraries, in load order.
-const (
-	libACL = iota
-	libNNOpBase
-	libOpAPI
-	numLibs
-)
+// libNames are the libraries, in load order.
+var libNames = [...]string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
 
-var libNames = [numLibs]string{"libascendcl.so", "libnnopbase.so", "libopapi.so"}
+const (
+	libACL  = 0 // libascendcl.so, the runtime: its handle and path are used by name
+	numLibs = len(libNames)
+)
 
 // api is every C function kitchen binds, and the only list of them: one
 // embedded struct per library, in the order of libNames, each field named

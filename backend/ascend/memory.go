@@ -99,7 +99,7 @@ func (d *Device) mem(t *tensor.Tensor) (*memory, error) {
 		return nil, fmt.Errorf("ascend: %v is not on %v", t, d)
 	}
 	if m.freed {
-		return nil, fmt.Errorf("ascend: %v was released", t)
+		return nil, fmt.Errorf("ascend: %v: %w", t, tensor.ErrReleased)
 	}
 	return m, nil
 }

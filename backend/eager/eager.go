@@ -38,7 +38,7 @@ func New() backend.Backend {
 		op.DequantizeConvRotWeight.Implement(rotating, dequantizeConvRotWeight),
 		op.DequantizeConvRotWeightDType.Implement(rotating, dequantizeConvRotWeightDType),
 		op.DequantizeEmbedding.Implement(rotating, dequantizeEmbedding),
-		op.MMInt8.Implement(linear, mmInt8),
+		op.MMInt8.Implement(mmInt8Constraints, mmInt8),
 		op.Int8Linear.Implement(linear, int8Linear),
 	}}
 }

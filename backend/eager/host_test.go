@@ -3,6 +3,7 @@ package eager
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gokitchen/kitchen/dtype"
@@ -31,5 +32,27 @@ func TestPrimitives(t *testing.T) {
 	three, _ := tensor.FromFloat32(dtype.Float32, []float32{1, 2, 3, 4})
 	if _, err := dev.Binary(Add, x, three, dtype.Float32); !errors.Is(err, tensor.ErrShape) {
 		t.Errorf("bad broadcast: %v", err)
+	}
+}
+
+// TestLinearConstraints checks that only int8_linear, which can rotate,
+// names the rotation primitives among its constraints: mm_int8 has no
+// ConvRot to need them for.
+func TestLinearConstraints(t *testing.T) {
+	for _, c := range New().Caps {
+		var convrot bool
+		for _, line := range c.Constraints.Describe() {
+			convrot = convrot || strings.Contains(line, "RotatePrimitives")
+		}
+		switch c.Op {
+		case "mm_int8":
+			if convrot {
+				t.Errorf("mm_int8's constraints name the rotation primitives: %q", c.Constraints.Describe())
+			}
+		case "int8_linear":
+			if !convrot {
+				t.Errorf("int8_linear's constraints do not name the rotation primitives: %q", c.Constraints.Describe())
+			}
+		}
 	}
 }

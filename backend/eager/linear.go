@@ -40,13 +40,20 @@ func linearPrimitivesOf(dev tensor.Device) (LinearPrimitives, bool) {
 	return p, ok
 }
 
-// linear is the constraint of eager's linear capabilities. A ConvRot layer
-// also needs the rotation primitives, checked as a call rule.
+// linearHardware is the device rule of both linear operations.
+var linearHardware = backend.HardwareRule{
+	Desc: "implements eager.Primitives and eager.LinearPrimitives",
+	OK:   func(dev tensor.Device) bool { _, ok := linearPrimitivesOf(dev); return ok },
+}
+
+// mmInt8Constraints are mm_int8's: it only multiplies, so it needs no
+// more than the linear primitives (it has no ConvRot to rotate for).
+var mmInt8Constraints = backend.Constraints{Hardware: []backend.HardwareRule{linearHardware}}
+
+// linear is the constraint of int8_linear. A ConvRot layer also needs the
+// rotation primitives, checked as a call rule.
 var linear = backend.Constraints{
-	Hardware: []backend.HardwareRule{{
-		Desc: "implements eager.Primitives and eager.LinearPrimitives",
-		OK:   func(dev tensor.Device) bool { _, ok := linearPrimitivesOf(dev); return ok },
-	}},
+	Hardware: []backend.HardwareRule{linearHardware},
 	Calls: []backend.CallRule{{
 		Param: "convrot",
 		Desc:  "eager.RotatePrimitives on the device",

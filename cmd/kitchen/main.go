@@ -1,7 +1,9 @@
 // Command kitchen converts safetensors checkpoints to ComfyUI's
-// int8_tensorwise format and back (quantize, dequantize), inspects them,
-// lists the backends and what they accept, and times the INT8 operations
-// against the machine's copy speed (bench).
+// int8_tensorwise format and back (quantize, dequantize), inspects them
+// (inspect), measures each int8 layer's output error against the original
+// (eval), lists the backends and what they accept (backends), times the
+// INT8 operations against the machine's copy speed (bench), and prints its
+// version and the Go toolchain that built it (version).
 package main
 
 import (

@@ -2,13 +2,16 @@
 // spirit of testing/fstest.TestFS: a backend's tests call Run with a
 // registry holding the backend and eager, and the suite checks every
 // operation the backend implements against the contract
-// (docs/CONTRACT.md), in four parts:
+// (docs/CONTRACT.md), in five parts:
 //
-//   - golden: the PyTorch vectors of testdata/golden/int8.json;
+//   - golden: the PyTorch vectors of testdata/golden (int8.json,
+//     convrot.json and linear.json);
 //   - agree: the same bytes as eager on random and adversarial inputs, for
 //     every float dtype and both rounding modes;
 //   - bad: each bad argument is an error that names the operation, the
 //     parameter and, for NaN or infinity, the first offending row;
+//   - into: caller-owned outputs (kitchen.Into) are written and returned,
+//     give what a fresh call gives, and are refused when they do not fit;
 //   - paths: what small random inputs miss: inputs the backend splits into
 //     parts, a NaN in a late part, scales of every float dtype.
 //
@@ -22,9 +25,10 @@
 // case at all, with AcceptsAll).
 //
 // Each operation's cases live in the file of its family (quantize.go,
-// dequantize.go), registered from init under the operation's name (see
-// cases in cases.go for how to add one). Run fails for an operation that
-// the backend implements and the suite has no cases for.
+// dequantize.go, convrot.go, linear.go), registered from init under the
+// operation's name (see cases in cases.go for how to add one). Run fails
+// for an operation that the backend implements and the suite has no cases
+// for.
 //
 // The subtests are named operation/part, e.g.
 // TestConformance/quantize_int8_rowwise/paths, for go test -run.

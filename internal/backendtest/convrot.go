@@ -20,8 +20,8 @@ import (
 // results with the rotation as a matrix product, and the results in the
 // contract's summation order (the "butterfly" fields), computed by the
 // script on its own. Backends must give the latter exactly;
-// TestGoldenConvRotWithinContract checks that they are within the
-// contract's bound of the former.
+// internal/golden's TestConvRotWithinContract checks that they are within
+// the contract's bound of the former.
 
 // convRotGolden makes the call of a ConvRot golden vector of o and the
 // outputs in the contract's summation order.

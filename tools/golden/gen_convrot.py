@@ -3,7 +3,7 @@
 
 What it is
     An independent PyTorch reference for the five ConvRot operations of
-    shared/CONTRACT.md ("The INT8 family beyond Q/DQ"):
+    docs/CONTRACT.md ("The INT8 family beyond Q/DQ"):
         quantize_int8_convrot_weight(W [N,K], G, stochastic_rounding)
         quantize_and_rotate_rowwise(x [..., K], G, stochastic_rounding)
         dequantize_int8_convrot_weight(q, scale, G)              -> float32

@@ -3,7 +3,7 @@
 
 What it is
     An independent PyTorch reference implementation of the operations in
-    shared/CONTRACT.md (quantize_int8_rowwise, quantize_int8_tensorwise,
+    docs/CONTRACT.md (quantize_int8_rowwise, quantize_int8_tensorwise,
     dequantize_int8_simple_dtype, including stochastic rounding), written
     the way PyTorch users write them.  It builds a fixed, deterministic set
     of inputs (fixed seeds, explicit tensors), runs them through torch on

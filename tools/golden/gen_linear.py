@@ -3,7 +3,7 @@
 
 What it is
     An independent PyTorch/numpy reference for two operations of
-    shared/CONTRACT.md ("The INT8 family beyond Q/DQ"):
+    docs/CONTRACT.md ("The INT8 family beyond Q/DQ"):
         mm_int8(a int8 [M,K], b int8 [K,N]) -> int32 [M,N]
         int8_linear(x [..., K], weight int8 [N,K], weight_scale, bias=None,
                     out_dtype=bfloat16, convrot=False, convrot_groupsize=256,

@@ -1,6 +1,7 @@
 // Command tinydit writes testdata/tiny-dit.safetensors: a deterministic,
 // randomly initialised checkpoint shaped like a small diffusion transformer
-// (DiT) in bfloat16, the default input of `kitchen quantize`. It holds
+// (DiT) in bfloat16, the input of the README's first `kitchen quantize`
+// command and of the converter's tests. It holds
 // attention and MLP linears, adaLN modulation, norms, biases, a patch
 // embedder, a class-embedding table and a float32 position embedding, so
 // the converter's default selection has every kind of tensor to decide on.
