@@ -1,0 +1,204 @@
+package cpu
+
+import "encoding/binary"
+
+// The few-row path (gemvMax < M <= fewMax): panels packed just before
+// their tiles use them, or a prepared weight's (see linear.go).
+
+// fewBody runs panels [lo, hi) over every row: it packs a pass of k of
+// the panel (the whole of k, unless k is very long) as int8 pairs, then
+// runs the int8-panel tiles in turn over parts of it small enough to stay
+// in the first-level cache. A prepared weight's panels are used as they
+// are. (Packing int8 pairs rather than int16 skips the widening and halves
+// the panel: the tiles widen as they load, which costs them less than the
+// packing saves.)
+type fewBody struct{ p *product }
+
+func (b *fewBody) run(lo, hi int) {
+	p := b.p
+	nr := gemmCols()
+	pb := p.pairBytes() // int8 pairs or quads, prepared or not
+	pairs := min(fewPairs, p.kp)
+	if p.quads {
+		pairs = min(fewPairs/2, p.kp) // as many bytes
+	}
+	var panel []byte
+	if p.wp == nil {
+		panel = smallBufs.get(pairs * pb)
+		defer smallBufs.put(panel)
+	}
+	ldc := 4*nr + 64
+	c := smallBufs.get(p.m * ldc)
+	defer smallBufs.put(c)
+	for pn := lo; pn < hi; pn++ {
+		n0 := pn * nr
+		for pc := 0; pc < p.kp; pc += pairs {
+			kc := min(pairs, p.kp-pc)
+			if p.wp != nil {
+				at := (pn*p.kp + pc) * pb
+				panel = p.wp[at : at+kc*pb]
+			} else if p.quads {
+				packQuadPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb])
+			} else {
+				packPanel(p.w, p.k, p.n, n0, pc, kc, panel[:kc*pb], true)
+			}
+			next := b.next(pn, hi, pc, kc, pairs)
+			for q := 0; q < kc; q += blockPairs {
+				qc := min(blockPairs, kc-q)
+				var pf []byte
+				if next != nil {
+					pf = next[len(next)*q/kc : len(next)*(q+qc)/kc]
+				}
+				p.tiles(0, p.m, pc+q, qc, panel[q*pb:(q+qc)*pb], 0, c, ldc, pf)
+			}
+		}
+		p.fin.finish(0, n0, p.m, min(nr, p.n-n0), c, ldc)
+	}
+}
+
+// packColsLate says whether mm_int8's few-row path with quad panels
+// packs b a few pairs of panels at a time, as the tiles need them (fewColsBody),
+// rather than whole before it multiplies (a variable for tests and
+// measurements, which run both).
+var packColsLate = true
+
+// fewColsBody runs the few-row path over mm_int8's b, [K, N], as it is,
+// group pairs of quad panels at a time: each pass of k packs the pairs'
+// columns into a buffer in the cache (packColsQuadPair) and runs the tiles
+// over each pair at once, so b comes from memory once, where packing it
+// whole first wrote the panels out and read them back (three times the
+// bytes).
+type fewColsBody struct {
+	p     *product
+	group int // pairs of panels a unit (colsGroup)
+}
+
+func (b *fewColsBody) run(lo, hi int) {
+	p, group := b.p, b.group
+	nr := gemmCols()
+	pb := p.pairBytes()
+	pass := min(colsPass, p.kp)
+	buf := smallBufs.get(2 * group * pass * pb)
+	defer smallBufs.put(buf)
+	ldc := 8*nr*group + 64
+	c := smallBufs.get(p.m * ldc)
+	defer smallBufs.put(c)
+	for u := lo; u < hi; u++ {
+		for pc := 0; pc < p.kp; pc += pass {
+			kc := min(pass, p.kp-pc)
+			pstride := kc * pb
+			for g := range group {
+				if n0 := 2 * (u*group + g) * nr; n0 < p.n {
+					packColsQuadPair(p.w, p.k, p.n, n0, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], pstride)
+				}
+			}
+			for g := range group {
+				n0 := 2 * (u*group + g) * nr
+				if n0 >= p.n {
+					break
+				}
+				ps := pstride
+				if n0+nr >= p.n {
+					ps = 0 // one panel
+				}
+				p.tiles(0, p.m, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], ps, c[8*nr*g:], ldc, nil)
+			}
+		}
+		for pn := range 2 * group {
+			if c0 := (2*u*group + pn) * nr; c0 < p.n {
+				p.fin.finish(0, c0, p.m, min(nr, p.n-c0), c[4*nr*pn:], ldc)
+			}
+		}
+	}
+}
+
+// colsGroup is how many pairs of panels fewColsBody packs before it runs
+// their tiles, for pairs pairs of panels on threads threads: as many as
+// leave each thread two units, from 2 to colsGroupMax.
+func colsGroup(pairs, threads int) int {
+	return min(max(2, pairs/(2*threads)), colsGroupMax)
+}
+
+// colsGroupFor is colsGroup, a variable for tests, which run other sizes.
+var colsGroupFor = colsGroup
+
+// colsGroupMax is the most pairs of panels, colsPass the quads of k, that
+// fewColsBody packs at a time (1 MiB of panels with AVX-512): each of b's
+// rows is read a kilobyte at a time, 16 lines in the same page, instead of
+// the two lines of two pairs, and the pass keeps what the next pair reads
+// of those rows in the cache. Against 2 pairs and passes of 1024 quads
+// (which read each row's two lines for the whole of K at once), throwaway
+// test alternating them in one process, medians, two runs, b out of the
+// caches: 16x4096x4096 1.09-1.17 ms against 1.45-1.50, 48 rows 2.01-2.03
+// against 2.24-2.28, 96 rows 3.23-3.42 against 3.43-3.49, 16x4096x12288
+// 3.27-3.66 against 4.51-4.85, 32x12288x4096 4.51-4.82 against 6.79-6.89,
+// 16x2048x2048 and 32x4096x1024 within the noise; the AVX2 kernels with
+// AVX-VNNI 0.78-1.00 of the time. 8 pairs, or passes of 128 or 512 quads,
+// were slower; 32 pairs as fast as 16.
+const (
+	colsGroupMax = 16
+	colsPass     = 256
+)
+
+// packColsQuadPair packs quads [qc, qc+kc) of k of the pair of quad panels
+// from column n0 of b, [K, N] (the second only where n0+gemmCols < N),
+// into dst, the second panel pstride bytes after the first: the kernel
+// the whole quads of a whole pair, Go the rest (zero past K and N).
+func packColsQuadPair(b []byte, k, n, n0, qc, kc int, dst []byte, pstride int) {
+	nr := gemmCols()
+	qb := 4 * nr
+	done := 0
+	if full := min(kc, k/4-qc); full > 0 && n0+2*nr <= n {
+		packColsQuadsRun(b[4*qc*n+n0:(4*(qc+full)-1)*n+n0+2*nr], n, full, dst, pstride)
+		done = full
+	}
+	for pn := range 2 {
+		if c0 := n0 + pn*nr; c0 < n {
+			for q := done; q < kc; q++ {
+				packColsQuadGo(b, k, n, c0, qc+q, dst[pn*pstride+q*qb:pn*pstride+(q+1)*qb])
+			}
+		}
+	}
+}
+
+// packColsQuadGo packs quad q of k of the quad panel from column c0 of b,
+// [K, N], into d: each column's four values plus 128 (zero past K and N).
+func packColsQuadGo(b []byte, k, n, c0, q int, d []byte) {
+	for j := range len(d) / 4 {
+		var quad uint32
+		for e := range 4 {
+			v := byte(0)
+			if c, r := c0+j, 4*q+e; c < n && r < k {
+				v = b[r*n+c]
+			}
+			quad |= uint32(v^0x80) << (8 * e)
+		}
+		binary.LittleEndian.PutUint32(d[4*j:], quad)
+	}
+}
+
+// next returns what the few-row path reads after pass pc (of kc pairs,
+// passes of pass) of panel pn, in the panels up to hi, for the quad tiles
+// to prefetch: the prepared panels' next part, or the next panel's weight
+// rows when one pass takes all of k (else they are not contiguous); nil if
+// there is none.
+func (b *fewBody) next(pn, hi, pc, kc, pass int) []byte {
+	p := b.p
+	if !p.quads {
+		return nil
+	}
+	nr := gemmCols()
+	pb := p.pairBytes()
+	switch {
+	case p.wp != nil && pc+kc < p.kp:
+		at := (pn*p.kp + pc + kc) * pb
+		return p.wp[at : at+min(pass, p.kp-pc-kc)*pb]
+	case pc+kc < p.kp || pn+1 >= hi:
+		return nil
+	case p.wp != nil:
+		at := (pn + 1) * p.kp * pb
+		return p.wp[at : at+min(pass, p.kp)*pb]
+	}
+	n0 := (pn + 1) * nr
+	return p.w[n0*p.k : min(n0+nr, p.n)*p.k]
+}
