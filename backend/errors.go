@@ -31,15 +31,21 @@ var ErrNoWorkload = errors.New("backend: no workload for this input")
 // row holding one.
 type ArgError struct {
 	// Op is the operation's name.
-	Op    string
+	Op string
+	// Param is the parameter, by the contract's name (x, scale, ...).
 	Param string
 	// Row is the first offending row (index over all dimensions but the
 	// last) for ErrNonFinite, and -1 otherwise.
-	Row    int
-	Err    error
+	Row int
+	// Err is what is wrong: a sentinel (this package's, op's such as
+	// op.ErrIndex, or tensor.ErrShape), for errors.Is.
+	Err error
+	// Detail says more, in words, where there is more to say.
 	Detail string
 }
 
+// Error reads "kitchen: OP: PARAM: what is wrong", with the row and the
+// detail where there are any.
 func (e *ArgError) Error() string {
 	var b strings.Builder
 	// The sentinel's own package prefix would repeat what "kitchen:" says.
@@ -60,6 +66,7 @@ func (e *ArgError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns Err, so that errors.Is matches the sentinel.
 func (e *ArgError) Unwrap() error { return e.Err }
 
 // NonFinite returns the error for NaN or infinity in x at the given row.
