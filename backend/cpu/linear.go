@@ -218,11 +218,13 @@ const (
 // not; measured on a 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead
 // of 5.5-8, 8 rows about as long as packing. With VNNI the packed tiles are
 // faster still, and so is reading b as it is with quads (gemvRowsQuad): on
-// a 2-core Zen 5, b out of the caches, medians of blocks of calls, the
-// few-row path on quad panels took 1.25-1.45 times as long as the cols
-// path at 2 rows, 0.9-1.1 at 3 and 4 (0.8 in one of three runs at 4),
-// 0.6-0.7 at 6 and 8 with AVX-512; with AVX-VNNI 2.5-2.6 at 2 rows,
-// 1.5-1.6 at 4, 1.2 at 6 and 1.0-1.1 at 8.
+// a 2-core Zen 5, b 4096x4096 out of the caches, medians of blocks of 30
+// calls alternated in one process (with the cols path's parts as small as
+// the products', see runCols), the few-row path on quad panels took
+// 1.44-1.53 times as long as the cols path at 2 rows, 1.09-1.26 at 3,
+// 0.94-0.99 at 4, 0.83-0.90 at 5 and 0.71-0.77 at 6 with AVX-512; with
+// AVX-VNNI 1.19-1.36 at 6 rows, 1.05-1.14 at 8, 0.93-0.97 at 10 and
+// 0.67-0.71 at 16.
 func colsMax() int {
 	if quadPanels() && impl == implAVX512 {
 		return 3

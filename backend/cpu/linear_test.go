@@ -3,10 +3,12 @@ package cpu
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -15,6 +17,7 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 // dotInt8 is the reference: the int32 dot product of two int8 vectors of
@@ -601,5 +604,70 @@ func TestSumInt8(t *testing.T) {
 			q[i] = v
 		}
 		check(q)
+	}
+}
+
+// cancelAfter is a context that is done from the nth call of Err on.
+type cancelAfter struct {
+	context.Context
+	n, calls atomic.Int64
+}
+
+func (c *cancelAfter) Err() error {
+	if c.calls.Add(1) >= c.n.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestProductCancelled cancels mm_int8's kernel (the dispatch checks the
+// context before it: this calls the kernel itself) at every check it
+// makes, on every path: each call returns context.Canceled or the whole,
+// right product, never partial sums or a panic.
+func TestProductCancelled(t *testing.T) {
+	const k, n = 1024, 4096
+	rng := rand.New(rand.NewPCG(7, 8))
+	bv := make([]byte, k*n)
+	for i := range bv {
+		bv[i] = byte(rng.Uint32())
+	}
+	b := must(tensor.FromBytes(dtype.Int8, bv, k, n))
+	for _, m := range []int{1, 3, 16, 200} {
+		av := make([]byte, m*k)
+		for i := range av {
+			av[i] = byte(rng.Uint32())
+		}
+		a := must(tensor.FromBytes(dtype.Int8, av, m, k))
+		want, err := mmInt8(context.Background(), &op.MMInt8Args{A: a, B: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wb, _ := want.Out.Bytes()
+		cancelled := false
+	checks:
+		for at := int64(1); ; at++ {
+			ctx := &cancelAfter{Context: context.Background()}
+			ctx.n.Store(at)
+			got, err := mmInt8(ctx, &op.MMInt8Args{A: a, B: b})
+			switch {
+			case errors.Is(err, context.Canceled):
+				cancelled = true
+			case err != nil:
+				t.Fatalf("%d rows, cancelled at check %d: %v", m, at, err)
+			default:
+				gb, _ := got.Out.Bytes()
+				if string(gb) != string(wb) {
+					t.Errorf("%d rows, cancelled at check %d: a result that is not the product", m, at)
+				}
+				got.Out.Release()
+				if ctx.calls.Load() < at {
+					break checks // it ran to the end before check at
+				}
+			}
+		}
+		if !cancelled {
+			t.Errorf("%d rows: no call was cancelled", m)
+		}
+		want.Out.Release()
 	}
 }
