@@ -170,18 +170,18 @@ func (p *product) runCols(ctx context.Context) error {
 	// at 1 (in seven blocks of eight; 1.19 in one); with AVX2 and
 	// AVX-VNNI, 0.84-0.90 at 8 rows and 0.94-1.00 at 1; with AVX2's pairs,
 	// 0.88-0.92 at 4 rows.
-	err := parallelForParts(ctx, b, units, max(1, grainMACs/(step*per*p.m*max(1, p.n))), productParts)
-	for _, a := range b.all[min(1, len(b.all)):] {
-		addInt32s(b.all[0], a)
-		putBuf(a)
-	}
-	if len(b.all) > 0 {
-		defer putBuf(b.all[0])
-	}
-	if err != nil {
+	if err := parallelForParts(ctx, b, units, max(1, grainMACs/(step*per*p.m*max(1, p.n))), productParts); err != nil {
+		for _, a := range b.all {
+			putBuf(a)
+		}
 		return err
 	}
 	total := b.all[0] // a part ran, if only over none of k (K short of a quad)
+	defer putBuf(total)
+	for _, a := range b.all[1:] {
+		addInt32s(total, a)
+		putBuf(a)
+	}
 	if p.quads {
 		n64 := p.n &^ 63
 		for i := range p.m {

@@ -158,19 +158,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
 	}
-	// A misspelt name would otherwise only narrow the run, silently.
+	// A misspelt name would otherwise only narrow the run, silently (the
+	// backends' names: backendsFor).
 	var opNames []string
 	for _, o := range backend.Ops() {
 		opNames = append(opNames, o.Name())
 	}
 	if err := knownNames("operation", cfg.Ops, opNames); err != nil {
-		return nil, err
-	}
-	var backendNames []string
-	for _, b := range kitchen.ListBackends() {
-		backendNames = append(backendNames, b.Name)
-	}
-	if err := knownNames("backend", cfg.Backends, backendNames); err != nil {
 		return nil, err
 	}
 	spec := &backend.Spec{Shape: cfg.Shape, DType: cfg.DType, Device: cfg.Device, Group: cfg.Group, InputAct: cfg.InputAct}
@@ -219,7 +213,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		run    func() error
 		times  []time.Duration
 	}
-	names := backendsFor(cfg.Backends)
+	names, err := backendsFor(cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("bench: none of the backends %v is available", cfg.Backends)
 	}
@@ -438,15 +435,17 @@ func faultIn(b []byte) []byte {
 }
 
 // backendsFor lists the available backends, in priority order, limited to
-// want when it is not empty.
-func backendsFor(want []string) []string {
-	var out []string
+// want when it is not empty; a name in want that no backend has is an
+// error (a misspelt name would otherwise only narrow the run, silently).
+func backendsFor(want []string) ([]string, error) {
+	var out, all []string
 	for _, b := range kitchen.ListBackends() {
+		all = append(all, b.Name)
 		if b.Available && !b.Disabled && (len(want) == 0 || slices.Contains(want, b.Name)) {
 			out = append(out, b.Name)
 		}
 	}
-	return out
+	return out, knownNames("backend", want, all)
 }
 
 // knownNames returns an error naming the first of want that is not in
