@@ -35,20 +35,21 @@ rounds, a parallel copy of the input. Each operation's floor is the time to copy
 bytes it must read and write at that speed; the ratio to it is the figure to compare
 across machines.
 
---op chooses operations. The matrix products (mm_int8, int8_linear) take --shape
-M,K,N and also report GOPS, 2·M·N·K operations per second; their floor is moving
-their operands and output (for few rows, mostly the int8 weight's K·N bytes) at the
-copy speed. On the host they also report this
-machine's peak at the cpu kernel's arithmetic (its int16 multiply-adds, or with
-AVX512-VNNI its byte multiply-adds, from registers on every thread; the highest of about --runs measurements made just before and just
-after each backend's rounds) and their share of it ("of peak"), and, in the same rounds,
-how fast this machine streams memory that is only read (a parallel read, with the cpu
-kernels' vector loads, of a 64 MiB buffer or larger): "x stream" is the median time
-over the time to read the bytes moved at that speed, the figure for products of few
-rows, which read their weight once. On the host each product starts with its operands
-out of the caches (a parallel read of that buffer first, not timed), as a model's next
-layer finds its weight. --convrot G and --input-act run int8_linear as a ConvRot layer
-or one with an input activation runs.`,
+--op chooses operations. The matrix products (mm_int8, int8_linear) take --shape M,K,N
+and also report GOPS, 2·M·N·K operations per second; their floor is moving their
+operands and output (for few rows, mostly the int8 weight's K·N bytes) at the copy
+speed. On the host they also report this machine's peak at the cpu kernel's arithmetic
+(its int16 multiply-adds, or with AVX512-VNNI its byte multiply-adds, from registers
+on every thread; the highest of about --runs measurements made just before and just
+after each backend's rounds) and their share of it ("of peak"), and, in the same
+rounds, how fast this machine streams memory that is only read (a parallel read, with
+the cpu kernels' vector loads, of as many bytes as the largest product moves, out of
+the caches): "x stream" is the median time over the time to read the bytes moved at
+that speed, the figure for products of few rows, which read their weight once. On the
+host each product and the reference start with their operands out of the caches (a
+parallel read of a 64 MiB buffer first, not timed), as a model's next layer finds its
+weight. --convrot G and --input-act run int8_linear as a ConvRot layer or one with an
+input activation runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {

@@ -102,8 +102,8 @@ type OpResult struct {
 	RatioToFreshFloor float64 `json:"ratio_to_fresh_floor,omitempty"`
 	// StreamGBPerS is how fast this machine streamed memory that is only
 	// read, measured in the same rounds for the matrix products on the
-	// host (cpu.StreamGBPerS, on a buffer of streamBytes or more, read after
-	// the copy);
+	// host (cpu.StreamGBPerS on a buffer of the largest product's Bytes,
+	// out of the caches, read after the copy);
 	// StreamFloorMs is the time to read Bytes at that speed, and
 	// RatioToStream the median time over it: for a product of few rows,
 	// which reads its weight once, its share of the machine's streaming
@@ -122,13 +122,12 @@ type OpResult struct {
 	RatioToPeak float64 `json:"ratio_to_peak,omitempty"`
 }
 
-// streamBytes is the least size of the streaming reference's buffer (the
-// largest operation's bytes if more): twice the 32 MiB last-level cache of
-// the 2-core Zen 3 that BENCHMARKS.md describes, so that each round reads
-// it from memory there. (Where the caches are larger, the reference is
-// faster than memory, and the ratio to it only errs on the pessimistic
-// side.)
-const streamBytes = 64 << 20
+// evictBytes is the size of the buffer read before each product and the
+// streaming reference, to put their operands out of the caches: twice the
+// 32 MiB last-level cache of the 2-core Zen 3 and Zen 5 that BENCHMARKS.md
+// describes. (Where the caches are larger, an operand that fits them is
+// partly read from them, the reference's alike.)
+const evictBytes = 64 << 20
 
 // peakTime is how long each measurement of the peak takes.
 const peakTime = 30 * time.Millisecond
@@ -173,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		w    *backend.Workload
 	}
 	var ops []prepared
-	var copyBytes, maxBytes int64
+	var copyBytes, productBytes int64
 	// An operation that does not fit the shape is left out, unless --op
 	// names it or the options set are its own (int8_linear's).
 	linearOpts := cfg.Group != 0 || cfg.InputAct != ""
@@ -194,7 +193,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if w != nil {
 			ops = append(ops, prepared{o.Name(), w})
-			copyBytes, maxBytes = max(copyBytes, w.CopyBytes), max(maxBytes, w.Bytes)
+			copyBytes = max(copyBytes, w.CopyBytes)
+			if w.Ops > 0 {
+				productBytes = max(productBytes, w.Bytes)
+			}
 		}
 	}
 	if len(ops) == 0 {
@@ -222,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// The copy buffers come from the same allocator as tensors (huge pages
 	// where the host gives them), so the floor sees the same memory system.
-	var copySrc, copyDst, streamBuf []byte
+	var copySrc, copyDst, evictBuf, streamBuf []byte
 	if host {
 		copySrc, copyDst = hostBuffer(copyBytes), hostBuffer(copyBytes)
 	}
@@ -277,10 +279,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if gemm {
 			measurePeak()
 		}
-		// The streaming reference reads a buffer larger than the caches,
-		// after the copy, so it starts cold, as the products' weights do.
+		// The streaming reference reads as many bytes as the largest
+		// product, from a buffer of its own, which, like the products'
+		// operands, the round has not touched yet: a read of more would
+		// spread its start-up thinner (on a 2-core Zen 5, 64 MiB read at
+		// 1.19-1.24 times the speed of 16 MiB, alternated in one
+		// process), and a read of the buffer just read to evict the
+		// caches would find its pages' translations ready (on that
+		// machine, a virtual one, the first read of 72 MB in a round took
+		// 15-76 GB/s, the next, after the caches were evicted again,
+		// 60-83).
 		if gemm && streamBuf == nil {
-			streamBuf = plainBuffer(max(streamBytes, maxBytes))
+			evictBuf, streamBuf = plainBuffer(evictBytes), plainBuffer(productBytes)
 		}
 		var streams []float64
 		var copies, freshCopies []time.Duration
@@ -320,7 +330,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					// measured up to a third faster so). A read, which
 					// leaves no dirty lines for the product to write back
 					// (the copies' among them).
-					parcopy.Read(streamBuf)
+					parcopy.Read(evictBuf)
 				}
 				if j == len(all) {
 					if g := cpu.StreamGBPerS(streamBuf); g > 0 && measured {
