@@ -23,7 +23,7 @@ import (
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to 8 rows cols (3 with AVX512-VNNI), up to 96 few, more many (b packed whole)
+//	    up to 8 rows cols (7 with AVX512-VNNI, 15 with AVX-VNNI), up to 96 few, more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
@@ -218,16 +218,17 @@ const (
 // not; measured on a 2-core Zen 3, 4096x4096 b: 1 row about 1 ms instead
 // of 5.5-8, 8 rows about as long as packing. With VNNI the packed tiles are
 // faster still, and so is reading b as it is with quads (gemvRowsQuad): on
-// a 2-core Zen 5, b 4096x4096 out of the caches, medians of blocks of 30
-// calls alternated in one process (with the cols path's parts as small as
-// the products', see runCols), the few-row path on quad panels took
-// 1.44-1.53 times as long as the cols path at 2 rows, 1.09-1.26 at 3,
-// 0.94-0.99 at 4, 0.83-0.90 at 5 and 0.71-0.77 at 6 with AVX-512; with
-// AVX-VNNI 1.19-1.36 at 6 rows, 1.05-1.14 at 8, 0.93-0.97 at 10 and
-// 0.67-0.71 at 16.
+// a 2-core Zen 5, b 4096x4096 out of the caches, medians of blocks of 36
+// calls alternated in one process, the few-row path on quad panels took
+// 1.25-1.28 times as long as the cols path at 6 rows, 1.04-1.05 at 7 and
+// 0.94-0.99 at 8 with AVX-512; with AVX-VNNI 1.05-1.07 at 14 rows,
+// 1.02 at 15 and 0.96-0.98 at 16.
 func colsMax() int {
-	if quadPanels() && impl == implAVX512 {
-		return 3
+	switch {
+	case quadPanels() && impl == implAVX512:
+		return 7
+	case quadPanels():
+		return 15
 	}
 	return 8
 }
