@@ -283,7 +283,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// product, from a buffer of its own, which, like the products'
 		// operands, the round has not touched yet: a read of more would
 		// spread its start-up thinner (on a 2-core Zen 5, 64 MiB read at
-		// 1.19-1.24 times the speed of 16 MiB, alternated in one
+		// 1.08-1.24 times the speed of 16 MiB, alternated in one
 		// process), and a read of the buffer just read to evict the
 		// caches would find its pages' translations ready (on that
 		// machine, a virtual one, the first read of 72 MB in a round took
