@@ -815,15 +815,16 @@ func gemvRows(name string, w width) {
 // which the caller puts back (with 128 times the row's sum taken off, as
 // for the quad panels). Two quads a pass over c while they last. Each
 // pass prefetches the first line of each row of the pass after next and
-// leaves the rest of the rows to the hardware's prefetchers: on a 2-core
-// Zen 5, b 4096x4096 out of the caches, blocks of calls alternated in one
-// process, mm_int8 took 0.89-0.96 of the time of a line of each row
-// prefetched every step at 1 row, 0.77-0.81 at 3 (AVX-512), and 0.74 at 8
-// rows with AVX-VNNI (1 row: the same). (gemvRows, whose pairs take more
-// instructions a byte, was 1.45 times as slow at one row so, and keeps
-// its prefetch every step.) Registers: 0 and 1 the row's quads, 2 to 5
-// the sums of a register of columns each, 6 to 13 the rows and their
-// interleavings, 15 the 0x80 bytes.
+// leaves the rest of the rows to the hardware's prefetchers. Against a
+// line of each row prefetched at every step, on a 2-core Zen 5, b
+// 4096x4096 out of the caches, blocks of calls alternated in one
+// process: mm_int8 took 0.89-0.96 of the time at 1 row and 0.77-0.81 at
+// 3 with AVX-512, 0.74 at 8 rows with AVX-VNNI (1 row: the same).
+// gemvRows, whose pairs take more instructions a byte, took 1.43-1.48
+// times as long at 1 row so, and keeps its prefetch at every step.
+// Registers: 0 and 1 the row's quads, 2 to 5 the sums of a register of
+// columns each, 6 to 13 the rows and their interleavings, 15 the 0x80
+// bytes.
 func gemvRowsQuad(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kq int, c []byte)")
 	Pragma("noescape")
