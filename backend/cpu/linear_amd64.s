@@ -1684,7 +1684,7 @@ peakQuadVNNIAVX2_loop:
 	RET
 
 // func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·gemv1AVX2(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
 	MOVQ ldx+24(FP), CX
@@ -1705,8 +1705,13 @@ gemv1AVX2_row:
 	VPXOR Y3, Y3, Y3
 
 gemv1AVX2_loopu:
-	CMPQ      R10, $0x00000040
-	JB        gemv1AVX2_tail
+	CMPQ       R10, $0x00000040
+	JB         gemv1AVX2_tail
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1AVX2_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1AVX2_inpage:
 	VPMOVSXBW (R9), Y8
 	VPMOVSXBW 16(R9), Y9
 	VPMOVSXBW 32(R9), Y10
@@ -1757,7 +1762,7 @@ gemv1AVX2_sum:
 	RET
 
 // func gemv1QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·gemv1QuadVNNIAVX2(SB), NOSPLIT, $0-104
 	MOVQ         x_base+0(FP), AX
 	MOVQ         ldx+24(FP), CX
@@ -1781,8 +1786,13 @@ gemv1QuadVNNIAVX2_row:
 	VPXOR Y3, Y3, Y3
 
 gemv1QuadVNNIAVX2_loopu:
-	CMPQ    R10, $0x00000080
-	JB      gemv1QuadVNNIAVX2_tail
+	CMPQ       R10, $0x00000080
+	JB         gemv1QuadVNNIAVX2_tail
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1QuadVNNIAVX2_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1QuadVNNIAVX2_inpage:
 	VPXOR   (R9), Y14, Y8
 	VPXOR   32(R9), Y14, Y9
 	VPXOR   64(R9), Y14, Y10
@@ -7003,7 +7013,7 @@ peakQuadVNNIAVX512_loop:
 	RET
 
 // func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
 TEXT ·gemv1AVX512(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
 	MOVQ ldx+24(FP), CX
@@ -7024,8 +7034,13 @@ gemv1AVX512_row:
 	VPXORD Z3, Z3, Z3
 
 gemv1AVX512_loopu:
-	CMPQ      R10, $0x00000080
-	JB        gemv1AVX512_tail
+	CMPQ       R10, $0x00000080
+	JB         gemv1AVX512_tail
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1AVX512_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1AVX512_inpage:
 	VPMOVSXBW (R9), Z8
 	VPMOVSXBW 32(R9), Z9
 	VPMOVSXBW 64(R9), Z10
@@ -7078,7 +7093,7 @@ gemv1AVX512_sum:
 	RET
 
 // func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemv1VNNIAVX512(SB), NOSPLIT, $0-104
 	MOVQ x_base+0(FP), AX
 	MOVQ ldx+24(FP), CX
@@ -7099,8 +7114,13 @@ gemv1VNNIAVX512_row:
 	VPXORD Z3, Z3, Z3
 
 gemv1VNNIAVX512_loopu:
-	CMPQ      R10, $0x00000080
-	JB        gemv1VNNIAVX512_tail
+	CMPQ       R10, $0x00000080
+	JB         gemv1VNNIAVX512_tail
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1VNNIAVX512_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1VNNIAVX512_inpage:
 	VPMOVSXBW (R9), Z8
 	VPMOVSXBW 32(R9), Z9
 	VPMOVSXBW 64(R9), Z10
@@ -7148,7 +7168,7 @@ gemv1VNNIAVX512_sum:
 	RET
 
 // func gemv1QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
-// Requires: AVX, AVX2, AVX512F, AVX512_VNNI
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemv1QuadVNNIAVX512(SB), NOSPLIT, $0-104
 	MOVQ         x_base+0(FP), AX
 	MOVQ         ldx+24(FP), CX
@@ -7171,8 +7191,13 @@ gemv1QuadVNNIAVX512_row:
 	VPXORD Z3, Z3, Z3
 
 gemv1QuadVNNIAVX512_loopu:
-	CMPQ     R10, $0x00000100
-	JB       gemv1QuadVNNIAVX512_tail
+	CMPQ       R10, $0x00000100
+	JB         gemv1QuadVNNIAVX512_tail
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1QuadVNNIAVX512_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1QuadVNNIAVX512_inpage:
 	VPXORD   (R9), Z14, Z8
 	VPXORD   64(R9), Z14, Z9
 	VPXORD   128(R9), Z14, Z10

@@ -180,14 +180,14 @@ func peakQuadVNNIAVX2(n int)
 
 // gemv1AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 16 and at least 16.
+// over k steps, wrapping. k must be a multiple of 16 and at least 16. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1QuadVNNIAVX2 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
@@ -627,21 +627,21 @@ func peakQuadVNNIAVX512(n int)
 
 // gemv1AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1QuadVNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 64 and at least 64.
+// over k steps, wrapping. k must be a multiple of 64 and at least 64. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
