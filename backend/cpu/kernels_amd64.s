@@ -11,7 +11,7 @@ TEXT ·sfence(SB), NOSPLIT, $0
 	RET
 
 // func absMaxBits16AVX2(src []byte) uint32
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·absMaxBits16AVX2(SB), NOSPLIT, $0-28
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
@@ -22,8 +22,13 @@ TEXT ·absMaxBits16AVX2(SB), NOSPLIT, $0-28
 	VPXOR        Y2, Y2, Y2
 
 absMaxBits16AVX2_loop:
-	CMPQ    CX, $0x00
-	JE      absMaxBits16AVX2_done
+	CMPQ       CX, $0x00
+	JE         absMaxBits16AVX2_done
+	TESTQ      $0x00000fff, AX
+	JNZ        absMaxBits16AVX2_inpage
+	PREFETCHT0 8192(AX)
+
+absMaxBits16AVX2_inpage:
 	VPAND   (AX), Y0, Y3
 	VPMAXUW Y3, Y1, Y1
 	VPAND   32(AX), Y0, Y3
@@ -48,7 +53,7 @@ absMaxBits16AVX2_done:
 	RET
 
 // func absMaxBits32AVX2(src []byte) uint32
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·absMaxBits32AVX2(SB), NOSPLIT, $0-28
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
@@ -59,8 +64,13 @@ TEXT ·absMaxBits32AVX2(SB), NOSPLIT, $0-28
 	VPXOR        Y2, Y2, Y2
 
 absMaxBits32AVX2_loop:
-	CMPQ    CX, $0x00
-	JE      absMaxBits32AVX2_done
+	CMPQ       CX, $0x00
+	JE         absMaxBits32AVX2_done
+	TESTQ      $0x00000fff, AX
+	JNZ        absMaxBits32AVX2_inpage
+	PREFETCHT0 8192(AX)
+
+absMaxBits32AVX2_inpage:
 	VPAND   (AX), Y0, Y3
 	VPMAXUD Y3, Y1, Y1
 	VPAND   32(AX), Y0, Y3
@@ -4281,7 +4291,7 @@ squaresQF32AVX2_done:
 	RET
 
 // func absMaxBits16AVX512(src []byte) uint32
-// Requires: AVX, AVX2, AVX512BW, AVX512F
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
 TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
@@ -4291,8 +4301,13 @@ TEXT ·absMaxBits16AVX512(SB), NOSPLIT, $0-28
 	VPXORD       Z2, Z2, Z2
 
 absMaxBits16AVX512_loop:
-	CMPQ    CX, $0x00
-	JE      absMaxBits16AVX512_done
+	CMPQ       CX, $0x00
+	JE         absMaxBits16AVX512_done
+	TESTQ      $0x00000fff, AX
+	JNZ        absMaxBits16AVX512_inpage
+	PREFETCHT0 8192(AX)
+
+absMaxBits16AVX512_inpage:
 	VPANDD  (AX), Z0, Z3
 	VPMAXUW Z3, Z1, Z1
 	VPANDD  64(AX), Z0, Z3
@@ -4319,7 +4334,7 @@ absMaxBits16AVX512_done:
 	RET
 
 // func absMaxBits32AVX512(src []byte) uint32
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·absMaxBits32AVX512(SB), NOSPLIT, $0-28
 	MOVQ         src_base+0(FP), AX
 	MOVQ         src_len+8(FP), CX
@@ -4329,8 +4344,13 @@ TEXT ·absMaxBits32AVX512(SB), NOSPLIT, $0-28
 	VPXORD       Z2, Z2, Z2
 
 absMaxBits32AVX512_loop:
-	CMPQ    CX, $0x00
-	JE      absMaxBits32AVX512_done
+	CMPQ       CX, $0x00
+	JE         absMaxBits32AVX512_done
+	TESTQ      $0x00000fff, AX
+	JNZ        absMaxBits32AVX512_inpage
+	PREFETCHT0 8192(AX)
+
+absMaxBits32AVX512_inpage:
 	VPANDD  (AX), Z0, Z3
 	VPMAXUD Z3, Z1, Z1
 	VPANDD  64(AX), Z0, Z3

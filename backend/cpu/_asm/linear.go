@@ -449,10 +449,10 @@ func peak(name string, w width, quad bool) {
 // caches, alternating in one process: 1.35-1.59 times as long as reading
 // the weight with it, 1.12-1.19 without; the AVX2 kernels 1.30-1.35 and
 // 1.12-1.14), so the one-row kernels do not prefetch every line. They
-// prefetch one a page instead: where their loads reach a 4 KiB boundary,
-// the first line of the page gemvPage bytes on, since the hardware's
-// prefetchers stop at the end of a page and take a few misses to start on
-// the next. On a 2-core Zen 5, int8_linear of one row, the weight out of
+// prefetch one a page instead (primePage): where their loads reach a 4
+// KiB boundary, the first line of the page two pages on, since the
+// hardware's prefetchers stop at the end of a page and take a few misses
+// to start on the next. On a 2-core Zen 5, int8_linear of one row, the weight out of
 // the caches, blocks of calls alternated in one process: 4096x4096
 // 0.86-0.92 of the time without with AVX-512 and VNNI, 0.87-0.92 with
 // AVX-VNNI and with AVX2, 0.87-0.97 with AVX-512 alone; 12288x3072
@@ -460,15 +460,11 @@ func peak(name string, w width, quad bool) {
 // on took as long as 8 KiB.
 const gemvAhead = 8192
 
-// gemvPage is how far ahead of a page boundary the one-row kernels
-// prefetch a line (see gemvAhead).
-const gemvPage = 8192
-
 // prefetchDoc is the sentence of a gemv kernel's doc comment on its
 // prefetching.
 func prefetchDoc(xrows int) string {
 	if xrows == 1 {
-		return fmt.Sprintf(" Where its loads reach a 4096-byte boundary, it prefetches the line %d bytes on.", gemvPage)
+		return fmt.Sprintf(" Where its loads reach a 4096-byte boundary, it prefetches the line %d bytes on.", primeAhead)
 	}
 	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead)
 }
@@ -597,10 +593,7 @@ func gemv(name string, w width, form, xrows int) {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
 	if xrows == 1 {
-		TESTQ(U32(4095), wr)
-		JNZ(LabelRef(name + "_inpage"))
-		PREFETCHT0(Mem{Base: wr, Disp: gemvPage})
-		Label(name + "_inpage")
+		primePage(name, wr)
 	}
 	for u := range unroll {
 		load(u)
