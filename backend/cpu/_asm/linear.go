@@ -457,16 +457,23 @@ func peak(name string, w width, quad bool) {
 // 0.86-0.92 of the time without with AVX-512 and VNNI, 0.87-0.92 with
 // AVX-VNNI and with AVX2, 0.87-0.97 with AVX-512 alone; 12288x3072
 // 0.80-0.88 and 3072x12288 0.91-0.92 (AVX-512 and VNNI). 4 KiB or 16 KiB
-// on took as long as 8 KiB.
+// on took as long as 8 KiB. The kernels for 2 and 4 rows prefetch a page
+// so as well as every line: 4096x4096, AVX-512 and VNNI, 0.73-0.78 of
+// the time at 2 rows, 0.83-0.95 at 4, 0.90-0.94 at 8 (AVX-VNNI 0.92-0.98
+// at 2, 0.93-0.96 at 4, 0.94-0.98 at 8; AVX-512 alone 0.94-0.99 at 4;
+// AVX2 0.89-0.96 at 2, 1.00-1.03 at 4, 1.02-1.04 at 8). With the page's
+// line alone, without every line's, 0.87-0.97 at 2 rows but 1.13-1.49
+// times as long at 4 and 8.
 const gemvAhead = 8192
 
 // prefetchDoc is the sentence of a gemv kernel's doc comment on its
 // prefetching.
 func prefetchDoc(xrows int) string {
+	page := fmt.Sprintf(" Where its loads reach a 4096-byte boundary, it prefetches the line %d bytes on.", primeAhead)
 	if xrows == 1 {
-		return fmt.Sprintf(" Where its loads reach a 4096-byte boundary, it prefetches the line %d bytes on.", primeAhead)
+		return page
 	}
-	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead)
+	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead) + page
 }
 
 // The forms of the one-row kernel: how it multiplies a register of the
@@ -502,7 +509,7 @@ const (
 // and 4 rows took 0.85-0.95), not for one, which waits for memory either
 // way (0.97-1.02). With 2 or 4 rows of x, each
 // iteration prefetches the lines gemvAhead bytes past the ones it reads;
-// with one, a line a page (see gemvAhead).
+// every kernel, a line a page (see gemvAhead).
 func gemv(name string, w width, form, xrows int) {
 	step, xsize := 2*w.lanes(), 2 // k per register of the weight; bytes of x a value of k
 	if form == gemvQuads {
@@ -592,9 +599,7 @@ func gemv(name string, w width, form, xrows int) {
 	for l := 0; xrows > 1 && l < unroll*step; l += 64 {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
-	if xrows == 1 {
-		primePage(name, wr)
-	}
+	primePage(name, wr)
 	for u := range unroll {
 		load(u)
 	}
