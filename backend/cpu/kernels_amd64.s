@@ -244,109 +244,119 @@ quantizeBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeBF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VMULPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y3, Y7, Y7
-	VPADDD     Y4, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y5, Y6, Y6
-	VMINPS     Y2, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  16(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VMULPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y3, Y8, Y8
-	VPADDD     Y4, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y5, Y7, Y7
-	VMINPS     Y2, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPMOVZXWD  32(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VMULPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y3, Y8, Y8
-	VPADDD     Y4, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y5, Y7, Y7
-	VMINPS     Y2, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPMOVZXWD  48(AX), Y8
-	VPSLLD     $0x10, Y8, Y8
-	VMULPS     Y0, Y8, Y8
-	VPSRLD     $0x10, Y8, Y9
-	VPAND      Y3, Y9, Y9
-	VPADDD     Y4, Y8, Y8
-	VPADDD     Y9, Y8, Y8
-	VPAND      Y5, Y8, Y8
-	VMINPS     Y2, Y8, Y8
-	VCVTPS2DQ  Y8, Y8
-	VPACKSSDW  Y8, Y7, Y7
-	VPACKSSWB  Y7, Y6, Y6
-	VPERMD     Y6, Y1, Y6
-	VMOVDQU    Y6, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBF16AVX2_inpagefalse:
+	VPMOVZXWD (AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VMULPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     Y3, Y7, Y7
+	VPADDD    Y4, Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     Y5, Y6, Y6
+	VMINPS    Y2, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPMOVZXWD 16(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPADDD    Y4, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     Y5, Y7, Y7
+	VMINPS    Y2, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPMOVZXWD 32(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPADDD    Y4, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     Y5, Y7, Y7
+	VMINPS    Y2, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPMOVZXWD 48(AX), Y8
+	VPSLLD    $0x10, Y8, Y8
+	VMULPS    Y0, Y8, Y8
+	VPSRLD    $0x10, Y8, Y9
+	VPAND     Y3, Y9, Y9
+	VPADDD    Y4, Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPAND     Y5, Y8, Y8
+	VMINPS    Y2, Y8, Y8
+	VCVTPS2DQ Y8, Y8
+	VPACKSSDW Y8, Y7, Y7
+	VPACKSSWB Y7, Y6, Y6
+	VPERMD    Y6, Y1, Y6
+	VMOVDQU   Y6, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBF16AVX2_loop
 
 quantizeBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VMULPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      Y3, Y7, Y7
-	VPADDD     Y4, Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      Y5, Y6, Y6
-	VMINPS     Y2, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  16(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VMULPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y3, Y8, Y8
-	VPADDD     Y4, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y5, Y7, Y7
-	VMINPS     Y2, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPMOVZXWD  32(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VMULPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      Y3, Y8, Y8
-	VPADDD     Y4, Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      Y5, Y7, Y7
-	VMINPS     Y2, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPMOVZXWD  48(AX), Y8
-	VPSLLD     $0x10, Y8, Y8
-	VMULPS     Y0, Y8, Y8
-	VPSRLD     $0x10, Y8, Y9
-	VPAND      Y3, Y9, Y9
-	VPADDD     Y4, Y8, Y8
-	VPADDD     Y9, Y8, Y8
-	VPAND      Y5, Y8, Y8
-	VMINPS     Y2, Y8, Y8
-	VCVTPS2DQ  Y8, Y8
-	VPACKSSDW  Y8, Y7, Y7
-	VPACKSSWB  Y7, Y6, Y6
-	VPERMD     Y6, Y1, Y6
-	VMOVNTDQ   Y6, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBF16AVX2_inpagetrue:
+	VPMOVZXWD (AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VMULPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     Y3, Y7, Y7
+	VPADDD    Y4, Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     Y5, Y6, Y6
+	VMINPS    Y2, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPMOVZXWD 16(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPADDD    Y4, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     Y5, Y7, Y7
+	VMINPS    Y2, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPMOVZXWD 32(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPADDD    Y4, Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     Y5, Y7, Y7
+	VMINPS    Y2, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPMOVZXWD 48(AX), Y8
+	VPSLLD    $0x10, Y8, Y8
+	VMULPS    Y0, Y8, Y8
+	VPSRLD    $0x10, Y8, Y9
+	VPAND     Y3, Y9, Y9
+	VPADDD    Y4, Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPAND     Y5, Y8, Y8
+	VMINPS    Y2, Y8, Y8
+	VCVTPS2DQ Y8, Y8
+	VPACKSSDW Y8, Y7, Y7
+	VPACKSSWB Y7, Y6, Y6
+	VPERMD    Y6, Y1, Y6
+	VMOVNTDQ  Y6, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBF16AVX2_nt
 
 quantizeBF16AVX2_ntdone:
 quantizeBF16AVX2_done:
@@ -375,6 +385,11 @@ quantizeBoundedBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedBF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedBF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedBF16AVX2_inpagefalse:
 	VMOVDQU    (AX), Y5
 	VPUNPCKLWD Y5, Y3, Y4
 	VPUNPCKHWD Y5, Y3, Y5
@@ -415,6 +430,11 @@ quantizeBoundedBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedBF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedBF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedBF16AVX2_inpagetrue:
 	VMOVDQU    (AX), Y5
 	VPUNPCKLWD Y5, Y3, Y4
 	VPUNPCKHWD Y5, Y3, Y5
@@ -484,6 +504,11 @@ quantizeNextBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeNextBF16AVX2_done
 	PREFETCHT0 (DI)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextBF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeNextBF16AVX2_inpagefalse:
 	VPAND      (DI), Y4, Y7
 	VPMAXUW    Y7, Y5, Y5
 	VPAND      32(DI), Y4, Y7
@@ -529,6 +554,11 @@ quantizeNextBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeNextBF16AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextBF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeNextBF16AVX2_inpagetrue:
 	VPAND      (DI), Y4, Y7
 	VPMAXUW    Y7, Y5, Y5
 	VPAND      32(DI), Y4, Y7
@@ -614,317 +644,327 @@ quantizeSRBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeSRBF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y5
-	VPSLLD     $0x10, Y5, Y5
-	VDIVPS     Y0, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VADDPS     Y6, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPMOVZXWD  16(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VADDPS     Y7, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VPMOVZXWD  32(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VADDPS     Y7, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  48(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y8, Y9
-	VPAND      qdqConstAVX2<>+256(SB), Y9, Y9
-	VPADDD     qdqConstAVX2<>+288(SB), Y8, Y8
-	VPADDD     Y9, Y8, Y8
-	VPAND      qdqConstAVX2<>+320(SB), Y8, Y8
-	VADDPS     Y8, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVDQU    Y5, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRBF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRBF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRBF16AVX2_inpagefalse:
+	VPMOVZXWD (AX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VDIVPS    Y0, Y5, Y5
+	VPSRLD    $0x10, Y5, Y6
+	VPAND     qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD    Y6, Y5, Y5
+	VPAND     qdqConstAVX2<>+320(SB), Y5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VADDPS    Y6, Y5, Y5
+	VPSRLD    $0x10, Y5, Y6
+	VPAND     qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD    Y6, Y5, Y5
+	VPAND     qdqConstAVX2<>+320(SB), Y5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPMOVZXWD 16(AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VDIVPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS    Y7, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VPMOVZXWD 32(AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VDIVPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS    Y7, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPMOVZXWD 48(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VDIVPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y8, Y9
+	VPAND     qdqConstAVX2<>+256(SB), Y9, Y9
+	VPADDD    qdqConstAVX2<>+288(SB), Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPAND     qdqConstAVX2<>+320(SB), Y8, Y8
+	VADDPS    Y8, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVDQU   Y5, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRBF16AVX2_loop
 
 quantizeSRBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeSRBF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VPMOVZXWD  (AX), Y5
-	VPSLLD     $0x10, Y5, Y5
-	VDIVPS     Y0, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VADDPS     Y6, Y5, Y5
-	VPSRLD     $0x10, Y5, Y6
-	VPAND      qdqConstAVX2<>+256(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+288(SB), Y5, Y5
-	VPADDD     Y6, Y5, Y5
-	VPAND      qdqConstAVX2<>+320(SB), Y5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPMOVZXWD  16(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VADDPS     Y7, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VPMOVZXWD  32(AX), Y6
-	VPSLLD     $0x10, Y6, Y6
-	VDIVPS     Y0, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VADDPS     Y7, Y6, Y6
-	VPSRLD     $0x10, Y6, Y7
-	VPAND      qdqConstAVX2<>+256(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+288(SB), Y6, Y6
-	VPADDD     Y7, Y6, Y6
-	VPAND      qdqConstAVX2<>+320(SB), Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPMOVZXWD  48(AX), Y7
-	VPSLLD     $0x10, Y7, Y7
-	VDIVPS     Y0, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VPSRLD     $0x10, Y8, Y9
-	VPAND      qdqConstAVX2<>+256(SB), Y9, Y9
-	VPADDD     qdqConstAVX2<>+288(SB), Y8, Y8
-	VPADDD     Y9, Y8, Y8
-	VPAND      qdqConstAVX2<>+320(SB), Y8, Y8
-	VADDPS     Y8, Y7, Y7
-	VPSRLD     $0x10, Y7, Y8
-	VPAND      qdqConstAVX2<>+256(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+288(SB), Y7, Y7
-	VPADDD     Y8, Y7, Y7
-	VPAND      qdqConstAVX2<>+320(SB), Y7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVNTDQ   Y5, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRBF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRBF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRBF16AVX2_inpagetrue:
+	VPMOVZXWD (AX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VDIVPS    Y0, Y5, Y5
+	VPSRLD    $0x10, Y5, Y6
+	VPAND     qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD    Y6, Y5, Y5
+	VPAND     qdqConstAVX2<>+320(SB), Y5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VADDPS    Y6, Y5, Y5
+	VPSRLD    $0x10, Y5, Y6
+	VPAND     qdqConstAVX2<>+256(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+288(SB), Y5, Y5
+	VPADDD    Y6, Y5, Y5
+	VPAND     qdqConstAVX2<>+320(SB), Y5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPMOVZXWD 16(AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VDIVPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS    Y7, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VPMOVZXWD 32(AX), Y6
+	VPSLLD    $0x10, Y6, Y6
+	VDIVPS    Y0, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VADDPS    Y7, Y6, Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     qdqConstAVX2<>+256(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+288(SB), Y6, Y6
+	VPADDD    Y7, Y6, Y6
+	VPAND     qdqConstAVX2<>+320(SB), Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPMOVZXWD 48(AX), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VDIVPS    Y0, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VPSRLD    $0x10, Y8, Y9
+	VPAND     qdqConstAVX2<>+256(SB), Y9, Y9
+	VPADDD    qdqConstAVX2<>+288(SB), Y8, Y8
+	VPADDD    Y9, Y8, Y8
+	VPAND     qdqConstAVX2<>+320(SB), Y8, Y8
+	VADDPS    Y8, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     qdqConstAVX2<>+256(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+288(SB), Y7, Y7
+	VPADDD    Y8, Y7, Y7
+	VPAND     qdqConstAVX2<>+320(SB), Y7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVNTDQ  Y5, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRBF16AVX2_nt
 
 quantizeSRBF16AVX2_ntdone:
 quantizeSRBF16AVX2_done:
@@ -1029,77 +1069,87 @@ quantizeF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y3
-	VMULPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
-	VMINPS     Y2, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  16(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VCVTPH2PS  32(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VCVTPH2PS  48(AX), Y5
-	VMULPS     Y0, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VMINPS     Y2, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVDQU    Y3, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeF16AVX2_inpagefalse:
+	VCVTPH2PS (AX), Y3
+	VMULPS    Y0, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VMINPS    Y2, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VCVTPH2PS 16(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VCVTPH2PS 32(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VCVTPH2PS 48(AX), Y5
+	VMULPS    Y0, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VMINPS    Y2, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVDQU   Y3, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeF16AVX2_loop
 
 quantizeF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y3
-	VMULPS     Y0, Y3, Y3
-	VCVTPS2PH  $0x00, Y3, X3
-	VCVTPH2PS  X3, Y3
-	VMINPS     Y2, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  16(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VCVTPH2PS  32(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VCVTPS2PH  $0x00, Y4, X4
-	VCVTPH2PS  X4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VCVTPH2PS  48(AX), Y5
-	VMULPS     Y0, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VMINPS     Y2, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVNTDQ   Y3, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeF16AVX2_inpagetrue:
+	VCVTPH2PS (AX), Y3
+	VMULPS    Y0, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VMINPS    Y2, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VCVTPH2PS 16(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VCVTPH2PS 32(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VCVTPH2PS 48(AX), Y5
+	VMULPS    Y0, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VMINPS    Y2, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVNTDQ  Y3, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeF16AVX2_nt
 
 quantizeF16AVX2_ntdone:
 quantizeF16AVX2_done:
@@ -1127,77 +1177,87 @@ quantizeBoundedF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y3
-	VMULPS     Y0, Y3, Y3
-	VMULPS     Y2, Y3, Y4
-	VSUBPS     Y4, Y3, Y3
-	VADDPS     Y3, Y4, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  16(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VMULPS     Y2, Y4, Y5
-	VSUBPS     Y5, Y4, Y4
-	VADDPS     Y4, Y5, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VCVTPH2PS  32(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VMULPS     Y2, Y4, Y5
-	VSUBPS     Y5, Y4, Y4
-	VADDPS     Y4, Y5, Y4
-	VCVTPS2DQ  Y4, Y4
-	VCVTPH2PS  48(AX), Y5
-	VMULPS     Y0, Y5, Y5
-	VMULPS     Y2, Y5, Y6
-	VSUBPS     Y6, Y5, Y5
-	VADDPS     Y5, Y6, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVDQU    Y3, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBoundedF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF16AVX2_inpagefalse:
+	VCVTPH2PS (AX), Y3
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y2, Y3, Y4
+	VSUBPS    Y4, Y3, Y3
+	VADDPS    Y3, Y4, Y3
+	VCVTPS2DQ Y3, Y3
+	VCVTPH2PS 16(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y2, Y4, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y4, Y5, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VCVTPH2PS 32(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y2, Y4, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y4, Y5, Y4
+	VCVTPS2DQ Y4, Y4
+	VCVTPH2PS 48(AX), Y5
+	VMULPS    Y0, Y5, Y5
+	VMULPS    Y2, Y5, Y6
+	VSUBPS    Y6, Y5, Y5
+	VADDPS    Y5, Y6, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVDQU   Y3, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBoundedF16AVX2_loop
 
 quantizeBoundedF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y3
-	VMULPS     Y0, Y3, Y3
-	VMULPS     Y2, Y3, Y4
-	VSUBPS     Y4, Y3, Y3
-	VADDPS     Y3, Y4, Y3
-	VCVTPS2DQ  Y3, Y3
-	VCVTPH2PS  16(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VMULPS     Y2, Y4, Y5
-	VSUBPS     Y5, Y4, Y4
-	VADDPS     Y4, Y5, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VCVTPH2PS  32(AX), Y4
-	VMULPS     Y0, Y4, Y4
-	VMULPS     Y2, Y4, Y5
-	VSUBPS     Y5, Y4, Y4
-	VADDPS     Y4, Y5, Y4
-	VCVTPS2DQ  Y4, Y4
-	VCVTPH2PS  48(AX), Y5
-	VMULPS     Y0, Y5, Y5
-	VMULPS     Y2, Y5, Y6
-	VSUBPS     Y6, Y5, Y5
-	VADDPS     Y5, Y6, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVNTDQ   Y3, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBoundedF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF16AVX2_inpagetrue:
+	VCVTPH2PS (AX), Y3
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y2, Y3, Y4
+	VSUBPS    Y4, Y3, Y3
+	VADDPS    Y3, Y4, Y3
+	VCVTPS2DQ Y3, Y3
+	VCVTPH2PS 16(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y2, Y4, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y4, Y5, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VCVTPH2PS 32(AX), Y4
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y2, Y4, Y5
+	VSUBPS    Y5, Y4, Y4
+	VADDPS    Y4, Y5, Y4
+	VCVTPS2DQ Y4, Y4
+	VCVTPH2PS 48(AX), Y5
+	VMULPS    Y0, Y5, Y5
+	VMULPS    Y2, Y5, Y6
+	VSUBPS    Y6, Y5, Y5
+	VADDPS    Y5, Y6, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVNTDQ  Y3, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBoundedF16AVX2_nt
 
 quantizeBoundedF16AVX2_ntdone:
 quantizeBoundedF16AVX2_done:
@@ -1231,87 +1291,97 @@ quantizeNextF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeNextF16AVX2_done
 	PREFETCHT0 (DI)(BX*1)
-	VPAND      (DI), Y3, Y6
-	VPMAXUW    Y6, Y4, Y4
-	VPAND      32(DI), Y3, Y6
-	VPMAXUW    Y6, Y5, Y5
-	ADDQ       $0x00000040, DI
-	VCVTPH2PS  (AX), Y6
-	VMULPS     Y0, Y6, Y6
-	VMULPS     Y2, Y6, Y7
-	VSUBPS     Y7, Y6, Y6
-	VADDPS     Y6, Y7, Y6
-	VCVTPS2DQ  Y6, Y6
-	VCVTPH2PS  16(AX), Y7
-	VMULPS     Y0, Y7, Y7
-	VMULPS     Y2, Y7, Y8
-	VSUBPS     Y8, Y7, Y7
-	VADDPS     Y7, Y8, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VCVTPH2PS  32(AX), Y7
-	VMULPS     Y0, Y7, Y7
-	VMULPS     Y2, Y7, Y8
-	VSUBPS     Y8, Y7, Y7
-	VADDPS     Y7, Y8, Y7
-	VCVTPS2DQ  Y7, Y7
-	VCVTPH2PS  48(AX), Y8
-	VMULPS     Y0, Y8, Y8
-	VMULPS     Y2, Y8, Y9
-	VSUBPS     Y9, Y8, Y8
-	VADDPS     Y8, Y9, Y8
-	VCVTPS2DQ  Y8, Y8
-	VPACKSSDW  Y8, Y7, Y7
-	VPACKSSWB  Y7, Y6, Y6
-	VPERMD     Y6, Y1, Y6
-	VMOVDQU    Y6, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeNextF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeNextF16AVX2_inpagefalse:
+	VPAND     (DI), Y3, Y6
+	VPMAXUW   Y6, Y4, Y4
+	VPAND     32(DI), Y3, Y6
+	VPMAXUW   Y6, Y5, Y5
+	ADDQ      $0x00000040, DI
+	VCVTPH2PS (AX), Y6
+	VMULPS    Y0, Y6, Y6
+	VMULPS    Y2, Y6, Y7
+	VSUBPS    Y7, Y6, Y6
+	VADDPS    Y6, Y7, Y6
+	VCVTPS2DQ Y6, Y6
+	VCVTPH2PS 16(AX), Y7
+	VMULPS    Y0, Y7, Y7
+	VMULPS    Y2, Y7, Y8
+	VSUBPS    Y8, Y7, Y7
+	VADDPS    Y7, Y8, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VCVTPH2PS 32(AX), Y7
+	VMULPS    Y0, Y7, Y7
+	VMULPS    Y2, Y7, Y8
+	VSUBPS    Y8, Y7, Y7
+	VADDPS    Y7, Y8, Y7
+	VCVTPS2DQ Y7, Y7
+	VCVTPH2PS 48(AX), Y8
+	VMULPS    Y0, Y8, Y8
+	VMULPS    Y2, Y8, Y9
+	VSUBPS    Y9, Y8, Y8
+	VADDPS    Y8, Y9, Y8
+	VCVTPS2DQ Y8, Y8
+	VPACKSSDW Y8, Y7, Y7
+	VPACKSSWB Y7, Y6, Y6
+	VPERMD    Y6, Y1, Y6
+	VMOVDQU   Y6, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeNextF16AVX2_loop
 
 quantizeNextF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeNextF16AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
-	VPAND      (DI), Y3, Y6
-	VPMAXUW    Y6, Y4, Y4
-	VPAND      32(DI), Y3, Y6
-	VPMAXUW    Y6, Y5, Y5
-	ADDQ       $0x00000040, DI
-	VCVTPH2PS  (AX), Y6
-	VMULPS     Y0, Y6, Y6
-	VMULPS     Y2, Y6, Y7
-	VSUBPS     Y7, Y6, Y6
-	VADDPS     Y6, Y7, Y6
-	VCVTPS2DQ  Y6, Y6
-	VCVTPH2PS  16(AX), Y7
-	VMULPS     Y0, Y7, Y7
-	VMULPS     Y2, Y7, Y8
-	VSUBPS     Y8, Y7, Y7
-	VADDPS     Y7, Y8, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VCVTPH2PS  32(AX), Y7
-	VMULPS     Y0, Y7, Y7
-	VMULPS     Y2, Y7, Y8
-	VSUBPS     Y8, Y7, Y7
-	VADDPS     Y7, Y8, Y7
-	VCVTPS2DQ  Y7, Y7
-	VCVTPH2PS  48(AX), Y8
-	VMULPS     Y0, Y8, Y8
-	VMULPS     Y2, Y8, Y9
-	VSUBPS     Y9, Y8, Y8
-	VADDPS     Y8, Y9, Y8
-	VCVTPS2DQ  Y8, Y8
-	VPACKSSDW  Y8, Y7, Y7
-	VPACKSSWB  Y7, Y6, Y6
-	VPERMD     Y6, Y1, Y6
-	VMOVNTDQ   Y6, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeNextF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeNextF16AVX2_inpagetrue:
+	VPAND     (DI), Y3, Y6
+	VPMAXUW   Y6, Y4, Y4
+	VPAND     32(DI), Y3, Y6
+	VPMAXUW   Y6, Y5, Y5
+	ADDQ      $0x00000040, DI
+	VCVTPH2PS (AX), Y6
+	VMULPS    Y0, Y6, Y6
+	VMULPS    Y2, Y6, Y7
+	VSUBPS    Y7, Y6, Y6
+	VADDPS    Y6, Y7, Y6
+	VCVTPS2DQ Y6, Y6
+	VCVTPH2PS 16(AX), Y7
+	VMULPS    Y0, Y7, Y7
+	VMULPS    Y2, Y7, Y8
+	VSUBPS    Y8, Y7, Y7
+	VADDPS    Y7, Y8, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VCVTPH2PS 32(AX), Y7
+	VMULPS    Y0, Y7, Y7
+	VMULPS    Y2, Y7, Y8
+	VSUBPS    Y8, Y7, Y7
+	VADDPS    Y7, Y8, Y7
+	VCVTPS2DQ Y7, Y7
+	VCVTPH2PS 48(AX), Y8
+	VMULPS    Y0, Y8, Y8
+	VMULPS    Y2, Y8, Y9
+	VSUBPS    Y9, Y8, Y8
+	VADDPS    Y8, Y9, Y8
+	VCVTPS2DQ Y8, Y8
+	VPACKSSDW Y8, Y7, Y7
+	VPACKSSWB Y7, Y6, Y6
+	VPERMD    Y6, Y1, Y6
+	VMOVNTDQ  Y6, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeNextF16AVX2_nt
 
 quantizeNextF16AVX2_ntdone:
 quantizeNextF16AVX2_done:
@@ -1357,237 +1427,247 @@ quantizeSRF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeSRF16AVX2_done
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VADDPS     Y6, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VCVTPH2PS  16(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VADDPS     Y7, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VCVTPH2PS  32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VADDPS     Y7, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VCVTPH2PS  48(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y8, X8
-	VCVTPH2PS  X8, Y8
-	VADDPS     Y8, Y7, Y7
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVDQU    Y5, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRF16AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF16AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRF16AVX2_inpagefalse:
+	VCVTPH2PS (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VADDPS    Y6, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VCVTPH2PS 16(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VADDPS    Y7, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VCVTPH2PS 32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VADDPS    Y7, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VCVTPH2PS 48(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y8, X8
+	VCVTPH2PS X8, Y8
+	VADDPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVDQU   Y5, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRF16AVX2_loop
 
 quantizeSRF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeSRF16AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
-	VCVTPH2PS  (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VADDPS     Y6, Y5, Y5
-	VCVTPS2PH  $0x00, Y5, X5
-	VCVTPH2PS  X5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VCVTPH2PS  16(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VADDPS     Y7, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VCVTPH2PS  32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VADDPS     Y7, Y6, Y6
-	VCVTPS2PH  $0x00, Y6, X6
-	VCVTPH2PS  X6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VCVTPH2PS  48(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VCVTPS2PH  $0x00, Y8, X8
-	VCVTPH2PS  X8, Y8
-	VADDPS     Y8, Y7, Y7
-	VCVTPS2PH  $0x00, Y7, X7
-	VCVTPH2PS  X7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVNTDQ   Y5, (CX)
-	ADDQ       $0x00000040, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRF16AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF16AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRF16AVX2_inpagetrue:
+	VCVTPH2PS (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VADDPS    Y6, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VCVTPH2PS 16(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VADDPS    Y7, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VCVTPH2PS 32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VADDPS    Y7, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VCVTPH2PS 48(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VCVTPS2PH $0x00, Y8, X8
+	VCVTPH2PS X8, Y8
+	VADDPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVNTDQ  Y5, (CX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRF16AVX2_nt
 
 quantizeSRF16AVX2_ntdone:
 quantizeSRF16AVX2_done:
@@ -1667,62 +1747,72 @@ quantizeF32AVX2_loop:
 	JE         quantizeF32AVX2_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VMINPS     Y2, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VMOVUPS    32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VMOVUPS    64(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VMOVUPS    96(AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VMINPS     Y2, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVDQU    Y3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeF32AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF32AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeF32AVX2_inpagefalse:
+	VMOVUPS   (AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VMINPS    Y2, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VMOVUPS   32(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VMOVUPS   64(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VMOVUPS   96(AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VMINPS    Y2, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVDQU   Y3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeF32AVX2_loop
 
 quantizeF32AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeF32AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VMINPS     Y2, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VMOVUPS    32(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VMOVUPS    64(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VMINPS     Y2, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VMOVUPS    96(AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VMINPS     Y2, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VPACKSSDW  Y5, Y4, Y4
-	VPACKSSWB  Y4, Y3, Y3
-	VPERMD     Y3, Y1, Y3
-	VMOVNTDQ   Y3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeF32AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF32AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeF32AVX2_inpagetrue:
+	VMOVUPS   (AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VMINPS    Y2, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VMOVUPS   32(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VMOVUPS   64(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VMINPS    Y2, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VMOVUPS   96(AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VMINPS    Y2, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSWB Y4, Y3, Y3
+	VPERMD    Y3, Y1, Y3
+	VMOVNTDQ  Y3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeF32AVX2_nt
 
 quantizeF32AVX2_ntdone:
 quantizeF32AVX2_done:
@@ -1748,54 +1838,64 @@ quantizeBoundedF32AVX2_loop:
 	JE         quantizeBoundedF32AVX2_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y2
-	VDIVPS     Y0, Y2, Y2
-	VCVTPS2DQ  Y2, Y2
-	VMOVUPS    32(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VPACKSSDW  Y3, Y2, Y2
-	VMOVUPS    64(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VMOVUPS    96(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VPACKSSWB  Y3, Y2, Y2
-	VPERMD     Y2, Y1, Y2
-	VMOVDQU    Y2, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBoundedF32AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF32AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF32AVX2_inpagefalse:
+	VMOVUPS   (AX), Y2
+	VDIVPS    Y0, Y2, Y2
+	VCVTPS2DQ Y2, Y2
+	VMOVUPS   32(AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VPACKSSDW Y3, Y2, Y2
+	VMOVUPS   64(AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VMOVUPS   96(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VPACKSSWB Y3, Y2, Y2
+	VPERMD    Y2, Y1, Y2
+	VMOVDQU   Y2, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBoundedF32AVX2_loop
 
 quantizeBoundedF32AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF32AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y2
-	VDIVPS     Y0, Y2, Y2
-	VCVTPS2DQ  Y2, Y2
-	VMOVUPS    32(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VPACKSSDW  Y3, Y2, Y2
-	VMOVUPS    64(AX), Y3
-	VDIVPS     Y0, Y3, Y3
-	VCVTPS2DQ  Y3, Y3
-	VMOVUPS    96(AX), Y4
-	VDIVPS     Y0, Y4, Y4
-	VCVTPS2DQ  Y4, Y4
-	VPACKSSDW  Y4, Y3, Y3
-	VPACKSSWB  Y3, Y2, Y2
-	VPERMD     Y2, Y1, Y2
-	VMOVNTDQ   Y2, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeBoundedF32AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF32AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF32AVX2_inpagetrue:
+	VMOVUPS   (AX), Y2
+	VDIVPS    Y0, Y2, Y2
+	VCVTPS2DQ Y2, Y2
+	VMOVUPS   32(AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VPACKSSDW Y3, Y2, Y2
+	VMOVUPS   64(AX), Y3
+	VDIVPS    Y0, Y3, Y3
+	VCVTPS2DQ Y3, Y3
+	VMOVUPS   96(AX), Y4
+	VDIVPS    Y0, Y4, Y4
+	VCVTPS2DQ Y4, Y4
+	VPACKSSDW Y4, Y3, Y3
+	VPACKSSWB Y3, Y2, Y2
+	VPERMD    Y2, Y1, Y2
+	VMOVNTDQ  Y2, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeBoundedF32AVX2_nt
 
 quantizeBoundedF32AVX2_ntdone:
 quantizeBoundedF32AVX2_done:
@@ -1827,72 +1927,82 @@ quantizeNextF32AVX2_loop:
 	JE         quantizeNextF32AVX2_done
 	PREFETCHT0 (DI)(BX*1)
 	PREFETCHT0 64(DI)(BX*1)
-	VPAND      (DI), Y2, Y5
-	VPMAXUD    Y5, Y3, Y3
-	VPAND      32(DI), Y2, Y5
-	VPMAXUD    Y5, Y4, Y4
-	VPAND      64(DI), Y2, Y5
-	VPMAXUD    Y5, Y3, Y3
-	VPAND      96(DI), Y2, Y5
-	VPMAXUD    Y5, Y4, Y4
-	ADDQ       $0x00000080, DI
-	VMOVUPS    (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VMOVUPS    32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VMOVUPS    64(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VMOVUPS    96(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVDQU    Y5, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeNextF32AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextF32AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeNextF32AVX2_inpagefalse:
+	VPAND     (DI), Y2, Y5
+	VPMAXUD   Y5, Y3, Y3
+	VPAND     32(DI), Y2, Y5
+	VPMAXUD   Y5, Y4, Y4
+	VPAND     64(DI), Y2, Y5
+	VPMAXUD   Y5, Y3, Y3
+	VPAND     96(DI), Y2, Y5
+	VPMAXUD   Y5, Y4, Y4
+	ADDQ      $0x00000080, DI
+	VMOVUPS   (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VMOVUPS   32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VMOVUPS   64(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VMOVUPS   96(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVDQU   Y5, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeNextF32AVX2_loop
 
 quantizeNextF32AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeNextF32AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
 	PREFETCHT0 64(DI)(BX*1)
-	VPAND      (DI), Y2, Y5
-	VPMAXUD    Y5, Y3, Y3
-	VPAND      32(DI), Y2, Y5
-	VPMAXUD    Y5, Y4, Y4
-	VPAND      64(DI), Y2, Y5
-	VPMAXUD    Y5, Y3, Y3
-	VPAND      96(DI), Y2, Y5
-	VPMAXUD    Y5, Y4, Y4
-	ADDQ       $0x00000080, DI
-	VMOVUPS    (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VMOVUPS    32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VMOVUPS    64(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VMOVUPS    96(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVNTDQ   Y5, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeNextF32AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeNextF32AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeNextF32AVX2_inpagetrue:
+	VPAND     (DI), Y2, Y5
+	VPMAXUD   Y5, Y3, Y3
+	VPAND     32(DI), Y2, Y5
+	VPMAXUD   Y5, Y4, Y4
+	VPAND     64(DI), Y2, Y5
+	VPMAXUD   Y5, Y3, Y3
+	VPAND     96(DI), Y2, Y5
+	VPMAXUD   Y5, Y4, Y4
+	ADDQ      $0x00000080, DI
+	VMOVUPS   (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VMOVUPS   32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VMOVUPS   64(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VMOVUPS   96(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVNTDQ  Y5, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeNextF32AVX2_nt
 
 quantizeNextF32AVX2_ntdone:
 quantizeNextF32AVX2_done:
@@ -1937,190 +2047,200 @@ quantizeSRF32AVX2_loop:
 	JE         quantizeSRF32AVX2_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y6, Y5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VMOVUPS    32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y7, Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VMOVUPS    64(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y7, Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VMOVUPS    96(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y8, Y7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVDQU    Y5, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRF32AVX2_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF32AVX2_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRF32AVX2_inpagefalse:
+	VMOVUPS   (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y6, Y5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VMOVUPS   32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y7, Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VMOVUPS   64(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y7, Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VMOVUPS   96(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y8, Y7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVDQU   Y5, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRF32AVX2_loop
 
 quantizeSRF32AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeSRF32AVX2_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VMOVUPS    (AX), Y5
-	VDIVPS     Y0, Y5, Y5
-	VPXOR      Y3, Y2, Y6
-	VPMULLD    qdqConstAVX2<>+96(SB), Y6, Y6
-	VPADDD     qdqConstAVX2<>+128(SB), Y6, Y6
-	VPSRLD     $0x1c, Y6, Y7
-	VPADDD     qdqConstAVX2<>+192(SB), Y7, Y7
-	VPSRLVD    Y7, Y6, Y7
-	VPXOR      Y6, Y7, Y7
-	VPMULLD    qdqConstAVX2<>+160(SB), Y7, Y7
-	VPSRLD     $0x16, Y7, Y6
-	VPXOR      Y7, Y6, Y6
-	VPSRLD     $0x08, Y6, Y6
-	VCVTDQ2PS  Y6, Y6
-	VMULPS     qdqConstAVX2<>+224(SB), Y6, Y6
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y6, Y5, Y5
-	VROUNDPS   $0x09, Y5, Y5
-	VMINPS     qdqConstAVX2<>+352(SB), Y5, Y5
-	VCVTPS2DQ  Y5, Y5
-	VMOVUPS    32(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y7, Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VPACKSSDW  Y6, Y5, Y5
-	VMOVUPS    64(AX), Y6
-	VDIVPS     Y0, Y6, Y6
-	VPXOR      Y3, Y2, Y7
-	VPMULLD    qdqConstAVX2<>+96(SB), Y7, Y7
-	VPADDD     qdqConstAVX2<>+128(SB), Y7, Y7
-	VPSRLD     $0x1c, Y7, Y8
-	VPADDD     qdqConstAVX2<>+192(SB), Y8, Y8
-	VPSRLVD    Y8, Y7, Y8
-	VPXOR      Y7, Y8, Y8
-	VPMULLD    qdqConstAVX2<>+160(SB), Y8, Y8
-	VPSRLD     $0x16, Y8, Y7
-	VPXOR      Y8, Y7, Y7
-	VPSRLD     $0x08, Y7, Y7
-	VCVTDQ2PS  Y7, Y7
-	VMULPS     qdqConstAVX2<>+224(SB), Y7, Y7
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y7, Y6, Y6
-	VROUNDPS   $0x09, Y6, Y6
-	VMINPS     qdqConstAVX2<>+352(SB), Y6, Y6
-	VCVTPS2DQ  Y6, Y6
-	VMOVUPS    96(AX), Y7
-	VDIVPS     Y0, Y7, Y7
-	VPXOR      Y3, Y2, Y8
-	VPMULLD    qdqConstAVX2<>+96(SB), Y8, Y8
-	VPADDD     qdqConstAVX2<>+128(SB), Y8, Y8
-	VPSRLD     $0x1c, Y8, Y9
-	VPADDD     qdqConstAVX2<>+192(SB), Y9, Y9
-	VPSRLVD    Y9, Y8, Y9
-	VPXOR      Y8, Y9, Y9
-	VPMULLD    qdqConstAVX2<>+160(SB), Y9, Y9
-	VPSRLD     $0x16, Y9, Y8
-	VPXOR      Y9, Y8, Y8
-	VPSRLD     $0x08, Y8, Y8
-	VCVTDQ2PS  Y8, Y8
-	VMULPS     qdqConstAVX2<>+224(SB), Y8, Y8
-	VPADDD     Y4, Y2, Y2
-	VADDPS     Y8, Y7, Y7
-	VROUNDPS   $0x09, Y7, Y7
-	VMINPS     qdqConstAVX2<>+352(SB), Y7, Y7
-	VCVTPS2DQ  Y7, Y7
-	VPACKSSDW  Y7, Y6, Y6
-	VPACKSSWB  Y6, Y5, Y5
-	VPERMD     Y5, Y1, Y5
-	VMOVNTDQ   Y5, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000020, CX
-	SUBQ       $0x00000020, DX
-	JMP        quantizeSRF32AVX2_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF32AVX2_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRF32AVX2_inpagetrue:
+	VMOVUPS   (AX), Y5
+	VDIVPS    Y0, Y5, Y5
+	VPXOR     Y3, Y2, Y6
+	VPMULLD   qdqConstAVX2<>+96(SB), Y6, Y6
+	VPADDD    qdqConstAVX2<>+128(SB), Y6, Y6
+	VPSRLD    $0x1c, Y6, Y7
+	VPADDD    qdqConstAVX2<>+192(SB), Y7, Y7
+	VPSRLVD   Y7, Y6, Y7
+	VPXOR     Y6, Y7, Y7
+	VPMULLD   qdqConstAVX2<>+160(SB), Y7, Y7
+	VPSRLD    $0x16, Y7, Y6
+	VPXOR     Y7, Y6, Y6
+	VPSRLD    $0x08, Y6, Y6
+	VCVTDQ2PS Y6, Y6
+	VMULPS    qdqConstAVX2<>+224(SB), Y6, Y6
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y6, Y5, Y5
+	VROUNDPS  $0x09, Y5, Y5
+	VMINPS    qdqConstAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ Y5, Y5
+	VMOVUPS   32(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y7, Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VPACKSSDW Y6, Y5, Y5
+	VMOVUPS   64(AX), Y6
+	VDIVPS    Y0, Y6, Y6
+	VPXOR     Y3, Y2, Y7
+	VPMULLD   qdqConstAVX2<>+96(SB), Y7, Y7
+	VPADDD    qdqConstAVX2<>+128(SB), Y7, Y7
+	VPSRLD    $0x1c, Y7, Y8
+	VPADDD    qdqConstAVX2<>+192(SB), Y8, Y8
+	VPSRLVD   Y8, Y7, Y8
+	VPXOR     Y7, Y8, Y8
+	VPMULLD   qdqConstAVX2<>+160(SB), Y8, Y8
+	VPSRLD    $0x16, Y8, Y7
+	VPXOR     Y8, Y7, Y7
+	VPSRLD    $0x08, Y7, Y7
+	VCVTDQ2PS Y7, Y7
+	VMULPS    qdqConstAVX2<>+224(SB), Y7, Y7
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y7, Y6, Y6
+	VROUNDPS  $0x09, Y6, Y6
+	VMINPS    qdqConstAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ Y6, Y6
+	VMOVUPS   96(AX), Y7
+	VDIVPS    Y0, Y7, Y7
+	VPXOR     Y3, Y2, Y8
+	VPMULLD   qdqConstAVX2<>+96(SB), Y8, Y8
+	VPADDD    qdqConstAVX2<>+128(SB), Y8, Y8
+	VPSRLD    $0x1c, Y8, Y9
+	VPADDD    qdqConstAVX2<>+192(SB), Y9, Y9
+	VPSRLVD   Y9, Y8, Y9
+	VPXOR     Y8, Y9, Y9
+	VPMULLD   qdqConstAVX2<>+160(SB), Y9, Y9
+	VPSRLD    $0x16, Y9, Y8
+	VPXOR     Y9, Y8, Y8
+	VPSRLD    $0x08, Y8, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS    qdqConstAVX2<>+224(SB), Y8, Y8
+	VPADDD    Y4, Y2, Y2
+	VADDPS    Y8, Y7, Y7
+	VROUNDPS  $0x09, Y7, Y7
+	VMINPS    qdqConstAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ Y7, Y7
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y5, Y5
+	VPERMD    Y5, Y1, Y5
+	VMOVNTDQ  Y5, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x00000020, DX
+	JMP       quantizeSRF32AVX2_nt
 
 quantizeSRF32AVX2_ntdone:
 quantizeSRF32AVX2_done:
@@ -4643,110 +4763,120 @@ quantizeBF16AVX512_loop:
 	JE         quantizeBF16AVX512_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VPMOVZXWD  (AX), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z0, Z6, Z6
-	VPSRLD     $0x10, Z6, Z7
-	VPANDD     Z3, Z7, Z7
-	VPADDD     Z4, Z6, Z6
-	VPADDD     Z7, Z6, Z6
-	VPANDD     Z5, Z6, Z6
-	VMINPS     Z2, Z6, Z6
-	VCVTPS2DQ  Z6, Z6
-	VPMOVZXWD  32(AX), Z7
-	VPSLLD     $0x10, Z7, Z7
-	VMULPS     Z0, Z7, Z7
-	VPSRLD     $0x10, Z7, Z8
-	VPANDD     Z3, Z8, Z8
-	VPADDD     Z4, Z7, Z7
-	VPADDD     Z8, Z7, Z7
-	VPANDD     Z5, Z7, Z7
-	VMINPS     Z2, Z7, Z7
-	VCVTPS2DQ  Z7, Z7
-	VPACKSSDW  Z7, Z6, Z6
-	VPMOVZXWD  64(AX), Z7
-	VPSLLD     $0x10, Z7, Z7
-	VMULPS     Z0, Z7, Z7
-	VPSRLD     $0x10, Z7, Z8
-	VPANDD     Z3, Z8, Z8
-	VPADDD     Z4, Z7, Z7
-	VPADDD     Z8, Z7, Z7
-	VPANDD     Z5, Z7, Z7
-	VMINPS     Z2, Z7, Z7
-	VCVTPS2DQ  Z7, Z7
-	VPMOVZXWD  96(AX), Z8
-	VPSLLD     $0x10, Z8, Z8
-	VMULPS     Z0, Z8, Z8
-	VPSRLD     $0x10, Z8, Z9
-	VPANDD     Z3, Z9, Z9
-	VPADDD     Z4, Z8, Z8
-	VPADDD     Z9, Z8, Z8
-	VPANDD     Z5, Z8, Z8
-	VMINPS     Z2, Z8, Z8
-	VCVTPS2DQ  Z8, Z8
-	VPACKSSDW  Z8, Z7, Z7
-	VPACKSSWB  Z7, Z6, Z6
-	VPERMD     Z6, Z1, Z6
-	VMOVDQU32  Z6, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBF16AVX512_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBF16AVX512_inpagefalse:
+	VPMOVZXWD (AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VMULPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVZXWD 32(AX), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z0, Z7, Z7
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z3, Z8, Z8
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z5, Z7, Z7
+	VMINPS    Z2, Z7, Z7
+	VCVTPS2DQ Z7, Z7
+	VPACKSSDW Z7, Z6, Z6
+	VPMOVZXWD 64(AX), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z0, Z7, Z7
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z3, Z8, Z8
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z5, Z7, Z7
+	VMINPS    Z2, Z7, Z7
+	VCVTPS2DQ Z7, Z7
+	VPMOVZXWD 96(AX), Z8
+	VPSLLD    $0x10, Z8, Z8
+	VMULPS    Z0, Z8, Z8
+	VPSRLD    $0x10, Z8, Z9
+	VPANDD    Z3, Z9, Z9
+	VPADDD    Z4, Z8, Z8
+	VPADDD    Z9, Z8, Z8
+	VPANDD    Z5, Z8, Z8
+	VMINPS    Z2, Z8, Z8
+	VCVTPS2DQ Z8, Z8
+	VPACKSSDW Z8, Z7, Z7
+	VPACKSSWB Z7, Z6, Z6
+	VPERMD    Z6, Z1, Z6
+	VMOVDQU32 Z6, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBF16AVX512_loop
 
 quantizeBF16AVX512_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBF16AVX512_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VPMOVZXWD  (AX), Z6
-	VPSLLD     $0x10, Z6, Z6
-	VMULPS     Z0, Z6, Z6
-	VPSRLD     $0x10, Z6, Z7
-	VPANDD     Z3, Z7, Z7
-	VPADDD     Z4, Z6, Z6
-	VPADDD     Z7, Z6, Z6
-	VPANDD     Z5, Z6, Z6
-	VMINPS     Z2, Z6, Z6
-	VCVTPS2DQ  Z6, Z6
-	VPMOVZXWD  32(AX), Z7
-	VPSLLD     $0x10, Z7, Z7
-	VMULPS     Z0, Z7, Z7
-	VPSRLD     $0x10, Z7, Z8
-	VPANDD     Z3, Z8, Z8
-	VPADDD     Z4, Z7, Z7
-	VPADDD     Z8, Z7, Z7
-	VPANDD     Z5, Z7, Z7
-	VMINPS     Z2, Z7, Z7
-	VCVTPS2DQ  Z7, Z7
-	VPACKSSDW  Z7, Z6, Z6
-	VPMOVZXWD  64(AX), Z7
-	VPSLLD     $0x10, Z7, Z7
-	VMULPS     Z0, Z7, Z7
-	VPSRLD     $0x10, Z7, Z8
-	VPANDD     Z3, Z8, Z8
-	VPADDD     Z4, Z7, Z7
-	VPADDD     Z8, Z7, Z7
-	VPANDD     Z5, Z7, Z7
-	VMINPS     Z2, Z7, Z7
-	VCVTPS2DQ  Z7, Z7
-	VPMOVZXWD  96(AX), Z8
-	VPSLLD     $0x10, Z8, Z8
-	VMULPS     Z0, Z8, Z8
-	VPSRLD     $0x10, Z8, Z9
-	VPANDD     Z3, Z9, Z9
-	VPADDD     Z4, Z8, Z8
-	VPADDD     Z9, Z8, Z8
-	VPANDD     Z5, Z8, Z8
-	VMINPS     Z2, Z8, Z8
-	VCVTPS2DQ  Z8, Z8
-	VPACKSSDW  Z8, Z7, Z7
-	VPACKSSWB  Z7, Z6, Z6
-	VPERMD     Z6, Z1, Z6
-	VMOVNTDQ   Z6, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBF16AVX512_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBF16AVX512_inpagetrue:
+	VPMOVZXWD (AX), Z6
+	VPSLLD    $0x10, Z6, Z6
+	VMULPS    Z0, Z6, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z6, Z6
+	VPADDD    Z7, Z6, Z6
+	VPANDD    Z5, Z6, Z6
+	VMINPS    Z2, Z6, Z6
+	VCVTPS2DQ Z6, Z6
+	VPMOVZXWD 32(AX), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z0, Z7, Z7
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z3, Z8, Z8
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z5, Z7, Z7
+	VMINPS    Z2, Z7, Z7
+	VCVTPS2DQ Z7, Z7
+	VPACKSSDW Z7, Z6, Z6
+	VPMOVZXWD 64(AX), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z0, Z7, Z7
+	VPSRLD    $0x10, Z7, Z8
+	VPANDD    Z3, Z8, Z8
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z8, Z7, Z7
+	VPANDD    Z5, Z7, Z7
+	VMINPS    Z2, Z7, Z7
+	VCVTPS2DQ Z7, Z7
+	VPMOVZXWD 96(AX), Z8
+	VPSLLD    $0x10, Z8, Z8
+	VMULPS    Z0, Z8, Z8
+	VPSRLD    $0x10, Z8, Z9
+	VPANDD    Z3, Z9, Z9
+	VPADDD    Z4, Z8, Z8
+	VPADDD    Z9, Z8, Z8
+	VPANDD    Z5, Z8, Z8
+	VMINPS    Z2, Z8, Z8
+	VCVTPS2DQ Z8, Z8
+	VPACKSSDW Z8, Z7, Z7
+	VPACKSSWB Z7, Z6, Z6
+	VPERMD    Z6, Z1, Z6
+	VMOVNTDQ  Z6, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBF16AVX512_nt
 
 quantizeBF16AVX512_ntdone:
 quantizeBF16AVX512_done:
@@ -4775,6 +4905,11 @@ quantizeBoundedBF16AVX512_loop:
 	JE         quantizeBoundedBF16AVX512_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedBF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedBF16AVX512_inpagefalse:
 	VMOVDQU32  (AX), Z5
 	VPUNPCKLWD Z5, Z1, Z4
 	VPUNPCKHWD Z5, Z1, Z5
@@ -4816,6 +4951,11 @@ quantizeBoundedBF16AVX512_nt:
 	JE         quantizeBoundedBF16AVX512_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedBF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedBF16AVX512_inpagetrue:
 	VMOVDQU32  (AX), Z5
 	VPUNPCKLWD Z5, Z1, Z4
 	VPUNPCKHWD Z5, Z1, Z5
@@ -4879,10 +5019,15 @@ TEXT ·quantizeSRBF16AVX512(SB), NOSPLIT, $0-73
 	JNZ          quantizeSRBF16AVX512_nt
 
 quantizeSRBF16AVX512_loop:
-	CMPQ        DX, $0x00
-	JE          quantizeSRBF16AVX512_done
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRBF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRBF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRBF16AVX512_inpagefalse:
 	VPMOVZXWD   (AX), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VDIVPS      Z0, Z5, Z5
@@ -5038,10 +5183,15 @@ quantizeSRBF16AVX512_loop:
 	JMP         quantizeSRBF16AVX512_loop
 
 quantizeSRBF16AVX512_nt:
-	CMPQ        DX, $0x00
-	JE          quantizeSRBF16AVX512_ntdone
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRBF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRBF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRBF16AVX512_inpagetrue:
 	VPMOVZXWD   (AX), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VDIVPS      Z0, Z5, Z5
@@ -5298,78 +5448,88 @@ quantizeF16AVX512_loop:
 	JE         quantizeF16AVX512_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VCVTPH2PS  (AX), Z3
-	VMULPS     Z0, Z3, Z3
-	VCVTPS2PH  $0x00, Z3, Y3
-	VCVTPH2PS  Y3, Z3
-	VMINPS     Z2, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VCVTPH2PS  32(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VCVTPS2PH  $0x00, Z4, Y4
-	VCVTPH2PS  Y4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VCVTPH2PS  64(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VCVTPS2PH  $0x00, Z4, Y4
-	VCVTPH2PS  Y4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VCVTPH2PS  96(AX), Z5
-	VMULPS     Z0, Z5, Z5
-	VCVTPS2PH  $0x00, Z5, Y5
-	VCVTPH2PS  Y5, Z5
-	VMINPS     Z2, Z5, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVDQU32  Z3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeF16AVX512_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeF16AVX512_inpagefalse:
+	VCVTPH2PS (AX), Z3
+	VMULPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VCVTPH2PS 32(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VCVTPH2PS 64(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VCVTPH2PS 96(AX), Z5
+	VMULPS    Z0, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VMINPS    Z2, Z5, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVDQU32 Z3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeF16AVX512_loop
 
 quantizeF16AVX512_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeF16AVX512_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VCVTPH2PS  (AX), Z3
-	VMULPS     Z0, Z3, Z3
-	VCVTPS2PH  $0x00, Z3, Y3
-	VCVTPH2PS  Y3, Z3
-	VMINPS     Z2, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VCVTPH2PS  32(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VCVTPS2PH  $0x00, Z4, Y4
-	VCVTPH2PS  Y4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VCVTPH2PS  64(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VCVTPS2PH  $0x00, Z4, Y4
-	VCVTPH2PS  Y4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VCVTPH2PS  96(AX), Z5
-	VMULPS     Z0, Z5, Z5
-	VCVTPS2PH  $0x00, Z5, Y5
-	VCVTPH2PS  Y5, Z5
-	VMINPS     Z2, Z5, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVNTDQ   Z3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeF16AVX512_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeF16AVX512_inpagetrue:
+	VCVTPH2PS (AX), Z3
+	VMULPS    Z0, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMINPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VCVTPH2PS 32(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VCVTPH2PS 64(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VCVTPH2PS 96(AX), Z5
+	VMULPS    Z0, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VMINPS    Z2, Z5, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVNTDQ  Z3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeF16AVX512_nt
 
 quantizeF16AVX512_ntdone:
 quantizeF16AVX512_done:
@@ -5397,78 +5557,88 @@ quantizeBoundedF16AVX512_loop:
 	JE         quantizeBoundedF16AVX512_done
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VCVTPH2PS  (AX), Z3
-	VMULPS     Z0, Z3, Z3
-	VMULPS     Z2, Z3, Z4
-	VSUBPS     Z4, Z3, Z3
-	VADDPS     Z3, Z4, Z3
-	VCVTPS2DQ  Z3, Z3
-	VCVTPH2PS  32(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VMULPS     Z2, Z4, Z5
-	VSUBPS     Z5, Z4, Z4
-	VADDPS     Z4, Z5, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VCVTPH2PS  64(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VMULPS     Z2, Z4, Z5
-	VSUBPS     Z5, Z4, Z4
-	VADDPS     Z4, Z5, Z4
-	VCVTPS2DQ  Z4, Z4
-	VCVTPH2PS  96(AX), Z5
-	VMULPS     Z0, Z5, Z5
-	VMULPS     Z2, Z5, Z6
-	VSUBPS     Z6, Z5, Z5
-	VADDPS     Z5, Z6, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVDQU32  Z3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBoundedF16AVX512_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF16AVX512_inpagefalse:
+	VCVTPH2PS (AX), Z3
+	VMULPS    Z0, Z3, Z3
+	VMULPS    Z2, Z3, Z4
+	VSUBPS    Z4, Z3, Z3
+	VADDPS    Z3, Z4, Z3
+	VCVTPS2DQ Z3, Z3
+	VCVTPH2PS 32(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VMULPS    Z2, Z4, Z5
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z4, Z5, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VCVTPH2PS 64(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VMULPS    Z2, Z4, Z5
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z4, Z5, Z4
+	VCVTPS2DQ Z4, Z4
+	VCVTPH2PS 96(AX), Z5
+	VMULPS    Z0, Z5, Z5
+	VMULPS    Z2, Z5, Z6
+	VSUBPS    Z6, Z5, Z5
+	VADDPS    Z5, Z6, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVDQU32 Z3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBoundedF16AVX512_loop
 
 quantizeBoundedF16AVX512_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeBoundedF16AVX512_ntdone
 	PREFETCHT0 (AX)(BX*1)
 	PREFETCHT0 64(AX)(BX*1)
-	VCVTPH2PS  (AX), Z3
-	VMULPS     Z0, Z3, Z3
-	VMULPS     Z2, Z3, Z4
-	VSUBPS     Z4, Z3, Z3
-	VADDPS     Z3, Z4, Z3
-	VCVTPS2DQ  Z3, Z3
-	VCVTPH2PS  32(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VMULPS     Z2, Z4, Z5
-	VSUBPS     Z5, Z4, Z4
-	VADDPS     Z4, Z5, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VCVTPH2PS  64(AX), Z4
-	VMULPS     Z0, Z4, Z4
-	VMULPS     Z2, Z4, Z5
-	VSUBPS     Z5, Z4, Z4
-	VADDPS     Z4, Z5, Z4
-	VCVTPS2DQ  Z4, Z4
-	VCVTPH2PS  96(AX), Z5
-	VMULPS     Z0, Z5, Z5
-	VMULPS     Z2, Z5, Z6
-	VSUBPS     Z6, Z5, Z5
-	VADDPS     Z5, Z6, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVNTDQ   Z3, (CX)
-	ADDQ       $0x00000080, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBoundedF16AVX512_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF16AVX512_inpagetrue:
+	VCVTPH2PS (AX), Z3
+	VMULPS    Z0, Z3, Z3
+	VMULPS    Z2, Z3, Z4
+	VSUBPS    Z4, Z3, Z3
+	VADDPS    Z3, Z4, Z3
+	VCVTPS2DQ Z3, Z3
+	VCVTPH2PS 32(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VMULPS    Z2, Z4, Z5
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z4, Z5, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VCVTPH2PS 64(AX), Z4
+	VMULPS    Z0, Z4, Z4
+	VMULPS    Z2, Z4, Z5
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z4, Z5, Z4
+	VCVTPS2DQ Z4, Z4
+	VCVTPH2PS 96(AX), Z5
+	VMULPS    Z0, Z5, Z5
+	VMULPS    Z2, Z5, Z6
+	VSUBPS    Z6, Z5, Z5
+	VADDPS    Z5, Z6, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVNTDQ  Z3, (CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBoundedF16AVX512_nt
 
 quantizeBoundedF16AVX512_ntdone:
 quantizeBoundedF16AVX512_done:
@@ -5497,10 +5667,15 @@ TEXT ·quantizeSRF16AVX512(SB), NOSPLIT, $0-73
 	JNZ          quantizeSRF16AVX512_nt
 
 quantizeSRF16AVX512_loop:
-	CMPQ        DX, $0x00
-	JE          quantizeSRF16AVX512_done
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRF16AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF16AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRF16AVX512_inpagefalse:
 	VCVTPH2PS   (AX), Z5
 	VDIVPS      Z0, Z5, Z5
 	VCVTPS2PH   $0x00, Z5, Y5
@@ -5616,10 +5791,15 @@ quantizeSRF16AVX512_loop:
 	JMP         quantizeSRF16AVX512_loop
 
 quantizeSRF16AVX512_nt:
-	CMPQ        DX, $0x00
-	JE          quantizeSRF16AVX512_ntdone
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRF16AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF16AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRF16AVX512_inpagetrue:
 	VCVTPH2PS   (AX), Z5
 	VDIVPS      Z0, Z5, Z5
 	VCVTPS2PH   $0x00, Z5, Y5
@@ -5813,31 +5993,36 @@ quantizeF32AVX512_loop:
 	PREFETCHT0 64(AX)(BX*1)
 	PREFETCHT0 128(AX)(BX*1)
 	PREFETCHT0 192(AX)(BX*1)
-	VMOVUPS    (AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VMINPS     Z2, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VMOVUPS    64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VMOVUPS    128(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VMOVUPS    192(AX), Z5
-	VDIVPS     Z0, Z5, Z5
-	VMINPS     Z2, Z5, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVDQU32  Z3, (CX)
-	ADDQ       $0x00000100, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeF32AVX512_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF32AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeF32AVX512_inpagefalse:
+	VMOVUPS   (AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VMOVUPS   64(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VMOVUPS   128(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VMOVUPS   192(AX), Z5
+	VDIVPS    Z0, Z5, Z5
+	VMINPS    Z2, Z5, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVDQU32 Z3, (CX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeF32AVX512_loop
 
 quantizeF32AVX512_nt:
 	CMPQ       DX, $0x00
@@ -5846,31 +6031,36 @@ quantizeF32AVX512_nt:
 	PREFETCHT0 64(AX)(BX*1)
 	PREFETCHT0 128(AX)(BX*1)
 	PREFETCHT0 192(AX)(BX*1)
-	VMOVUPS    (AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VMINPS     Z2, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VMOVUPS    64(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VMOVUPS    128(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VMINPS     Z2, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VMOVUPS    192(AX), Z5
-	VDIVPS     Z0, Z5, Z5
-	VMINPS     Z2, Z5, Z5
-	VCVTPS2DQ  Z5, Z5
-	VPACKSSDW  Z5, Z4, Z4
-	VPACKSSWB  Z4, Z3, Z3
-	VPERMD     Z3, Z1, Z3
-	VMOVNTDQ   Z3, (CX)
-	ADDQ       $0x00000100, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeF32AVX512_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeF32AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeF32AVX512_inpagetrue:
+	VMOVUPS   (AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VMINPS    Z2, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VMOVUPS   64(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VMOVUPS   128(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VMINPS    Z2, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VMOVUPS   192(AX), Z5
+	VDIVPS    Z0, Z5, Z5
+	VMINPS    Z2, Z5, Z5
+	VCVTPS2DQ Z5, Z5
+	VPACKSSDW Z5, Z4, Z4
+	VPACKSSWB Z4, Z3, Z3
+	VPERMD    Z3, Z1, Z3
+	VMOVNTDQ  Z3, (CX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeF32AVX512_nt
 
 quantizeF32AVX512_ntdone:
 quantizeF32AVX512_done:
@@ -5898,27 +6088,32 @@ quantizeBoundedF32AVX512_loop:
 	PREFETCHT0 64(AX)(BX*1)
 	PREFETCHT0 128(AX)(BX*1)
 	PREFETCHT0 192(AX)(BX*1)
-	VMOVUPS    (AX), Z2
-	VDIVPS     Z0, Z2, Z2
-	VCVTPS2DQ  Z2, Z2
-	VMOVUPS    64(AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VPACKSSDW  Z3, Z2, Z2
-	VMOVUPS    128(AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VMOVUPS    192(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VPACKSSWB  Z3, Z2, Z2
-	VPERMD     Z2, Z1, Z2
-	VMOVDQU32  Z2, (CX)
-	ADDQ       $0x00000100, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBoundedF32AVX512_loop
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF32AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF32AVX512_inpagefalse:
+	VMOVUPS   (AX), Z2
+	VDIVPS    Z0, Z2, Z2
+	VCVTPS2DQ Z2, Z2
+	VMOVUPS   64(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPACKSSDW Z3, Z2, Z2
+	VMOVUPS   128(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VMOVUPS   192(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VPACKSSWB Z3, Z2, Z2
+	VPERMD    Z2, Z1, Z2
+	VMOVDQU32 Z2, (CX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBoundedF32AVX512_loop
 
 quantizeBoundedF32AVX512_nt:
 	CMPQ       DX, $0x00
@@ -5927,27 +6122,32 @@ quantizeBoundedF32AVX512_nt:
 	PREFETCHT0 64(AX)(BX*1)
 	PREFETCHT0 128(AX)(BX*1)
 	PREFETCHT0 192(AX)(BX*1)
-	VMOVUPS    (AX), Z2
-	VDIVPS     Z0, Z2, Z2
-	VCVTPS2DQ  Z2, Z2
-	VMOVUPS    64(AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VPACKSSDW  Z3, Z2, Z2
-	VMOVUPS    128(AX), Z3
-	VDIVPS     Z0, Z3, Z3
-	VCVTPS2DQ  Z3, Z3
-	VMOVUPS    192(AX), Z4
-	VDIVPS     Z0, Z4, Z4
-	VCVTPS2DQ  Z4, Z4
-	VPACKSSDW  Z4, Z3, Z3
-	VPACKSSWB  Z3, Z2, Z2
-	VPERMD     Z2, Z1, Z2
-	VMOVNTDQ   Z2, (CX)
-	ADDQ       $0x00000100, AX
-	ADDQ       $0x00000040, CX
-	SUBQ       $0x00000040, DX
-	JMP        quantizeBoundedF32AVX512_nt
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeBoundedF32AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeBoundedF32AVX512_inpagetrue:
+	VMOVUPS   (AX), Z2
+	VDIVPS    Z0, Z2, Z2
+	VCVTPS2DQ Z2, Z2
+	VMOVUPS   64(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VPACKSSDW Z3, Z2, Z2
+	VMOVUPS   128(AX), Z3
+	VDIVPS    Z0, Z3, Z3
+	VCVTPS2DQ Z3, Z3
+	VMOVUPS   192(AX), Z4
+	VDIVPS    Z0, Z4, Z4
+	VCVTPS2DQ Z4, Z4
+	VPACKSSDW Z4, Z3, Z3
+	VPACKSSWB Z3, Z2, Z2
+	VPERMD    Z2, Z1, Z2
+	VMOVNTDQ  Z2, (CX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000040, DX
+	JMP       quantizeBoundedF32AVX512_nt
 
 quantizeBoundedF32AVX512_ntdone:
 quantizeBoundedF32AVX512_done:
@@ -5976,12 +6176,17 @@ TEXT ·quantizeSRF32AVX512(SB), NOSPLIT, $0-73
 	JNZ          quantizeSRF32AVX512_nt
 
 quantizeSRF32AVX512_loop:
-	CMPQ        DX, $0x00
-	JE          quantizeSRF32AVX512_done
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
-	PREFETCHT0  128(AX)(BX*1)
-	PREFETCHT0  192(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRF32AVX512_done
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF32AVX512_inpagefalse
+	PREFETCHT0 8192(AX)
+
+quantizeSRF32AVX512_inpagefalse:
 	VMOVUPS     (AX), Z5
 	VDIVPS      Z0, Z5, Z5
 	VPXORD      Z3, Z2, Z6
@@ -6073,12 +6278,17 @@ quantizeSRF32AVX512_loop:
 	JMP         quantizeSRF32AVX512_loop
 
 quantizeSRF32AVX512_nt:
-	CMPQ        DX, $0x00
-	JE          quantizeSRF32AVX512_ntdone
-	PREFETCHT0  (AX)(BX*1)
-	PREFETCHT0  64(AX)(BX*1)
-	PREFETCHT0  128(AX)(BX*1)
-	PREFETCHT0  192(AX)(BX*1)
+	CMPQ       DX, $0x00
+	JE         quantizeSRF32AVX512_ntdone
+	PREFETCHT0 (AX)(BX*1)
+	PREFETCHT0 64(AX)(BX*1)
+	PREFETCHT0 128(AX)(BX*1)
+	PREFETCHT0 192(AX)(BX*1)
+	TESTQ      $0x00000fff, AX
+	JNZ        quantizeSRF32AVX512_inpagetrue
+	PREFETCHT0 8192(AX)
+
+quantizeSRF32AVX512_inpagetrue:
 	VMOVUPS     (AX), Z5
 	VDIVPS      Z0, Z5, Z5
 	VPXORD      Z3, Z2, Z6

@@ -599,7 +599,7 @@ func gemv(name string, w width, form, xrows int) {
 	for l := 0; xrows > 1 && l < unroll*step; l += 64 {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
-	primePage(name, wr)
+	primePage(name+"_inpage", wr)
 	for u := range unroll {
 		load(u)
 	}
