@@ -504,9 +504,9 @@ quantizeNextBF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeNextBF16AVX2_done
 	PREFETCHT0 (DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextBF16AVX2_inpagefalse
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextBF16AVX2_inpagefalse:
 	VPAND      (DI), Y4, Y7
@@ -554,9 +554,9 @@ quantizeNextBF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeNextBF16AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextBF16AVX2_inpagetrue
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextBF16AVX2_inpagetrue:
 	VPAND      (DI), Y4, Y7
@@ -1291,9 +1291,9 @@ quantizeNextF16AVX2_loop:
 	CMPQ       DX, $0x00
 	JE         quantizeNextF16AVX2_done
 	PREFETCHT0 (DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextF16AVX2_inpagefalse
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextF16AVX2_inpagefalse:
 	VPAND     (DI), Y3, Y6
@@ -1339,9 +1339,9 @@ quantizeNextF16AVX2_nt:
 	CMPQ       DX, $0x00
 	JE         quantizeNextF16AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextF16AVX2_inpagetrue
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextF16AVX2_inpagetrue:
 	VPAND     (DI), Y3, Y6
@@ -1927,9 +1927,9 @@ quantizeNextF32AVX2_loop:
 	JE         quantizeNextF32AVX2_done
 	PREFETCHT0 (DI)(BX*1)
 	PREFETCHT0 64(DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextF32AVX2_inpagefalse
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextF32AVX2_inpagefalse:
 	VPAND     (DI), Y2, Y5
@@ -1968,9 +1968,9 @@ quantizeNextF32AVX2_nt:
 	JE         quantizeNextF32AVX2_ntdone
 	PREFETCHT0 (DI)(BX*1)
 	PREFETCHT0 64(DI)(BX*1)
-	TESTQ      $0x00000fff, AX
+	TESTQ      $0x00000fff, DI
 	JNZ        quantizeNextF32AVX2_inpagetrue
-	PREFETCHT0 8192(AX)
+	PREFETCHT0 8192(DI)
 
 quantizeNextF32AVX2_inpagetrue:
 	VPAND     (DI), Y2, Y5

@@ -180,42 +180,42 @@ func peakQuadVNNIAVX2(n int)
 
 // gemv1AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 16 and at least 16. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 16 and at least 16. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1QuadVNNIAVX2 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv2AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv2AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv2QuadVNNIAVX2 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv2QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv4AVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv4AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv4QuadVNNIAVX2 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv4QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
@@ -627,63 +627,63 @@ func peakQuadVNNIAVX512(n int)
 
 // gemv1AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv1QuadVNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 64 and at least 64. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 64 and at least 64. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv1QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv2AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv2AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv2VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv2VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv2QuadVNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (2 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 64 and at least 64. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 64 and at least 64. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv2QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv4AVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv4AVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv4VNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
 // (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 32 and at least 32. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv4VNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // gemv4QuadVNNIAVX512 sets int32 j of row r of out (lds bytes a row) to the dot product, plus 128 times the sum of the row's values, of int8 row r of x
 // (4 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
-// over k steps, wrapping. k must be a multiple of 64 and at least 64. It prefetches wt 8192 bytes ahead of its loads. Where its loads reach a 4096-byte boundary, it prefetches the line 8192 bytes on.
+// over k steps, wrapping. k must be a multiple of 64 and at least 64. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
 //
 //go:noescape
 func gemv4QuadVNNIAVX512(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)

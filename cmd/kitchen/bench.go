@@ -43,13 +43,13 @@ speed. On the host they also report this machine's peak at the cpu kernel's arit
 on every thread; the highest of about --runs measurements made just before and just
 after each backend's rounds) and their share of it ("of peak"), and, in the same
 rounds, how fast this machine streams memory that is only read (a parallel read, with
-the cpu kernels' vector loads, of as many bytes as the largest product moves, out of
-the caches): "x stream" is the median time over the time to read the bytes moved at
-that speed, the figure for products of few rows, which read their weight once. On the
-host each product and the reference start with their operands out of the caches (a
-parallel read of a 64 MiB buffer first, not timed), as a model's next layer finds its
-weight. --convrot G and --input-act run int8_linear as a ConvRot layer or one with an
-input activation runs.`,
+the cpu kernels' vector loads, of as many bytes as the largest product moves, 1 MiB at
+least, out of the caches): "x stream" is the median time over the time to read the
+bytes moved at that speed, the figure for products of few rows, which read their
+weight once. On the host each product and the reference start with their operands out
+of the caches (a parallel read of a 64 MiB buffer first, not timed), as a model's next
+layer finds its weight. --convrot G and --input-act run int8_linear as a ConvRot layer
+or one with an input activation runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {

@@ -102,8 +102,9 @@ type OpResult struct {
 	RatioToFreshFloor float64 `json:"ratio_to_fresh_floor,omitempty"`
 	// StreamGBPerS is how fast this machine streamed memory that is only
 	// read, measured in the same rounds for the matrix products on the
-	// host (cpu.StreamGBPerS on a buffer of the largest product's Bytes,
-	// out of the caches, read after the copy);
+	// host (cpu.StreamGBPerS on a buffer of the largest prepared
+	// product's Bytes, at least streamMinBytes, out of the caches, read
+	// after the copy);
 	// StreamFloorMs is the time to read Bytes at that speed, and
 	// RatioToStream the median time over it: for a product of few rows,
 	// which reads its weight once, its share of the machine's streaming
@@ -121,6 +122,10 @@ type OpResult struct {
 	PeakGOPS    float64 `json:"peak_gops,omitempty"`
 	RatioToPeak float64 `json:"ratio_to_peak,omitempty"`
 }
+
+// streamMinBytes is the least the streaming reference reads: below it a
+// read times little but its goroutines' start.
+const streamMinBytes = 1 << 20
 
 // evictBytes is the size of the buffer read before each product and the
 // streaming reference, to put their operands out of the caches: twice the
@@ -280,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			measurePeak()
 		}
 		// The streaming reference reads as many bytes as the largest
-		// product, from a buffer of its own, which, like the products'
+		// product (1 MiB at least), from a buffer of its own, which, like the products'
 		// operands, the round has not touched yet: a read of more would
 		// spread its start-up thinner (on a 2-core Zen 5, 64 MiB read at
 		// 1.08-1.24 times the speed of 16 MiB, alternated in one
@@ -290,7 +295,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// 15-76 GB/s, the next, after the caches were evicted again,
 		// 60-83).
 		if gemm && streamBuf == nil {
-			evictBuf, streamBuf = plainBuffer(evictBytes), plainBuffer(productBytes)
+			evictBuf, streamBuf = plainBuffer(evictBytes), plainBuffer(max(productBytes, streamMinBytes))
 		}
 		var streams []float64
 		var copies, freshCopies []time.Duration

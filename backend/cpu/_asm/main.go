@@ -31,7 +31,8 @@
 //     XORs) and floors rT(y + rT(u)). Each iteration prefetches the input
 //     a given distance ahead (the next row, for row-wise quantization,
 //     or, in the AVX2 next-row form, past the next row, which it reads for
-//     its abs-max);
+//     its abs-max), and at each page a line of the page two pages on
+//     (primePage), as the abs-max pass does;
 //   - dequantize: out = rOut(float32(q) * s), one multiply, rounded as above;
 //   - quantize and dequantize store non-temporally when asked (outputs
 //     larger than the last-level cache); sfence, which parallelFor runs
@@ -205,7 +206,9 @@ func absMax(name string, bits int, w width) {
 
 // primePage emits, for a loop whose loads at p advance by a divisor of 4
 // KiB, a prefetch of the first line of the page two pages on (primeAhead
-// bytes) where p is at a page boundary, with label after it: the
+// bytes) where p is at a page boundary at the top of an iteration (so only
+// where p starts at a multiple of the step; elsewhere it never fires,
+// which costs nothing), with label after it: the
 // hardware's prefetchers stop at the end of a page and take a few misses
 // to start on the next, and one line a page sets them going early. On a
 // 2-core Zen 5, input out of the caches, alternated in one process:
@@ -214,8 +217,8 @@ func absMax(name string, bits int, w width) {
 // tensor-wise quantization of float32 [8352, 3840] 0.85-0.96 of the time
 // with AVX-512, 0.88-0.96 with AVX2 (bfloat16 and row-wise: the same). In
 // the dequantize kernels, which write four times what they read, it made
-// no difference (0.96-1.16), so they do without. The int8 products'
-// one-row kernels use it too (gemv in linear.go).
+// no difference (0.96-1.16), so they do without. Every gemv kernel (1, 2
+// and 4 rows of x, in linear.go) uses it too.
 func primePage(label string, p Register) {
 	TESTQ(U32(4095), p)
 	JNZ(LabelRef(label))
@@ -550,7 +553,7 @@ type quantForm struct {
 // caller without the next form passes the row length, so the next row's
 // abs-max reads cache while this row is quantized; the next form
 // prefetches ahead bytes past the next row's block instead), and a line a
-// page two pages on (primePage). With nt the
+// page two pages on (primePage) of the same stream. With nt the
 // int8 results are stored non-temporally (dst must then be aligned to a
 // register).
 //
@@ -691,7 +694,7 @@ func quantize(name string, dt string, form quantForm, w width, tab Mem) {
 		for off := 0; off < block*size; off += 64 {
 			PREFETCHT0(Mem{Base: pf, Index: ahead, Scale: 1, Disp: off})
 		}
-		primePage(fmt.Sprintf("%s_inpage%v", name, nonTemporal), src)
+		primePage(fmt.Sprintf("%s_inpage%v", name, nonTemporal), pf)
 		if next {
 			for i := 0; i < block*size/w.bytes; i++ {
 				x := w.reg()
