@@ -198,13 +198,13 @@ type flatBody struct {
 
 var flatPool = sync.Pool{New: func() any { return new(flatBody) }}
 
-// checkedChunk is how many bytes of input a quantization by a supplied
-// scale reads for their abs-max before it quantizes them, from the
-// first-level cache: a page, as far as the quantize kernels prefetch
-// (flatAhead; they also fetch a line of the page after next, see
-// primePage in _asm), so they bring in the next chunk. Same-process A/B, [8352,
-// 3840], against the two passes it replaced: 0.62-0.63 of the time for
-// float32, 0.72-0.81 for float16 and bfloat16 (16 KiB chunks: 0.66-0.92).
+// checkedChunk is how many bytes of input a quantization by a supplied scale
+// reads for their abs-max before it quantizes them, from the first-level
+// cache: a page, as far as the quantize kernels prefetch (flatAhead; they also
+// fetch a line of the page after next, see primePage in _asm), so they bring
+// in the next chunk. Same-process A/B, [8352, 3840], against the two passes it
+// replaced: 0.62-0.63 of the time for float32, 0.72-0.81 for float16 and
+// bfloat16 (16 KiB chunks: 0.66-0.92).
 const checkedChunk = 4 << 10
 
 func (w *flatBody) run(lo, hi int) {

@@ -129,7 +129,7 @@ const streamMinBytes = 1 << 20
 
 // evictBytes is the size of the buffer read before each product and the
 // streaming reference, to put their operands out of the caches: twice the
-// 32 MiB last-level cache of the 2-core Zen 3 and Zen 5 that BENCHMARKS.md
+// 32 MiB last-level cache of the 2-core Zen 3 that BENCHMARKS.md
 // describes. (Where the caches are larger, an operand that fits them is
 // partly read from them, the reference's alike.)
 const evictBytes = 64 << 20
@@ -284,16 +284,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if gemm {
 			measurePeak()
 		}
-		// The streaming reference reads as many bytes as the largest
-		// product (1 MiB at least), from a buffer of its own, which, like the products'
-		// operands, the round has not touched yet: a read of more would
-		// spread its start-up thinner (on a 2-core Zen 5, 64 MiB read at
-		// 1.08-1.24 times the speed of 16 MiB, alternated in one
-		// process), and a read of the buffer just read to evict the
-		// caches would find its pages' translations ready (on that
-		// machine, a virtual one, the first read of 72 MB in a round took
-		// 15-76 GB/s, the next, after the caches were evicted again,
-		// 60-83).
+		// The streaming reference reads as many bytes as the largest product, at
+		// least 1 MiB, from a buffer of its own, which, like the products'
+		// operands, the round has not touched yet: a read of more would spread
+		// its start-up thinner (on a 2-core Zen 5, 64 MiB read at 1.08-1.24
+		// times the speed of 16 MiB, alternated in one process), and a read of
+		// the buffer just read to evict the caches would find its pages'
+		// translations ready (on that machine, a virtual one, the first read of
+		// 72 MB in a round took 15-76 GB/s, the next, after the caches were
+		// evicted again, 60-83).
 		if gemm && streamBuf == nil {
 			evictBuf, streamBuf = plainBuffer(evictBytes), plainBuffer(max(productBytes, streamMinBytes))
 		}

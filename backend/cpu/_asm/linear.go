@@ -436,34 +436,33 @@ func peak(name string, w width, quad bool) {
 }
 
 // gemvAhead is how far ahead of its loads gemv prefetches the weight: with
-// several rows of x a line of weight takes many instructions, too many for
-// the out-of-order window to keep enough lines in flight, and the hardware
+// several rows of x a line of weight takes many instructions, too many for the
+// out-of-order window to keep enough lines in flight, and the hardware
 // prefetchers did not make up for it. Measured on a 2-core Zen 5, the
 // product's one-row path, 4096x4096, the weight out of the caches, two
-// threads, medians: 4 rows 0.98 ms without, 0.60 at 2 KiB, 0.42-0.57 at
-// 4, 0.34-0.55 at 8, 0.37-0.38 at 16; one row 0.24-0.44 at 8 KiB against
-// 0.40 without; the AVX2 kernels 1.5-2 times as fast at 4 rows. With one
-// row of x a line takes few instructions and the hardware prefetchers
-// keep up: there the prefetch was within the noise on the Zen 5 and cost
-// time on a 2-core Zen 4 (int8_linear 1x4096x4096, the weight out of the
-// caches, alternating in one process: 1.35-1.59 times as long as reading
-// the weight with it, 1.12-1.19 without; the AVX2 kernels 1.30-1.35 and
-// 1.12-1.14), so the one-row kernels do not prefetch every line. They
-// prefetch one a page instead (primePage): where their loads reach a 4
-// KiB boundary, the first line of the page two pages on, since the
-// hardware's prefetchers stop at the end of a page and take a few misses
-// to start on the next. On a 2-core Zen 5, int8_linear of one row, the weight out of
-// the caches, blocks of calls alternated in one process: 4096x4096
-// 0.86-0.92 of the time without with AVX-512 and VNNI, 0.87-0.92 with
-// AVX-VNNI and with AVX2, 0.87-0.97 with AVX-512 alone; 12288x3072
-// 0.80-0.88 and 3072x12288 0.91-0.92 (AVX-512 and VNNI). 4 KiB or 16 KiB
-// on took as long as 8 KiB. The kernels for 2 and 4 rows prefetch a page
-// so as well as every line: 4096x4096, AVX-512 and VNNI, 0.73-0.78 of
-// the time at 2 rows, 0.83-0.95 at 4, 0.90-0.94 at 8 (AVX-VNNI 0.92-0.98
-// at 2, 0.93-0.96 at 4, 0.94-0.98 at 8; AVX-512 alone 0.94-0.99 at 4;
-// AVX2 0.89-0.96 at 2, 1.00-1.03 at 4, 1.02-1.04 at 8). With the page's
-// line alone, without every line's, 0.87-0.97 at 2 rows but 1.13-1.49
-// times as long at 4 and 8.
+// threads, medians: 4 rows 0.98 ms without, 0.60 at 2 KiB, 0.42-0.57 at 4,
+// 0.34-0.55 at 8, 0.37-0.38 at 16; one row 0.24-0.44 at 8 KiB against 0.40
+// without; the AVX2 kernels 1.5-2 times as fast at 4 rows. With one row of x a
+// line takes few instructions and the hardware prefetchers keep up: there the
+// prefetch was within the noise on the Zen 5 and cost time on a 2-core Zen 4
+// (int8_linear 1x4096x4096, the weight out of the caches, alternating in one
+// process: 1.35-1.59 times as long as reading the weight with it, 1.12-1.19
+// without; the AVX2 kernels 1.30-1.35 and 1.12-1.14), so the one-row kernels
+// do not prefetch every line. They prefetch one a page instead (primePage):
+// where their loads reach a 4 KiB boundary, the first line of the page two
+// pages on, since the hardware's prefetchers stop at the end of a page and
+// take a few misses to start on the next. On a 2-core Zen 5, int8_linear of
+// one row, the weight out of the caches, blocks of calls alternated in one
+// process: 4096x4096 0.86-0.92 of the time without with AVX-512 and VNNI,
+// 0.87-0.92 with AVX-VNNI and with AVX2, 0.87-0.97 with AVX-512 alone;
+// 12288x3072 0.80-0.88 and 3072x12288 0.91-0.92 (AVX-512 and VNNI). 4 KiB or
+// 16 KiB on took as long as 8 KiB. The kernels for 2 and 4 rows prefetch a
+// line a page as well as every line's 8 KiB on: 4096x4096, AVX-512 and VNNI,
+// 0.73-0.78 of the time at 2 rows, 0.83-0.95 at 4, 0.90-0.94 at 8 (AVX-VNNI
+// 0.92-0.98 at 2, 0.93-0.96 at 4, 0.94-0.98 at 8; AVX-512 alone 0.94-0.99 at
+// 4; AVX2 0.89-0.96 at 2, 1.00-1.03 at 4, 1.02-1.04 at 8). With the page's
+// line alone, without every line's, 0.87-0.97 at 2 rows but 1.13-1.49 times as
+// long at 4 and 8.
 const gemvAhead = 8192
 
 // prefetchDoc is the sentence of a gemv kernel's doc comment on its

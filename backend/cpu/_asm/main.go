@@ -204,21 +204,20 @@ func absMax(name string, bits int, w width) {
 	RET()
 }
 
-// primePage emits, for a loop whose loads at p advance by a divisor of 4
-// KiB, a prefetch of the first line of the page two pages on (primeAhead
-// bytes) where p is at a page boundary at the top of an iteration (so only
-// where p starts at a multiple of the step; elsewhere it never fires,
-// which costs nothing), with label after it: the
-// hardware's prefetchers stop at the end of a page and take a few misses
-// to start on the next, and one line a page sets them going early. On a
-// 2-core Zen 5, input out of the caches, alternated in one process:
-// absMax over 16 MiB 1.04-1.15 times as fast on two threads with AVX-512,
-// 1.11-1.16 with AVX2 (one thread with AVX2 1.18, with AVX-512 the same);
-// tensor-wise quantization of float32 [8352, 3840] 0.85-0.96 of the time
-// with AVX-512, 0.88-0.96 with AVX2 (bfloat16 and row-wise: the same). In
-// the dequantize kernels, which write four times what they read, it made
-// no difference (0.96-1.16), so they do without. Every gemv kernel (1, 2
-// and 4 rows of x, in linear.go) uses it too.
+// primePage emits, for a loop whose loads at p advance by a divisor of 4 KiB,
+// a prefetch of the first line of the page two pages on (primeAhead bytes)
+// where p is at a page boundary at the top of an iteration (so only where p
+// starts at a multiple of the step; elsewhere it never fires, which costs
+// nothing), with label after it: the hardware's prefetchers stop at the end of
+// a page and take a few misses to start on the next, and one line a page sets
+// them going early. On a 2-core Zen 5, input out of the caches, alternated in
+// one process: absMax over 16 MiB 1.04-1.15 times as fast on two threads with
+// AVX-512, 1.11-1.16 with AVX2 (one thread with AVX2 1.18, with AVX-512 the
+// same); tensor-wise quantization of float32 [8352, 3840] 0.85-0.96 of the
+// time with AVX-512, 0.88-0.96 with AVX2 (bfloat16 and row-wise: the same). In
+// the dequantize kernels, which write four times what they read, it made no
+// difference (0.96-1.16), so they do without. Every gemv kernel (1, 2 and 4
+// rows of x, in linear.go) uses it too.
 func primePage(label string, p Register) {
 	TESTQ(U32(4095), p)
 	JNZ(LabelRef(label))
