@@ -212,8 +212,8 @@ func absMax(name string, bits int, w width) {
 // a page and take a few misses to start on the next, and one line a page sets
 // them going early. On a 2-core Zen 5, input out of the caches, alternated in
 // one process: absMax over 16 MiB 1.04-1.15 times as fast on two threads with
-// AVX-512, 1.11-1.16 with AVX2 (one thread with AVX2 1.18, with AVX-512 the
-// same); tensor-wise quantization of float32 [8352, 3840] 0.85-0.96 of the
+// AVX-512, 1.11-1.16 with AVX2 (one thread: with AVX2 1.18-1.20, with
+// AVX-512 0.99-1.10); tensor-wise quantization of float32 [8352, 3840] 0.85-0.96 of the
 // time with AVX-512, 0.88-0.96 with AVX2 (bfloat16 and row-wise: the same). In
 // the dequantize kernels, which write four times what they read, it made no
 // difference (0.96-1.16), so they do without. Every gemv kernel (1, 2 and 4
