@@ -78,17 +78,20 @@ import (
 // (op.PackedWeight, packed by preparedPanels the first time) is already in
 // such panels: with it the few-row path packs nothing, and the many-row
 // path skips the call's packing (the one-row path, and the dot path where
-// linearPath takes it, read the plain weight instead). mm_int8 at up to colsMax() rows reads
-// b [K, N] as it is, row by row (colsBody), instead of packing it; with
-// more, on the assembly sets, it packs b whole into int8 panels (quads
-// with VNNI), four rows of b at a time so that each panel's part is
-// written in whole lines (on AVX2 where the pairs of k are even in
-// number; packColsI8Body: non-temporal when b and the panels outgrow the
-// last-level cache), and the few- and many-row paths run on them as on a
-// prepared weight. Same-process A/B against packing int16 panels for the
-// many-row path: on a 2-core Zen 3, 0.75-0.83 of the time at 16 to 96
-// rows, 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072; on a 2-core
-// Zen 4 (AVX-512), 0.66-0.86 at 9 to 96 rows, 0.93 at 512, 0.95 at
+// linearPath takes it, read the plain weight instead). mm_int8 at up to
+// colsMax() rows reads b [K, N] as it is, row by row (colsBody), instead
+// of packing it. With up to fewMax rows the few-row path packs b's
+// columns a few pairs of panels and a pass of k at a time into a buffer
+// in the cache, just before its tiles read them (fewColsBody). With more,
+// on the assembly sets, it packs b whole into int8 panels (quads with
+// VNNI), four rows of b at a time so that each panel's part is written in
+// whole lines (on AVX2 where the pairs of k are even in number;
+// packColsI8Body: non-temporal when b and the panels outgrow the
+// last-level cache), and the many-row path runs on them as on a prepared
+// weight. Same-process A/B against packing int16 panels for the many-row
+// path: on a 2-core Zen 3, 0.75-0.83 of the time at 16 to 96 rows,
+// 0.91-0.95 at 512, 1.02 (noise) at 4096x3072x3072; on a 2-core Zen 4
+// (AVX-512), 0.66-0.86 at 9 to 96 rows, 0.93 at 512, 0.95 at
 // 4096x3072x3072.
 //
 // Every way, a block's int32 sums, held in a small buffer, are finished as
@@ -222,13 +225,20 @@ const (
 // calls alternated in one process, the few-row path on quad panels took
 // 1.25-1.28 times as long as the cols path at 6 rows, 1.04-1.05 at 7 and
 // 0.94-0.99 at 8 with AVX-512; with AVX-VNNI 1.05-1.07 at 14 rows,
-// 1.02 at 15 and 0.96-0.98 at 16.
+// 1.02 at 15 and 0.96-0.98 at 16. Without VNNI, once the few-row path
+// packed b's pairs a few panels at a time too (the same machine, medians
+// of blocks of 15 calls alternated in one process), it took 1.08-1.04
+// times the cols path's time at 8 rows and 0.88-0.96 at 10 with AVX2;
+// with AVX-512, whose wider tiles do more a row, 0.99-1.04 at 4 rows,
+// 0.83-0.93 at 5 and 0.64-0.67 at 8.
 func colsMax() int {
 	switch {
 	case quadPanels() && impl == implAVX512:
 		return 7
 	case quadPanels():
 		return 15
+	case impl == implAVX512:
+		return 4
 	}
 	return 8
 }
@@ -247,7 +257,7 @@ type product struct {
 	wide    bool   // the many-row path runs tiles over two panels (tileWide)
 	shared  bool   // wp is a prepared weight's: not ours to reuse
 	w       []byte // few rows, one row, dot: the weight, [N, K]; colsRows and cols: b, [K, N]
-	cols    bool   // few rows, quads: w is mm_int8's b, packed a few pairs of panels at a time (fewColsBody)
+	cols    bool   // few rows: w is mm_int8's b, packed a few pairs of panels at a time (fewColsBody)
 	fin     finisher
 }
 
@@ -336,7 +346,7 @@ func sumInt8(q []byte) int32 {
 // setWeight lays out W from its int8 bytes: [N, K] rows, or (cols, many
 // or few rows) the [K, N] matrix whose columns are the rows.
 func (p *product) setWeight(ctx context.Context, w []byte, cols bool) error {
-	if cols && p.path == fewRows && p.quads && packColsLate {
+	if cols && p.path == fewRows && packColsLate {
 		p.w, p.cols = w, true
 		return nil
 	}

@@ -150,17 +150,7 @@ func (b *packColsI8Body) run(lo, hi int) {
 		}
 		for pn := done; pn < panels; pn++ {
 			for qq := q; qq < min(q+2, p.kp); qq++ {
-				d := p.wp[pn*pstride+qq*pb : pn*pstride+(qq+1)*pb]
-				for j := range nr {
-					var v0, v1 byte // k's value, k+1's (zero past K or N)
-					if c := pn*nr + j; c < p.n {
-						v0 = b.src[2*qq*p.n+c]
-						if 2*qq+1 < p.k {
-							v1 = b.src[(2*qq+1)*p.n+c]
-						}
-					}
-					d[2*j], d[2*j+1] = v0, v1
-				}
+				packColsPairGo(b.src, p.k, p.n, pn*nr, qq, p.wp[pn*pstride+qq*pb:pn*pstride+(qq+1)*pb])
 			}
 		}
 	}

@@ -82,6 +82,9 @@ var variants = []variant{
 	{name: "many,cols,pairs", path: manyRows, cols: true, pairs: true},
 	{name: "few,pairs", path: fewRows, pairs: true},
 	{name: "few,prepared,pairs", path: fewRows, prepared: true, pairs: true},
+	{name: "few,cols,pairs", path: fewRows, cols: true, pairs: true},
+	{name: "few,cols,pairs,whole", path: fewRows, cols: true, pairs: true, whole: true},
+	{name: "few,cols,pairs,group3", path: fewRows, cols: true, pairs: true, group: 3},
 }
 
 // multiply runs the product of a [m, k] and w [n, k] (or, v.cols, of w
