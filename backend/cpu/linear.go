@@ -43,8 +43,8 @@ import (
 //     weight rows as they are, one after another, and multiplies them
 //     with up to 4 rows of A, at the memory's speed;
 //   - dot products (int8_linear, dotMin to dotMax rows, K a multiple of
-//     16, an assembly kernel set without quad panels, a plain weight or
-//     the AVX2 set: linearPath takes it there instead of the two above): dotTile
+//     16, the AVX2 kernel set without quad panels: linearPath takes it
+//     there instead of the two above): dotTile
 //     reads the weight rows as they are too, 4 rows of A by 3 channels at
 //     a time, each product a vector of partial sums along k (dotBody,
 //     linear_one.go);
@@ -174,33 +174,38 @@ func pathFor(m int) int {
 }
 
 // linearPath chooses int8_linear's layout for m rows of k: pathFor's,
-// except that a plain weight takes the dot path for dotMin to dotMax rows
-// with the assembly kernel sets that have no quad panels when k is a
-// multiple of 16 (with quad panels the few-row path is faster: on a 2-core
-// Zen 5, 4096x4096, the weight out of the caches, it took 0.88-0.96 of the
-// dot path's time from 9 to 16 rows, 0.77-0.85 from 20 to 32). Up to gemvMax
-// rows, a prepared weight's rows are read plain too, on the one-row path:
-// on a 2-core Zen 5, 4096x4096, two threads, it took 0.83-0.88 of the
-// few-row path's time over the prepared panels at 2, 4 and 8 rows. So are
-// they on the dot path with the AVX2 set (there, on the Zen 5, the few-row
-// path over prepared panels took 1.10-1.16 times the dot path's time at 16
-// rows, 1.05-1.08 at 32, 0.97-0.99 at 9 and 48), but not with AVX-512,
-// whose wider tiles took 0.55-0.61 of it at 16 and 32 rows.
-func linearPath(m, k int, prepared bool) int {
+// except that the weight takes the dot path for dotMin to dotMax rows with
+// the AVX2 kernels without quad panels when k is a multiple of 16. With
+// quad panels the few-row path is faster (on a 2-core Zen 5, 4096x4096,
+// the weight out of the caches, it took 0.88-0.96 of the dot path's time
+// from 9 to 16 rows, 0.77-0.85 from 20 to 32), and so it is with AVX-512's
+// wider tiles without them (the same machine, medians of blocks of 15
+// calls alternated in one process, a plain weight: 0.68-0.75 at 9 and 16
+// rows, 0.56-0.62 at 32 and 48; a prepared one, 0.55-0.61 at 16 and 32).
+// With the AVX2 set a plain weight's few-row path took 0.93-1.12 of the
+// dot path's time from 9 to 48 rows, and over prepared panels 1.10-1.16
+// at 16 rows, 1.05-1.08 at 32, 0.97-0.99 at 9 and 48: a prepared weight's
+// rows are read plain there too. So are they up to gemvMax rows, on the
+// one-row path: on a 2-core Zen 5, 4096x4096, two threads, it took
+// 0.83-0.88 of the few-row path's time over the prepared panels at 2, 4
+// and 8 rows.
+func linearPath(m, k int) int {
 	path := pathFor(m)
-	if (!prepared || impl == implAVX2) && impl != implGeneric && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
+	if impl == implAVX2 && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
 		return dotRows
 	}
 	return path
 }
 
-// dotMin and dotMax bound the rows that take the dot path with a plain
-// weight. Measured on a 2-core Zen 3 (AVX2), 4096x4096, alternating with
-// the other paths in one process: the dot path took 0.72-0.97 of their
-// time from 3 to 48 rows (0.72-0.75 at 12 and 16, against the few-row
-// path), and as long at 64. On a 2-core Zen 4 (AVX-512), the same way:
-// 0.41-0.91 of the few-row path's time from 3 to 48 rows with VNNI
-// (0.66-0.67 at 16), 0.38-0.94 without; at 64, 0.94-0.96. Since the
+// dotMin and dotMax bound the rows that take the dot path. Measured on a
+// 2-core Zen 3 (AVX2), 4096x4096, alternating with the other paths in one
+// process: the dot path took 0.72-0.97 of their time from 3 to 48 rows
+// (0.72-0.75 at 12 and 16, against the few-row path), and as long at 64.
+// On a 2-core Zen 4 (AVX-512), the same way, before the few-row path's
+// later changes: 0.41-0.91 of the few-row path's time from 3 to 48 rows
+// with VNNI (0.66-0.67 at 16), 0.38-0.94 without; at 64, 0.94-0.96 (that
+// machine runs 512-bit multiply-adds at half the rate of 256-bit ones,
+// which the AVX-512 processors without VNNI, Intel's, do not). Since the
 // one-row path multiplies up to 4 rows at once (gemv), it is faster to 8
 // rows (a 2-core Zen 5, two threads: 0.58-0.74 of the dot path's time at
 // 4 rows, 0.80-0.85 at 8) and about as fast at 12.
@@ -595,7 +600,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err != nil {
 		return res, err
 	}
-	path := linearPath(m, k, panels != nil)
+	path := linearPath(m, k)
 	if path == oneRow || path == dotRows {
 		panels = nil
 	}

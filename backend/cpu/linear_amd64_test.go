@@ -15,19 +15,21 @@ import (
 )
 
 // TestLinearPathQuads checks int8_linear's choice of layout where the
-// panels hold quads (AVX512-VNNI): no dot path; the few-row path from
-// dotMin rows.
+// panels hold quads (AVX512-VNNI), and with AVX-512 without them: no dot
+// path; the few-row path from dotMin rows.
 func TestLinearPathQuads(t *testing.T) {
 	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
-	impl, vnni = implAVX512, true
-	for _, c := range []struct{ m, want int }{{1, oneRow}, {8, oneRow}, {9, fewRows}, {16, fewRows}, {48, fewRows}, {96, fewRows}, {97, manyRows}} {
-		if got := linearPath(c.m, 4096, false); got != c.want {
-			t.Errorf("%d rows of 4096: path %d, want %d", c.m, got, c.want)
+	impl = implAVX512
+	for _, vnni = range []bool{true, false} {
+		for _, c := range []struct{ m, want int }{{1, oneRow}, {8, oneRow}, {9, fewRows}, {16, fewRows}, {48, fewRows}, {96, fewRows}, {97, manyRows}} {
+			if got := linearPath(c.m, 4096); got != c.want {
+				t.Errorf("%d rows of 4096, VNNI %v: path %d, want %d", c.m, vnni, got, c.want)
+			}
 		}
 	}
-	vnni = false
-	if got := linearPath(16, 4096, false); got != dotRows {
-		t.Errorf("16 rows of 4096 without VNNI: path %d, want the dot path", got)
+	impl, vnni = implAVX2, true
+	if got := linearPath(16, 4096); got != fewRows {
+		t.Errorf("16 rows of 4096, AVX2 with AVX-VNNI: path %d, want the few-row path", got)
 	}
 }
 

@@ -445,30 +445,21 @@ func TestPeakGOPS(t *testing.T) {
 	})
 }
 
-// TestLinearPath checks int8_linear's choice of layout by rows, k, a
-// prepared weight and kernel set.
+// TestLinearPath checks int8_linear's choice of layout by rows, k and
+// kernel set: the dot path only with AVX2 without quad panels.
 func TestLinearPath(t *testing.T) {
 	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
 	vnni = false // quad panels (AVX512-VNNI, assembly only) change the path: TestLinearPathQuads
-	for _, c := range []struct {
-		m, k     int
-		prepared bool
-		set      int
-		want     int
-	}{
-		{1, 4096, false, implAVX2, oneRow}, {1, 4096, true, implAVX2, oneRow},
-		{2, 4096, false, implAVX2, oneRow}, {2, 4096, true, implAVX2, oneRow},
-		{8, 4096, false, implAVX2, oneRow}, {8, 4096, true, implAVX2, oneRow},
-		{9, 4096, false, implAVX2, dotRows}, {9, 4096, true, implAVX2, dotRows},
-		{16, 4096, false, implAVX2, dotRows}, {48, 4096, false, implAVX2, dotRows},
-		{49, 4096, false, implAVX2, fewRows}, {97, 4096, false, implAVX2, manyRows},
-		{16, 4100, false, implAVX2, fewRows}, {8, 4100, false, implAVX2, oneRow},
-		{16, 4096, false, implAVX512, dotRows}, {2, 4096, false, implAVX512, oneRow}, {16, 4096, false, implGeneric, fewRows},
-		{16, 4096, true, implAVX2, dotRows}, {16, 4096, true, implAVX512, fewRows}, {200, 4096, true, implAVX2, manyRows},
+	for _, c := range []struct{ m, k, set, want int }{
+		{1, 4096, implAVX2, oneRow}, {2, 4096, implAVX2, oneRow}, {8, 4096, implAVX2, oneRow},
+		{9, 4096, implAVX2, dotRows}, {16, 4096, implAVX2, dotRows}, {48, 4096, implAVX2, dotRows},
+		{49, 4096, implAVX2, fewRows}, {97, 4096, implAVX2, manyRows}, {200, 4096, implAVX2, manyRows},
+		{16, 4100, implAVX2, fewRows}, {8, 4100, implAVX2, oneRow},
+		{16, 4096, implAVX512, fewRows}, {2, 4096, implAVX512, oneRow}, {16, 4096, implGeneric, fewRows},
 	} {
 		impl = c.set
-		if got := linearPath(c.m, c.k, c.prepared); got != c.want {
-			t.Errorf("%d rows of %d, prepared %v, kernel set %s: path %d, want %d", c.m, c.k, c.prepared, kernelSetNames[c.set], got, c.want)
+		if got := linearPath(c.m, c.k); got != c.want {
+			t.Errorf("%d rows of %d, kernel set %s: path %d, want %d", c.m, c.k, kernelSetNames[c.set], got, c.want)
 		}
 	}
 }

@@ -656,9 +656,9 @@ func gemv(name string, w width, form, xrows int) {
 	RET()
 }
 
-// dotTile emits the dot path's kernel (AVX2, which AVX-512 without VNNI
-// runs too; with VNNI the quad panels are faster),
-// which reads the weight as it is, [N, K] rows, without packing it: 4
+// dotTile emits the dot path's kernel (AVX2: linearPath takes the dot
+// path with the AVX2 set without VNNI only; the quad panels, and AVX-512's
+// wider tiles, are faster), which reads the weight as it is, [N, K] rows, without packing it: 4
 // rows of A by 3 channels, each of the 12 products a vector of partial
 // dot products along k (VPMOVSXBW widens 16 of a channel's int8 values,
 // VPMADDWD multiplies them with 16 of a row's int16 ones from memory),
@@ -1637,7 +1637,7 @@ func linearKernels(w width) {
 	}
 	gemvRowsQuad("gemvRowsQuadVNNI"+w.name, w)
 	if w.bytes == 32 {
-		dotTile("dotTile"+w.name, w) // AVX-512 without VNNI runs it too
+		dotTile("dotTile"+w.name, w) // the dot path: AVX2 without VNNI
 	}
 	packColsI8("packColsI8"+w.name, w)
 	if w.bytes == 64 {
