@@ -115,7 +115,7 @@ const (
 	// 146-164, 512x4096x4096 64-67 and 64-65, 31.4-31.8 and 33-35.
 	blockRows  = 192
 	blockCols  = 256  // channels per block (a multiple of every gemmCols)
-	blockPairs = 256  // pairs of k per pass of the many-row path (twice as many with int8 panels)
+	blockPairs = 256  // pairs of k per pass of the many-row path over int16 panels (i8Pass, quadPass for the others)
 	fewPairs   = 2048 // pairs of k per pass of the few-row path
 	// quadPass is the quads of k per pass of the many-row path with quad
 	// panels (128 KiB of each panel): the tiles keep their sums in

@@ -17,17 +17,12 @@ func (b *manyBody) run(lo, hi int) {
 	c := smallBufs.get(blockRows * ldc)
 	defer smallBufs.put(c)
 	pb := p.pairBytes()
-	// Where the set packs int8 panels, a pass covers as many of their
-	// bytes as blockPairs of int16 ones: twice the pairs. Same-process A/B
-	// on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
-	// at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
-	// 4096x3072x12288 (768 and 1024 about as 512).
 	passPairs := blockPairs
 	switch {
 	case p.quads:
 		passPairs = quadPass
 	case p.i8 && int8Panels():
-		passPairs *= 2
+		passPairs = i8Pass
 	}
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
@@ -52,6 +47,21 @@ func (b *manyBody) run(lo, hi int) {
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
 	}
 }
+
+// i8Pass is the pairs of k per pass of the many-row path over int8
+// panels (64 KiB of each panel with AVX-512, 32 KiB with AVX2). Same-process
+// A/B on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
+// at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
+// 4096x3072x12288 (768 and 1024 about as 512). On a 2-core Zen 5, medians
+// of blocks of calls alternated in one process, passes of 2048 pairs
+// against 512: with AVX-512 (no VNNI) 118-121 ms against 123 at
+// 4096x3072x3072, 478-483 against 492-494 at 4096x3072x12288, 27.9-28.4
+// against 28.8-29.6 at 512x4096x4096; with AVX2 914-923 against 941 at
+// 4096x3072x12288, 52.7-53.1 against 53.7-53.9 at 512x4096x4096 (1024
+// between the two); `kitchen bench` int8_linear, alternated twice, could
+// not tell them apart (122-138 ms and 28.2-33.0 with AVX-512, 240-254 and
+// 53.0-56.4 with AVX2).
+const i8Pass = 2048
 
 // next returns the part of the two panels whose tiles follow those of
 // panels j and j+1 of block u in pass pc (of kc pairs, passes of pass),
