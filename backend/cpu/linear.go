@@ -131,7 +131,8 @@ const (
 )
 
 // wideMinRows is the fewest rows of a product for which the many-row path
-// runs quad tiles over two panels: on AMD's processors every product of
+// runs tiles over two panels (quad, or int8 pair ones where the set has
+// no VNNI; see tileWide): on AMD's processors every product of
 // the path, elsewhere those of 2048 rows or more (wideMinRowsFor). Measured
 // (BENCHMARKS.md) with the VPDPWSSD tiles that the quad tiles replaced,
 // which had the same two forms: on two cores of an Emerald Rapids host,
@@ -283,9 +284,9 @@ func newProduct(m, k, n, path int) *product {
 		// The one-row and cols paths' kernels read int8 rows too (see
 		// gemvBody, colsBody).
 		p.quads, p.i8, p.kp = true, false, max(1, (k+3)/4)
-		p.wide = path == manyRows && m >= wideMinRows && hasWideQuads()
 		p.corr = smallBufs.get(4 * m)
 	}
+	p.wide = path == manyRows && m >= wideMinRows && hasWideTiles()
 	// An odd number of 64-byte lines apart, so that the rows a tile reads
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
@@ -452,11 +453,16 @@ func (p *product) tile(r, mr int, a, panel []byte, kc int, c []byte, ldc int, ad
 
 // tileWide computes a tile over two adjacent panels, the second pstride
 // bytes after the first: with the quad tile, which prefetches pf[i·pfStep]
-// at step i and as far into the second panel, or as two one-panel tiles
-// (which tests force on every kernel set, to reach this path).
+// at step i and as far into the second panel, or the int8 pair tile
+// (AVX-512), or as two one-panel tiles (which tests force on every kernel
+// set, to reach this path).
 func (p *product) tileWide(r, mr int, a, panels []byte, pstride, kc int, c []byte, ldc int, add bool, pf []byte, pfStep int) {
-	if p.quads && hasWideQuads() {
+	switch {
+	case p.quads && hasWideTiles():
 		gemmTileQuad(mr, a, p.lda, panels, pstride, kc, c, ldc, add, p.corr[4*r:], pf, pfStep)
+		return
+	case p.i8 && hasWideTiles():
+		gemmTileWideI8(mr, a, p.lda, panels, pstride, kc, c, ldc, add)
 		return
 	}
 	pb := p.pairBytes()

@@ -326,12 +326,26 @@ var (
 	}
 )
 
-// hasWideQuads reports whether the kernel set has quad tiles over two
-// panels: AVX-512, whose 32 registers hold their accumulators.
-func hasWideQuads() bool { return impl == implAVX512 }
+// gemmTilesWideI8 are AVX-512's tiles over two int8 pair panels, by row
+// count less one.
+var gemmTilesWideI8 = [gemmRows]func(a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool){
+	gemmTileWide1I8AVX512, gemmTileWide2I8AVX512, gemmTileWide3I8AVX512, gemmTileWide4I8AVX512, gemmTileWide5I8AVX512, gemmTileWide6I8AVX512,
+}
+
+// hasWideTiles reports whether the kernel set has tiles over two panels,
+// quad and int8 pair ones: AVX-512, whose 32 registers hold their
+// accumulators.
+func hasWideTiles() bool { return impl == implAVX512 }
+
+// gemmTileWideI8 computes a tile of mr rows (1 to gemmRows) over kp >= 1
+// pairs of k of two int8 panels pstride bytes apart. Only where
+// hasWideTiles.
+func gemmTileWideI8(mr int, a []byte, lda int, b []byte, pstride, kp int, c []byte, ldc int, add bool) {
+	gemmTilesWideI8[min(mr, gemmRows)-1](a, lda, b, pstride, kp, c, ldc, add)
+}
 
 // gemmTileQuad computes a tile of mr rows (1 to gemmRows) over kq >= 1
-// quads of k of a quad panel, or with pstride > 0 (where hasWideQuads) of
+// quads of k of a quad panel, or with pstride > 0 (where hasWideTiles) of
 // two panels pstride bytes apart, and prefetches pf as the kernels say.
 // Only where quadPanels.
 func gemmTileQuad(mr int, a []byte, lda int, b []byte, pstride, kq int, c []byte, ldc int, add bool, corr, pf []byte, pfStep int) {

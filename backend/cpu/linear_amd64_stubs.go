@@ -395,6 +395,15 @@ func gemmTile1AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile1I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide1I8AVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 1 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide1I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTileWide1QuadVNNIAVX512 computes a tile of 1 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 1 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -433,6 +442,15 @@ func gemmTile2AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile2I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide2I8AVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 2 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide2I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // gemmTileWide2QuadVNNIAVX512 computes a tile of 2 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 2 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -473,6 +491,15 @@ func gemmTile3AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile3I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide3I8AVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 3 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide3I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTileWide3QuadVNNIAVX512 computes a tile of 3 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 3 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -511,6 +538,15 @@ func gemmTile4AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile4I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide4I8AVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 4 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide4I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // gemmTileWide4QuadVNNIAVX512 computes a tile of 4 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 4 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
@@ -551,6 +587,15 @@ func gemmTile5AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //go:noescape
 func gemmTile5I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
 
+// gemmTileWide5I8AVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 5 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 5 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide5I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
+
 // gemmTileWide5QuadVNNIAVX512 computes a tile of 5 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 5 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);
 // b the quad panel: per quad of k, 32 columns of 4 bytes, each the weight's int8 plus 128 (128 bytes);
@@ -589,6 +634,15 @@ func gemmTile6AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add
 //
 //go:noescape
 func gemmTile6I8AVX512(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)
+
+// gemmTileWide6I8AVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kp pairs of k:
+// a holds 6 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b the packed weight panel: per pair of k, 32 columns of int8 pairs (64 bytes);
+// the second panel pstride bytes after the first in b;
+// c gets (add: c +=) the int32 sums, 6 rows ldc bytes apart. kp must be at least 1.
+//
+//go:noescape
+func gemmTileWide6I8AVX512(a []byte, lda int, b []byte, pstride int, kp int, c []byte, ldc int, add bool)
 
 // gemmTileWide6QuadVNNIAVX512 computes a tile of 6 rows by 64 columns of an exact int8 product over kq quads of k:
 // a holds 6 rows of int8 activations, lda bytes apart (each quad of k 4 bytes);

@@ -56,7 +56,11 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 
 var quadPanels = func() bool { return false }
 
-func hasWideQuads() bool { return false }
+func hasWideTiles() bool { return false }
+
+func gemmTileWideI8(int, []byte, int, []byte, int, int, []byte, int, bool) {
+	panic("cpu: no wide tiles without assembly")
+}
 
 func gemmTileQuad(int, []byte, int, []byte, int, int, []byte, int, bool, []byte, []byte, int) {
 	panic("cpu: no quad tiles without assembly")

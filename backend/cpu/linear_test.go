@@ -517,7 +517,7 @@ func TestQuadTiles(t *testing.T) {
 		qb := 4 * nr // a quad of a panel's bytes
 		const guard = 256
 		for _, panels := range []int{1, 2} {
-			if panels == 2 && !hasWideQuads() {
+			if panels == 2 && !hasWideTiles() {
 				continue
 			}
 			for mr := 1; mr <= gemmRows; mr++ {
