@@ -233,10 +233,11 @@ const (
 // 0.94-0.99 at 8 with AVX-512; with AVX-VNNI 1.05-1.07 at 14 rows,
 // 1.02 at 15 and 0.96-0.98 at 16. Without VNNI, once the few-row path
 // packed b's pairs a few panels at a time too (the same machine, medians
-// of blocks of 15 calls alternated in one process), it took 1.08-1.04
+// of blocks of 15 calls alternated in one process), it took 1.03-1.08
 // times the cols path's time at 8 rows and 0.88-0.96 at 10 with AVX2;
-// with AVX-512, whose wider tiles do more a row, 0.99-1.04 at 4 rows,
-// 0.83-0.93 at 5 and 0.64-0.67 at 8.
+// with AVX-512, whose wider tiles do more a row, 1.22-1.32 at 4 rows,
+// 1.05-1.10 at 5, 0.92-0.93 at 6 and 0.85-0.87 at 7 (against gemvRows's
+// AVX-512 form).
 func colsMax() int {
 	switch {
 	case quadPanels() && impl == implAVX512:
@@ -244,7 +245,7 @@ func colsMax() int {
 	case quadPanels():
 		return 15
 	case impl == implAVX512:
-		return 4
+		return 5
 	}
 	return 8
 }

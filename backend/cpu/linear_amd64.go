@@ -274,14 +274,16 @@ func packRowsPanelI8(src []byte, ldw, kp int, dst []byte) int {
 }
 
 // gemvRows adds to the int32 of c the products of the int16 row x with
-// the [K, N] rows of b: see gemvRowsGeneric. The kernel is AVX2 on either
-// set: it waits for memory, not arithmetic.
+// the [K, N] rows of b: see gemvRowsGeneric.
 func gemvRows(x, b []byte, ldb, kp int, c []byte) {
-	if impl == implGeneric {
+	switch impl {
+	case implAVX512:
+		gemvRowsAVX512(x, b, ldb, kp, c)
+	case implAVX2:
+		gemvRowsAVX2(x, b, ldb, kp, c)
+	default:
 		gemvRowsGeneric(x, b, ldb, kp, c)
-		return
 	}
-	gemvRowsAVX2(x, b, ldb, kp, c)
 }
 
 // gemvRowsQuad adds to the int32 of c the quad arithmetic's products of

@@ -9015,6 +9015,142 @@ packRowsI8AVX512_done:
 	VZEROUPPER
 	RET
 
+// func gemvRowsAVX512(x []byte, b []byte, ldb int, kp int, c []byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, MMX+
+TEXT ·gemvRowsAVX512(SB), NOSPLIT, $0-88
+	MOVQ x_base+0(FP), AX
+	MOVQ b_base+24(FP), CX
+	MOVQ ldb+48(FP), DX
+	MOVQ kp+56(FP), BX
+	MOVQ c_base+64(FP), SI
+	MOVQ c_len+72(FP), DI
+	SHRQ $0x02, DI
+	LEAQ (DX)(DX*1), R8
+	LEAQ (R8)(DX*1), R9
+	MOVQ DX, R10
+	SHLQ $0x03, R10
+
+gemvRowsAVX512_two:
+	CMPQ         BX, $0x02
+	JB           gemvRowsAVX512_one
+	VPBROADCASTD (AX), Z0
+	VPBROADCASTD 4(AX), Z1
+	MOVQ         DI, R11
+	MOVQ         CX, R12
+	MOVQ         SI, R13
+	MOVQ         CX, R14
+	ADDQ         R10, R14
+
+gemvRowsAVX512_cols2:
+	PREFETCHT0 (R14)
+	PREFETCHT0 (R14)(DX*1)
+	PREFETCHT0 (R14)(DX*2)
+	PREFETCHT0 (R14)(R9*1)
+	ADDQ       $0x40, R14
+	VPERMQ     $0xd8, (R12), Y2
+	VPERMQ     $0xd8, (R12)(DX*1), Y3
+	VPUNPCKLBW Y3, Y2, Y6
+	VPUNPCKHBW Y3, Y2, Y7
+	VPMOVSXBW  Y6, Z6
+	VPMOVSXBW  Y7, Z7
+	VPMADDWD   Z0, Z6, Z6
+	VPMADDWD   Z0, Z7, Z7
+	VPERMQ     $0xd8, (R12)(R8*1), Y4
+	VPERMQ     $0xd8, (R12)(R9*1), Y5
+	VPUNPCKLBW Y5, Y4, Y8
+	VPUNPCKHBW Y5, Y4, Y9
+	VPMOVSXBW  Y8, Z8
+	VPMOVSXBW  Y9, Z9
+	VPMADDWD   Z1, Z8, Z8
+	VPMADDWD   Z1, Z9, Z9
+	VPADDD     Z8, Z6, Z6
+	VPADDD     Z9, Z7, Z7
+	VPADDD     (R13), Z6, Z6
+	VPADDD     64(R13), Z7, Z7
+	VMOVDQU32  Z6, (R13)
+	VMOVDQU32  Z7, 64(R13)
+	VPERMQ     $0xd8, 32(R12), Y2
+	VPERMQ     $0xd8, 32(R12)(DX*1), Y3
+	VPUNPCKLBW Y3, Y2, Y6
+	VPUNPCKHBW Y3, Y2, Y7
+	VPMOVSXBW  Y6, Z6
+	VPMOVSXBW  Y7, Z7
+	VPMADDWD   Z0, Z6, Z6
+	VPMADDWD   Z0, Z7, Z7
+	VPERMQ     $0xd8, 32(R12)(R8*1), Y4
+	VPERMQ     $0xd8, 32(R12)(R9*1), Y5
+	VPUNPCKLBW Y5, Y4, Y8
+	VPUNPCKHBW Y5, Y4, Y9
+	VPMOVSXBW  Y8, Z8
+	VPMOVSXBW  Y9, Z9
+	VPMADDWD   Z1, Z8, Z8
+	VPMADDWD   Z1, Z9, Z9
+	VPADDD     Z8, Z6, Z6
+	VPADDD     Z9, Z7, Z7
+	VPADDD     128(R13), Z6, Z6
+	VPADDD     192(R13), Z7, Z7
+	VMOVDQU32  Z6, 128(R13)
+	VMOVDQU32  Z7, 192(R13)
+	ADDQ       $0x40, R12
+	ADDQ       $0x00000100, R13
+	SUBQ       $0x40, R11
+	JNZ        gemvRowsAVX512_cols2
+	ADDQ       $0x00000008, AX
+	LEAQ       (CX)(DX*2), CX
+	LEAQ       (CX)(DX*2), CX
+	SUBQ       $0x02, BX
+	JMP        gemvRowsAVX512_two
+
+gemvRowsAVX512_one:
+	TESTQ        BX, BX
+	JZ           gemvRowsAVX512_done
+	VPBROADCASTD (AX), Z0
+	MOVQ         DI, BX
+	MOVQ         CX, DI
+	MOVQ         CX, R8
+	ADDQ         R10, R8
+
+gemvRowsAVX512_cols1:
+	PREFETCHT0 (R8)
+	PREFETCHT0 (R8)(DX*1)
+	PREFETCHT0 (R8)(DX*2)
+	PREFETCHT0 (R8)(R9*1)
+	ADDQ       $0x40, R8
+	VPERMQ     $0xd8, (DI), Y2
+	VPERMQ     $0xd8, (DI)(DX*1), Y3
+	VPUNPCKLBW Y3, Y2, Y6
+	VPUNPCKHBW Y3, Y2, Y7
+	VPMOVSXBW  Y6, Z6
+	VPMOVSXBW  Y7, Z7
+	VPMADDWD   Z0, Z6, Z6
+	VPMADDWD   Z0, Z7, Z7
+	VPADDD     (SI), Z6, Z6
+	VPADDD     64(SI), Z7, Z7
+	VMOVDQU32  Z6, (SI)
+	VMOVDQU32  Z7, 64(SI)
+	VPERMQ     $0xd8, 32(DI), Y2
+	VPERMQ     $0xd8, 32(DI)(DX*1), Y3
+	VPUNPCKLBW Y3, Y2, Y6
+	VPUNPCKHBW Y3, Y2, Y7
+	VPMOVSXBW  Y6, Z6
+	VPMOVSXBW  Y7, Z7
+	VPMADDWD   Z0, Z6, Z6
+	VPMADDWD   Z0, Z7, Z7
+	VPADDD     128(SI), Z6, Z6
+	VPADDD     192(SI), Z7, Z7
+	VMOVDQU32  Z6, 128(SI)
+	VMOVDQU32  Z7, 192(SI)
+	ADDQ       $0x40, DI
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x40, BX
+	JNZ        gemvRowsAVX512_cols1
+	ADDQ       $0x00000004, AX
+	LEAQ       (CX)(DX*2), CX
+
+gemvRowsAVX512_done:
+	VZEROUPPER
+	RET
+
 // func gemvRowsQuadVNNIAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
 // Requires: AVX, AVX512BW, AVX512F, AVX512_VNNI, MMX+
 TEXT ·gemvRowsQuadVNNIAVX512(SB), NOSPLIT, $0-88

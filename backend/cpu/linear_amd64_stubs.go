@@ -760,6 +760,13 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
+// gemvRowsAVX512 adds to int32 j of c, for j < len(c)/4 (a multiple of 64), the dot product over kp pairs of k
+// of the int16 row x (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart
+// (rows 2p and 2p+1 for pair p). kp must be at least 1.
+//
+//go:noescape
+func gemvRowsAVX512(x []byte, b []byte, ldb int, kp int, c []byte)
+
 // gemvRowsQuadVNNIAVX512 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
 // of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
 // its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64

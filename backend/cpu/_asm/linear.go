@@ -773,8 +773,13 @@ func dotTile(name string, w width) {
 // while b streams past). Each step prefetches the same columns of the
 // rows two passes on (measured on a 2-core Zen 4, one row of A, b out of
 // the caches: 0.94-0.97 of the time at 4096 by 4096, 0.82 at 8192 by
-// 2048). Registers: 0 and 1 the row's pairs, 2 to 5 the rows' bytes, 6
-// to 9 their products.
+// 2048). The AVX-512 form takes 32 columns of each row at a time: from
+// memory one row of A reads as fast with it as with the AVX2 form, but
+// with more rows, which read b's chunk again from the cache, it took
+// 0.80-0.85 of the AVX2 form's time at 4 rows (a 2-core Zen 5, VNNI
+// turned off, 4096x4096, medians of blocks of calls alternated in one
+// process). Registers: 0 and 1 the row's pairs, 2 to 5 the rows' bytes,
+// 6 to 9 their products.
 func gemvRows(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kp int, c []byte)")
 	Pragma("noescape")
@@ -816,18 +821,36 @@ func gemvRows(name string, w width) {
 		PREFETCHT0(Mem{Base: pf, Index: ldb, Scale: 2})
 		PREFETCHT0(Mem{Base: pf, Index: ld3, Scale: 1})
 		ADDQ(Imm(64), pf)
-		for g := range 4 {
+		// A group is half a register's lanes of columns of each pair of
+		// rows: 16 with AVX2, 32 with AVX-512, where VPERMQ puts each
+		// row's columns 0-7 and 16-23 in the low 128-bit lane and 8-15
+		// and 24-31 in the high one, so that the in-lane interleaving
+		// below leaves columns 0-15 in lo and 16-31 in hi, in order.
+		cols := w.bytes / 2
+		half := func(v VecPhysical) Op { return v.AsX() }
+		if w.bytes == 64 {
+			half = func(v VecPhysical) Op { return v.AsY() }
+		}
+		for g := range 64 / cols {
 			var lo, hi [2]VecPhysical
 			for q := range pairs {
-				r0, r1 := w.phys(2+2*q).AsX(), w.phys(3+2*q).AsX()
+				r0, r1 := half(w.phys(2+2*q)), half(w.phys(3+2*q))
 				lo[q], hi[q] = w.phys(6+2*q), w.phys(7+2*q)
 				// Rows 2p+2q and 2p+2q+1 of b.
-				VMOVDQU(Mem{Base: b0, Index: []Register{nil, ld2}[q], Scale: uint8(q), Disp: 16 * g}, r0)
-				VMOVDQU(Mem{Base: b0, Index: []Register{ldb, ld3}[q], Scale: 1, Disp: 16 * g}, r1)
-				VPUNPCKLBW(r1, r0, lo[q].AsX()) // columns 16g to 16g+7: k's byte, then k+1's
-				VPUNPCKHBW(r1, r0, hi[q].AsX()) // 16g+8 to 16g+15
-				VPMOVSXBW(lo[q].AsX(), lo[q])
-				VPMOVSXBW(hi[q].AsX(), hi[q])
+				for i, m := range []Mem{
+					{Base: b0, Index: []Register{nil, ld2}[q], Scale: uint8(q), Disp: cols * g},
+					{Base: b0, Index: []Register{ldb, ld3}[q], Scale: 1, Disp: cols * g},
+				} {
+					if w.bytes == 64 {
+						VPERMQ(Imm(0xd8), m, []Op{r0, r1}[i])
+					} else {
+						VMOVDQU(m, []Op{r0, r1}[i])
+					}
+				}
+				VPUNPCKLBW(r1, r0, half(lo[q])) // the group's first half of columns: k's byte, then k+1's
+				VPUNPCKHBW(r1, r0, half(hi[q])) // its second half
+				VPMOVSXBW(half(lo[q]), lo[q])
+				VPMOVSXBW(half(hi[q]), hi[q])
 				VPMADDWD(w.phys(q), lo[q], lo[q])
 				VPMADDWD(w.phys(q), hi[q], hi[q])
 			}
@@ -835,10 +858,10 @@ func gemvRows(name string, w width) {
 				VPADDD(lo[1], lo[0], lo[0])
 				VPADDD(hi[1], hi[0], hi[0])
 			}
-			VPADDD(Mem{Base: c0, Disp: 64 * g}, lo[0], lo[0])
-			VPADDD(Mem{Base: c0, Disp: 64*g + 32}, hi[0], hi[0])
-			w.mov(lo[0], Mem{Base: c0, Disp: 64 * g})
-			w.mov(hi[0], Mem{Base: c0, Disp: 64*g + 32})
+			VPADDD(Mem{Base: c0, Disp: 4 * cols * g}, lo[0], lo[0])
+			VPADDD(Mem{Base: c0, Disp: 4*cols*g + w.bytes}, hi[0], hi[0])
+			w.mov(lo[0], Mem{Base: c0, Disp: 4 * cols * g})
+			w.mov(hi[0], Mem{Base: c0, Disp: 4*cols*g + w.bytes})
 		}
 		ADDQ(Imm(64), b0)
 		ADDQ(U32(256), c0)
@@ -1665,9 +1688,7 @@ func linearKernels(w width) {
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
 	packRows("packRowsI8"+w.name, w, true)
-	if w.bytes == 32 {
-		gemvRows("gemvRows"+w.name, w) // memory-bound: AVX-512 machines run it too
-	}
+	gemvRows("gemvRows"+w.name, w)
 	gemvRowsQuad("gemvRowsQuadVNNI"+w.name, w)
 	if w.bytes == 32 {
 		dotTile("dotTile"+w.name, w) // the dot path: AVX2 without VNNI
