@@ -17,13 +17,14 @@ import (
 // quad panels, below). The ways to lay the work out, which pathFor,
 // linearPath and mmInt8 choose by M:
 //
-//	int8_linear, AVX2 or AVX-512 set without its VNNI, K % 16 == 0 (AVX-512: plain weight):
+//	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to 8 rows cols (7 with AVX512-VNNI, 15 with AVX-VNNI), up to 96 few, more many (b packed whole)
+//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 5 with AVX-512 alone),
+//	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
@@ -31,14 +32,15 @@ import (
 //     gemmCols channels (per pair of k, each channel's two values, as
 //     int8 on the assembly sets, else int16; quads with VNNI, below);
 //     then blocks of blockRows rows by blockCols channels in parallel,
-//     each in passes of blockPairs pairs of k (twice as many with int8
-//     panels), gemmTile computing tiles of up to gemmRows rows by one
-//     panel (the panel's part, 16 KiB, stays in the first-level cache
-//     while the block's rows go by; 32 KiB with AVX-512);
+//     each in passes of k (blockPairs pairs over int16 panels, i8Pass
+//     over int8 ones, quadPass quads), gemmTile computing tiles of up to
+//     gemmRows rows by one panel, or with AVX-512 two (tileWide), while
+//     the panels' part stays in the caches as the block's rows go by;
 //   - few rows (M > gemvMax, linear_few.go): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches (a prepared
-//     weight, and mm_int8's b, come packed whole instead);
+//     weight comes packed whole instead; mm_int8's b is packed a pass of
+//     a few panels at a time, fewColsBody);
 //   - one row at a time (M <= gemvMax, linear_one.go): gemv reads 8
 //     weight rows as they are, one after another, and multiplies them
 //     with up to 4 rows of A, at the memory's speed;
@@ -547,10 +549,11 @@ func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 		return res, err
 	}
 	out := res.Out
-	// b is [K, N]: read as it is for up to colsMax() rows, else packed
-	// whole (int8 panels with the assembly sets, which the few-row path
-	// takes too: on a 2-core Zen 4, 16 rows by 4096x4096 took 3.06 ms so
-	// against 3.40 on the many-row path and 4.57 with int16 panels).
+	// b is [K, N]: read as it is for up to colsMax() rows; on the
+	// assembly sets, up to fewMax rows packed a few panels at a time as
+	// the few-row path's tiles need them (fewColsBody; packed whole, on a
+	// 2-core Zen 4, 16 rows by 4096x4096 took 3.06 ms against 3.40 on the
+	// many-row path and 4.57 with int16 panels); else packed whole.
 	path := manyRows
 	switch {
 	case m <= colsMax():
