@@ -297,6 +297,29 @@ func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
 	gemvRowsQuadVNNIAVX2(x, b, ldb, kq, c)
 }
 
+// unquad is unquadGeneric by the kernel of the set: the accumulators
+// after the first two are added to the second in Go (only with more than
+// two threads).
+func unquad(total []byte, others [][]byte, lo, hi int, corr int32) {
+	if impl == implGeneric {
+		unquadGeneric(total, others, lo, hi, corr)
+		return
+	}
+	var other []byte
+	if len(others) > 0 {
+		other = others[0][lo:hi]
+		for _, a := range others[1:] {
+			addInt32s(other, a[lo:hi])
+		}
+	}
+	switch impl {
+	case implAVX512:
+		unquadAVX512(total[lo:hi], other, corr)
+	default:
+		unquadAVX2(total[lo:hi], other, corr)
+	}
+}
+
 // quadCols is the number of columns of a register of gemvRowsQuad's int8
 // rows, whose sums it keeps out of order (see quadColumn).
 func quadCols() int {

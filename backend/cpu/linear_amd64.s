@@ -3109,6 +3109,74 @@ gemvRowsQuadVNNIAVX2_done:
 	VZEROUPPER
 	RET
 
+// func unquadAVX2(sums []byte, other []byte, corr int32)
+// Requires: AVX, AVX2
+TEXT ·unquadAVX2(SB), NOSPLIT, $0-52
+	MOVQ         sums_base+0(FP), AX
+	MOVQ         sums_len+8(FP), CX
+	MOVQ         other_base+24(FP), DX
+	MOVQ         other_len+32(FP), BX
+	MOVL         corr+48(FP), SI
+	VMOVD        SI, X15
+	VPBROADCASTD X15, Y15
+	TESTQ        BX, BX
+	JZ           unquadAVX2_alone
+
+unquadAVX2_loop:
+	CMPQ       CX, $0x00
+	JE         unquadAVX2_done
+	VMOVDQU    (AX), Y0
+	VPADDD     (DX), Y0, Y0
+	VPADDD     Y15, Y0, Y0
+	VMOVDQU    32(AX), Y1
+	VPADDD     32(DX), Y1, Y1
+	VPADDD     Y15, Y1, Y1
+	VMOVDQU    64(AX), Y2
+	VPADDD     64(DX), Y2, Y2
+	VPADDD     Y15, Y2, Y2
+	VMOVDQU    96(AX), Y3
+	VPADDD     96(DX), Y3, Y3
+	VPADDD     Y15, Y3, Y3
+	VPERM2I128 $0x20, Y1, Y0, Y4
+	VPERM2I128 $0x20, Y3, Y2, Y5
+	VPERM2I128 $0x31, Y1, Y0, Y6
+	VPERM2I128 $0x31, Y3, Y2, Y7
+	VMOVDQU    Y4, (AX)
+	VMOVDQU    Y5, 32(AX)
+	VMOVDQU    Y6, 64(AX)
+	VMOVDQU    Y7, 96(AX)
+	ADDQ       $0x00000080, AX
+	ADDQ       $0x00000080, DX
+	SUBQ       $0x00000080, CX
+	JMP        unquadAVX2_loop
+
+unquadAVX2_alone:
+	CMPQ       CX, $0x00
+	JE         unquadAVX2_done
+	VMOVDQU    (AX), Y0
+	VPADDD     Y15, Y0, Y0
+	VMOVDQU    32(AX), Y1
+	VPADDD     Y15, Y1, Y1
+	VMOVDQU    64(AX), Y2
+	VPADDD     Y15, Y2, Y2
+	VMOVDQU    96(AX), Y3
+	VPADDD     Y15, Y3, Y3
+	VPERM2I128 $0x20, Y1, Y0, Y4
+	VPERM2I128 $0x20, Y3, Y2, Y5
+	VPERM2I128 $0x31, Y1, Y0, Y6
+	VPERM2I128 $0x31, Y3, Y2, Y7
+	VMOVDQU    Y4, (AX)
+	VMOVDQU    Y5, 32(AX)
+	VMOVDQU    Y6, 64(AX)
+	VMOVDQU    Y7, 96(AX)
+	ADDQ       $0x00000080, AX
+	SUBQ       $0x00000080, CX
+	JMP        unquadAVX2_alone
+
+unquadAVX2_done:
+	VZEROUPPER
+	RET
+
 // func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·dotTileAVX2(SB), NOSPLIT, $0-136
@@ -9287,6 +9355,81 @@ gemvRowsQuadVNNIAVX512_cols1:
 	LEAQ       (CX)(DX*4), CX
 
 gemvRowsQuadVNNIAVX512_done:
+	VZEROUPPER
+	RET
+
+// func unquadAVX512(sums []byte, other []byte, corr int32)
+// Requires: AVX, AVX512F
+TEXT ·unquadAVX512(SB), NOSPLIT, $0-52
+	MOVQ         sums_base+0(FP), AX
+	MOVQ         sums_len+8(FP), CX
+	MOVQ         other_base+24(FP), DX
+	MOVQ         other_len+32(FP), BX
+	MOVL         corr+48(FP), SI
+	VPBROADCASTD SI, Z15
+	TESTQ        BX, BX
+	JZ           unquadAVX512_alone
+
+unquadAVX512_loop:
+	CMPQ       CX, $0x00
+	JE         unquadAVX512_done
+	VMOVDQU32  (AX), Z0
+	VPADDD     (DX), Z0, Z0
+	VPADDD     Z15, Z0, Z0
+	VMOVDQU32  64(AX), Z1
+	VPADDD     64(DX), Z1, Z1
+	VPADDD     Z15, Z1, Z1
+	VMOVDQU32  128(AX), Z2
+	VPADDD     128(DX), Z2, Z2
+	VPADDD     Z15, Z2, Z2
+	VMOVDQU32  192(AX), Z3
+	VPADDD     192(DX), Z3, Z3
+	VPADDD     Z15, Z3, Z3
+	VSHUFI64X2 $0x44, Z1, Z0, Z4
+	VSHUFI64X2 $0xee, Z1, Z0, Z5
+	VSHUFI64X2 $0x44, Z3, Z2, Z6
+	VSHUFI64X2 $0xee, Z3, Z2, Z7
+	VSHUFI64X2 $0x88, Z6, Z4, Z0
+	VSHUFI64X2 $0xdd, Z6, Z4, Z1
+	VSHUFI64X2 $0x88, Z7, Z5, Z2
+	VSHUFI64X2 $0xdd, Z7, Z5, Z3
+	VMOVDQU32  Z0, (AX)
+	VMOVDQU32  Z1, 64(AX)
+	VMOVDQU32  Z2, 128(AX)
+	VMOVDQU32  Z3, 192(AX)
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, DX
+	SUBQ       $0x00000100, CX
+	JMP        unquadAVX512_loop
+
+unquadAVX512_alone:
+	CMPQ       CX, $0x00
+	JE         unquadAVX512_done
+	VMOVDQU32  (AX), Z0
+	VPADDD     Z15, Z0, Z0
+	VMOVDQU32  64(AX), Z1
+	VPADDD     Z15, Z1, Z1
+	VMOVDQU32  128(AX), Z2
+	VPADDD     Z15, Z2, Z2
+	VMOVDQU32  192(AX), Z3
+	VPADDD     Z15, Z3, Z3
+	VSHUFI64X2 $0x44, Z1, Z0, Z4
+	VSHUFI64X2 $0xee, Z1, Z0, Z5
+	VSHUFI64X2 $0x44, Z3, Z2, Z6
+	VSHUFI64X2 $0xee, Z3, Z2, Z7
+	VSHUFI64X2 $0x88, Z6, Z4, Z0
+	VSHUFI64X2 $0xdd, Z6, Z4, Z1
+	VSHUFI64X2 $0x88, Z7, Z5, Z2
+	VSHUFI64X2 $0xdd, Z7, Z5, Z3
+	VMOVDQU32  Z0, (AX)
+	VMOVDQU32  Z1, 64(AX)
+	VMOVDQU32  Z2, 128(AX)
+	VMOVDQU32  Z3, 192(AX)
+	ADDQ       $0x00000100, AX
+	SUBQ       $0x00000100, CX
+	JMP        unquadAVX512_alone
+
+unquadAVX512_done:
 	VZEROUPPER
 	RET
 

@@ -253,6 +253,12 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 //go:noescape
 func gemvRowsQuadVNNIAVX2(x []byte, b []byte, ldb int, kq int, c []byte)
 
+// unquadAVX2 adds corr and, if other is not empty, the int32 of other to those of sums (len(sums) bytes of each,
+// a multiple of 128), and puts each 32 int32 of sums, in the order of quadColumn, in column order.
+//
+//go:noescape
+func unquadAVX2(sums []byte, other []byte, corr int32)
+
 // dotTileAVX2 adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt
 // (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
 // wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
@@ -774,6 +780,12 @@ func gemvRowsAVX512(x []byte, b []byte, ldb int, kp int, c []byte)
 //
 //go:noescape
 func gemvRowsQuadVNNIAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
+
+// unquadAVX512 adds corr and, if other is not empty, the int32 of other to those of sums (len(sums) bytes of each,
+// a multiple of 256), and puts each 64 int32 of sums, in the order of quadColumn, in column order.
+//
+//go:noescape
+func unquadAVX512(sums []byte, other []byte, corr int32)
 
 // packColsI8AVX512 packs four int8 rows of src (ldb bytes apart), 32 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (64 bytes), then the last two's.

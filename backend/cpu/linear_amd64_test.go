@@ -216,3 +216,40 @@ func TestGemvRowsQuad(t *testing.T) {
 		}
 	})
 }
+
+// TestUnquad compares unquad's kernels with unquadGeneric: random sums,
+// none to three other accumulators, several blocks from an offset, and
+// checks that nothing outside [lo, hi) changes.
+func TestUnquad(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(31, 32))
+		w := 4 * quadCols() // bytes a register of columns
+		for _, others := range []int{0, 1, 2, 3} {
+			for _, blocks := range []int{1, 2, 5} {
+				lo := w * 2
+				hi := lo + blocks*w
+				n := hi + w
+				random := func() []byte {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = byte(rng.Uint32())
+					}
+					return b
+				}
+				total, want := random(), []byte(nil)
+				want = append(want, total...)
+				var accs, wantAccs [][]byte
+				for range others {
+					a := random()
+					accs, wantAccs = append(accs, a), append(wantAccs, append([]byte(nil), a...))
+				}
+				corr := int32(rng.Uint32())
+				unquadGeneric(want, wantAccs, lo, hi, corr)
+				unquad(total, accs, lo, hi, corr)
+				if !bytes.Equal(total, want) {
+					t.Fatalf("%d others, %d blocks: sums differ from unquadGeneric's", others, blocks)
+				}
+			}
+		}
+	})
+}

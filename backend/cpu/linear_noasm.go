@@ -79,3 +79,7 @@ func activateBlocks(dtype.DType, string, []byte, []byte) int { return 0 }
 
 // copyStream is copy: the Go kernels have no non-temporal stores.
 func copyStream(dst, src []byte) { copy(dst, src) }
+
+func unquad(total []byte, others [][]byte, lo, hi int, corr int32) {
+	unquadGeneric(total, others, lo, hi, corr)
+}
