@@ -12,16 +12,17 @@ import (
 // pools by size, smallBufs and floats.
 
 // bufs keeps the large buffers (megabytes per call) for the next call,
-// which would otherwise allocate and clear them again; lineBufs those
-// under bigBuf bytes by power-of-two capacity, as the pools below do, so
-// that a call never takes another's smaller buffer, drops it and faults
-// in a new one. (With one pool for all, mm_int8 of one row, in turn with
-// other calls as `kitchen bench` makes them, kept taking smaller buffers
-// for its sums: on a 2-core Zen 5 without VNNI, a median of 389 µs against
-// 358-371 with these pools, which allocated nothing in 110 rounds.)
+// which would otherwise allocate and clear them again; lineBufs those of
+// up to bigBuf/2 bytes, by power-of-two capacity as the pools below keep
+// theirs, so that a call never takes another's smaller buffer, drops it
+// and faults in a new one. (With one pool for all, mm_int8 of one row, in
+// turn with other calls as `kitchen bench` makes them, kept taking smaller
+// buffers for its sums: on a 2-core Zen 5 without VNNI, a median of 389 µs
+// against 358-371 with these pools, which allocated nothing in 110
+// rounds.)
 var (
 	bufs     sync.Pool
-	lineBufs [bits.UintSize]sync.Pool
+	lineBufs = pool[byte]{alloc: aligned}
 )
 
 // bigBuf is the size from which getBuf's buffers come from bufs.
@@ -30,11 +31,8 @@ const bigBuf = 1 << 20
 // getBuf returns a buffer of n bytes, with any contents, starting on a
 // 64-byte boundary (a cache line, which non-temporal stores need).
 func getBuf(n int) []byte {
-	if c := bits.Len(uint(n - 1)); n > 0 && 1<<c < bigBuf {
-		if b, ok := lineBufs[c].Get().(*[]byte); ok {
-			return (*b)[:n]
-		}
-		return aligned(n, 1<<c)
+	if n > 0 && n <= bigBuf/2 {
+		return lineBufs.get(n)
 	}
 	if b, ok := bufs.Get().(*[]byte); ok && cap(*b) >= n {
 		return (*b)[:n]
@@ -51,10 +49,10 @@ func aligned(n, size int) []byte {
 
 // putBuf gives back a buffer that getBuf returned.
 func putBuf(b []byte) {
-	switch c := bits.Len(uint(cap(b) - 1)); {
+	switch {
 	case cap(b) == 0:
-	case cap(b) == 1<<c && cap(b) < bigBuf:
-		lineBufs[c].Put(&b)
+	case cap(b) <= bigBuf/2:
+		lineBufs.put(b)
 	default:
 		bufs.Put(&b)
 	}
@@ -68,8 +66,12 @@ func putBuf(b []byte) {
 // virtual machines here take slowly: about 50 µs for a 16 KiB array, in
 // all a quarter of a one-row product of 4096x4096 (BENCHMARKS.md). Arrays
 // are kept by power-of-two capacity, so that any array kept for a size
-// serves it.
-type pool[T any] struct{ sizes [48]sync.Pool }
+// serves it. alloc, if set, makes the arrays (n elements with room for
+// size) in place of make.
+type pool[T any] struct {
+	sizes [48]sync.Pool
+	alloc func(n, size int) []T
+}
 
 var (
 	floats    pool[float32]
@@ -84,6 +86,9 @@ func (p *pool[T]) get(n int) []T {
 	c := bits.Len(uint(n - 1))
 	if b, ok := p.sizes[c].Get().(*[]T); ok {
 		return (*b)[:n]
+	}
+	if p.alloc != nil {
+		return p.alloc(n, 1<<c)
 	}
 	return make([]T, n, 1<<c)
 }

@@ -297,11 +297,15 @@ func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
 	gemvRowsQuadVNNIAVX2(x, b, ldb, kq, c)
 }
 
-// unquad is unquadGeneric by the kernel of the set: the accumulators
-// after the first two are added to the second in Go (only with more than
-// two threads).
+// unquad is unquadGeneric by the kernel of the set, which adds one other
+// accumulator: with more (more than two threads), Go first adds the rest
+// of others into the first, in [lo, hi).
 func unquad(total []byte, others [][]byte, lo, hi int, corr int32) {
-	if impl == implGeneric {
+	kernel := unquadAVX2
+	switch impl {
+	case implAVX512:
+		kernel = unquadAVX512
+	case implGeneric:
 		unquadGeneric(total, others, lo, hi, corr)
 		return
 	}
@@ -312,12 +316,7 @@ func unquad(total []byte, others [][]byte, lo, hi int, corr int32) {
 			addInt32s(other, a[lo:hi])
 		}
 	}
-	switch impl {
-	case implAVX512:
-		unquadAVX512(total[lo:hi], other, corr)
-	default:
-		unquadAVX2(total[lo:hi], other, corr)
-	}
+	kernel(total[lo:hi], other, corr)
 }
 
 // quadCols is the number of columns of a register of gemvRowsQuad's int8

@@ -97,14 +97,15 @@ func (b *fewColsBody) run(lo, hi int) {
 		for pc := 0; pc < p.kp; pc += pass {
 			kc := min(pass, p.kp-pc)
 			pstride := kc * pb
-			if !p.quads {
+			if p.quads {
+				for g := range group {
+					if n0 := 2 * (u*group + g) * nr; n0 < p.n {
+						packColsQuadPair(p.w, p.k, p.n, n0, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], pstride)
+					}
+				}
+			} else {
 				n0 := 2 * u * group * nr
 				packColsPairs(p.w, p.k, p.n, n0, min(2*group, (p.n-n0+nr-1)/nr), pc, kc, buf, pstride)
-			}
-			for g := range group {
-				if n0 := 2 * (u*group + g) * nr; n0 < p.n && p.quads {
-					packColsQuadPair(p.w, p.k, p.n, n0, pc, kc, buf[2*g*pstride:2*(g+1)*pstride], pstride)
-				}
 			}
 			for g := range group {
 				n0 := 2 * (u*group + g) * nr
