@@ -23,7 +23,7 @@ import (
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 5 with AVX-512 alone),
+//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone),
 //	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
@@ -60,7 +60,8 @@ import (
 // Quad panels (quadPanels: AVX-512 with AVX512-VNNI, AVX2 with AVX-VNNI)
 // serve the few- and many-row paths there, and the same quad arithmetic
 // the one-row path (gemv, on the weight's rows) and mm_int8's few
-// rows (gemvRowsQuad, on b's). VPDPBUSD multiplies four unsigned bytes by four signed ones
+// rows (gemvRowsQuad, on b's; also with AVX-512 alone, by VPMADDUBSW:
+// colsInQuads). VPDPBUSD multiplies four unsigned bytes by four signed ones
 // and adds the four products to an int32 lane: twice VPDPWSSD's work per
 // instruction, exact (a product is at most 255·128 in magnitude, four of
 // them far from 2^31), but unsigned on one side. So the panels hold each
@@ -237,9 +238,9 @@ const (
 // packed b's pairs a few panels at a time too (the same machine, medians
 // of blocks of 15 calls alternated in one process), it took 1.03-1.08
 // times the cols path's time at 8 rows and 0.88-0.96 at 10 with AVX2;
-// with AVX-512, whose wider tiles do more a row, 1.22-1.32 at 4 rows,
-// 1.05-1.10 at 5, 0.92-0.93 at 6 and 0.85-0.87 at 7 (against gemvRows's
-// AVX-512 form).
+// with AVX-512 alone, since its cols path takes quads too (colsInQuads),
+// 1.53 at 5 rows, 1.36 at 6, 1.29 at 7, 1.25 at 8, 1.08 at 10, 1.04 at 11
+// and 0.96 at 12 (medians of 275 calls alternated in one process).
 func colsMax() int {
 	switch {
 	case quadPanels() && impl == implAVX512:
@@ -247,7 +248,7 @@ func colsMax() int {
 	case quadPanels():
 		return 15
 	case impl == implAVX512:
-		return 5
+		return 11
 	}
 	return 8
 }
@@ -258,7 +259,7 @@ type product struct {
 	path    int
 	kp      int    // pairs of k: K rounded up to even (at least one pair); with quads, quads of k
 	x       []byte // the rows of A as int16 (with quads, int8, zero past K), lda bytes apart
-	quads   bool   // few, many or one row where quadPanels: x holds int8 rows, corr is set; few and many rows: quad panels
+	quads   bool   // few, many or one row where quadPanels, cols where colsInQuads: x holds int8 rows, corr is set; few and many rows: quad panels
 	corr    []byte // with quads, per row of A, -128 times its sum (int32, wrapping), which the tiles add
 	lda     int
 	wp      []byte // many rows (or i8): the packed panels, [N/gemmCols][kp][gemmCols] pairs
@@ -282,7 +283,7 @@ func roundUp(v, to int) int { return (v + to - 1) / to * to }
 // given.
 func newProduct(m, k, n, path int) *product {
 	p := &product{m: m, k: k, n: n, path: path, kp: max(1, (k+1)/2), i8: path == fewRows}
-	if (path == manyRows || path == fewRows || path == oneRow || path == colsRows) && quadPanels() {
+	if (path == manyRows || path == fewRows || path == oneRow) && quadPanels() || path == colsRows && colsInQuads() {
 		// Quads of k: 4 bytes of a row of A a quad, as a pair of int16.
 		// The one-row and cols paths' kernels read int8 rows too (see
 		// gemvBody, colsBody).

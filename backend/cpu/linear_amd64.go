@@ -274,28 +274,41 @@ func packRowsPanelI8(src []byte, ldw, kp int, dst []byte) int {
 }
 
 // gemvRows adds to the int32 of c the products of the int16 row x with
-// the [K, N] rows of b: see gemvRowsGeneric.
+// the [K, N] rows of b: see gemvRowsGeneric. The cols path takes pairs on
+// AVX2 without VNNI only (colsInQuads); tests that take pairs on an
+// AVX-512 set run the AVX2 kernel.
 func gemvRows(x, b []byte, ldb, kp int, c []byte) {
-	switch impl {
-	case implAVX512:
-		gemvRowsAVX512(x, b, ldb, kp, c)
-	case implAVX2:
-		gemvRowsAVX2(x, b, ldb, kp, c)
-	default:
+	if impl == implGeneric {
 		gemvRowsGeneric(x, b, ldb, kp, c)
+		return
 	}
+	gemvRowsAVX2(x, b, ldb, kp, c)
 }
 
 // gemvRowsQuad adds to the int32 of c the quad arithmetic's products of
 // the int8 row x with the [K, N] rows of b, each 64 columns' sums in the
-// order of quadColumn: see gemvRowsQuadGeneric. Only where quadPanels.
-func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
-	if impl == implAVX512 {
+// order of quadColumn: see gemvRowsQuadGeneric. Only where colsInQuads.
+// cold says b comes from memory rather than the cache: AVX-512 without
+// VNNI then prefetches more (see the kernels' generator).
+func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte, cold bool) {
+	switch {
+	case impl == implAVX512 && vnni:
 		gemvRowsQuadVNNIAVX512(x, b, ldb, kq, c)
-		return
+	case impl == implAVX512 && cold:
+		gemvRowsQuadColdAVX512(x, b, ldb, kq, c)
+	case impl == implAVX512:
+		gemvRowsQuadAVX512(x, b, ldb, kq, c)
+	default:
+		gemvRowsQuadVNNIAVX2(x, b, ldb, kq, c)
 	}
-	gemvRowsQuadVNNIAVX2(x, b, ldb, kq, c)
 }
+
+// colsInQuads reports whether mm_int8's cols path multiplies quads of k
+// (gemvRowsQuad): where quadPanels, and with AVX-512 without VNNI, whose
+// kernel does VPDPBUSD's arithmetic with VPMADDUBSW, exactly (see
+// quadProducts in the generator), faster than pairs of k. A variable, as
+// quadPanels is, so that tests also run the pairs there.
+var colsInQuads = func() bool { return quadPanels() || impl == implAVX512 }
 
 // unquad is unquadGeneric by the kernel of the set, which adds one other
 // accumulator: with more (more than two threads), Go first adds the rest

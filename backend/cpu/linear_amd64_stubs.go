@@ -238,13 +238,6 @@ func packRowsAVX2(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
 
-// gemvRowsAVX2 adds to int32 j of c, for j < len(c)/4 (a multiple of 64), the dot product over kp pairs of k
-// of the int16 row x (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart
-// (rows 2p and 2p+1 for pair p). kp must be at least 1.
-//
-//go:noescape
-func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
-
 // gemvRowsQuadVNNIAVX2 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
 // of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
 // its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
@@ -252,6 +245,13 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 //
 //go:noescape
 func gemvRowsQuadVNNIAVX2(x []byte, b []byte, ldb int, kq int, c []byte)
+
+// gemvRowsAVX2 adds to int32 j of c, for j < len(c)/4 (a multiple of 64), the dot product over kp pairs of k
+// of the int16 row x (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart
+// (rows 2p and 2p+1 for pair p). kp must be at least 1.
+//
+//go:noescape
+func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 
 // unquadAVX2 adds corr and, if other is not empty, the int32 of other to those of sums (len(sums) bytes of each,
 // a multiple of 128), and puts each 32 int32 of sums, in the order of quadColumn, in column order.
@@ -766,13 +766,6 @@ func packRowsAVX512(src []byte, ldw int, kp int, dst []byte)
 //go:noescape
 func packRowsI8AVX512(src []byte, ldw int, kp int, dst []byte)
 
-// gemvRowsAVX512 adds to int32 j of c, for j < len(c)/4 (a multiple of 64), the dot product over kp pairs of k
-// of the int16 row x (4 bytes a pair) and column j of the int8 rows of b, ldb bytes apart
-// (rows 2p and 2p+1 for pair p). kp must be at least 1.
-//
-//go:noescape
-func gemvRowsAVX512(x []byte, b []byte, ldb int, kp int, c []byte)
-
 // gemvRowsQuadVNNIAVX512 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
 // of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
 // its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
@@ -780,6 +773,22 @@ func gemvRowsAVX512(x []byte, b []byte, ldb int, kp int, c []byte)
 //
 //go:noescape
 func gemvRowsQuadVNNIAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
+
+// gemvRowsQuadAVX512 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
+// of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
+// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
+// columns' sums in c in the order of quadColumn. kq must be at least 1.
+//
+//go:noescape
+func gemvRowsQuadAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
+
+// gemvRowsQuadColdAVX512 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
+// of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
+// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
+// columns' sums in c in the order of quadColumn. kq must be at least 1.
+//
+//go:noescape
+func gemvRowsQuadColdAVX512(x []byte, b []byte, ldb int, kq int, c []byte)
 
 // unquadAVX512 adds corr and, if other is not empty, the int32 of other to those of sums (len(sums) bytes of each,
 // a multiple of 256), and puts each 64 int32 of sums, in the order of quadColumn, in column order.

@@ -182,14 +182,15 @@ func TestPackColsQuadsRun(t *testing.T) {
 	})
 }
 
-// TestGemvRowsQuad checks the VNNI kernels of mm_int8's cols path against
+// TestGemvRowsQuad checks the quad kernels of mm_int8's cols path (VNNI's,
+// and AVX-512's without it, both with b cold and cached) against
 // gemvRowsQuadGeneric: every column's sum, in the kernels' order, added to
 // what c held, for one and two quads a pass, with b's rows longer than the
 // columns taken.
 func TestGemvRowsQuad(t *testing.T) {
 	forEachProductSet(t, false, func(t *testing.T) {
-		if !quadPanels() {
-			t.Skip("no VNNI")
+		if !colsInQuads() {
+			t.Skip("pairs on this set")
 		}
 		rng := rand.New(rand.NewPCG(29, 30))
 		for _, s := range []struct{ kq, n, ldb int }{{1, 64, 64}, {2, 64, 70}, {3, 128, 128}, {5, 192, 200}, {8, 64, 4096}} {
@@ -206,12 +207,38 @@ func TestGemvRowsQuad(t *testing.T) {
 				got[i] = byte(rng.Uint32())
 			}
 			copy(want, got)
-			gemvRowsQuad(x, b[:(4*s.kq-1)*s.ldb+s.n], s.ldb, s.kq, got)
 			gemvRowsQuadGeneric(quadCols(), x, b, s.ldb, s.kq, want)
-			for p := 0; p < len(got); p += 4 {
-				if g, w := binary.LittleEndian.Uint32(got[p:]), binary.LittleEndian.Uint32(want[p:]); g != w {
-					t.Fatalf("%d quads, %d columns: position %d: %d, want %d", s.kq, s.n, p/4, int32(g), int32(w))
+			for _, cold := range []bool{false, true} {
+				c := bytes.Clone(got)
+				gemvRowsQuad(x, b[:(4*s.kq-1)*s.ldb+s.n], s.ldb, s.kq, c, cold)
+				for p := 0; p < len(c); p += 4 {
+					if g, w := binary.LittleEndian.Uint32(c[p:]), binary.LittleEndian.Uint32(want[p:]); g != w {
+						t.Fatalf("%d quads, %d columns, cold %v: position %d: %d, want %d", s.kq, s.n, cold, p/4, int32(g), int32(w))
+					}
 				}
+			}
+		}
+		// Every pair of byte values, each filling a quad of x and of a
+		// column, two quads a pass: where products are largest, and where
+		// VPMADDUBSW would saturate if the split were wrong.
+		const n = 256
+		b := make([]byte, 8*n)
+		for r := range 8 {
+			for j := range n {
+				b[r*n+j] = byte(j)
+			}
+		}
+		x := make([]byte, 8)
+		for v := range 256 {
+			for i := range x {
+				x[i] = byte(v)
+			}
+			got := make([]byte, 4*n)
+			gemvRowsQuad(x, b, n, 2, got, v%2 == 0)
+			want := make([]byte, 4*n)
+			gemvRowsQuadGeneric(quadCols(), x, b, n, 2, want)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("x all %d: the sums differ from gemvRowsQuadGeneric's", int8(v))
 			}
 		}
 	})

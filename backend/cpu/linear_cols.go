@@ -11,7 +11,7 @@ import (
 
 // colsBody runs mm_int8's product with b [K, N] read as it is, k
 // outermost (gemvRows streams whole rows of b, in order, adding them into
-// the sums of every column; gemvRowsQuad where quadPanels), in parts of
+// the sums of every column; gemvRowsQuad where colsInQuads), in parts of
 // colsPairs pairs (colsQuads quads) of k: each part adds its rows of b
 // into an accumulator ([M, N] int32) that no other part is using at the
 // time, at most one a thread, and runCols adds the accumulators up at the
@@ -73,8 +73,8 @@ func (b *colsBody) run(lo, hi int) {
 			c := part[4*i*p.n : 4*(i+1)*p.n]
 			if p.quads {
 				x := p.x[i*p.lda : i*p.lda+p.k]
-				if n64 > 0 {
-					gemvRowsQuad(x[4*pc:4*(pc+kc)], rows[:(4*kc-1)*p.n+n64], p.n, kc, c[:4*n64])
+				if n64 > 0 { // the first row reads the pass from memory, the others from the cache
+					gemvRowsQuad(x[4*pc:4*(pc+kc)], rows[:(4*kc-1)*p.n+n64], p.n, kc, c[:4*n64], i == 0)
 				}
 				for q := 4 * pc; q < 4*(pc+kc); q++ {
 					addRowQuad(c[4*n64:], int32(int8(x[q])), p.w[q*p.n+n64:(q+1)*p.n])

@@ -21,8 +21,8 @@ func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, 
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }
 
 // gemvRowsQuad is gemvRowsQuadGeneric for quadCols' order (the cols path
-// takes quads only where quadPanels, never here).
-func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte) {
+// takes quads only where colsInQuads, never here).
+func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte, cold bool) {
 	gemvRowsQuadGeneric(quadCols(), x, b, ldb, kq, c)
 }
 
@@ -55,6 +55,9 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 }
 
 var quadPanels = func() bool { return false }
+
+// colsInQuads is false: see quadPanels.
+var colsInQuads = func() bool { return false }
 
 func hasWideTiles() bool { return false }
 

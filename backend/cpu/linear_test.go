@@ -92,8 +92,8 @@ var variants = []variant{
 func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	t.Helper()
 	if v.pairs || v.int16 {
-		defer func(f func() bool) { quadPanels = f }(quadPanels)
-		quadPanels = func() bool { return false }
+		defer func(f, g func() bool) { quadPanels, colsInQuads = f, g }(quadPanels, colsInQuads)
+		quadPanels, colsInQuads = func() bool { return false }, func() bool { return false }
 	}
 	p := newProduct(m, k, n, v.path)
 	p.wide = v.wide

@@ -82,6 +82,18 @@ func (w width) panel(int8 bool) (nr, pairBytes int, what string) {
 	return nr, 4 * nr, "int16"
 }
 
+// fill sets every 32-bit lane of v to c.
+func (w width) fill(c uint32, v VecPhysical) {
+	r := GP32()
+	MOVL(U32(c), r)
+	if w.bytes == 64 {
+		VPBROADCASTD(r, v) // AVX512F broadcasts from a general register
+		return
+	}
+	VMOVD(r, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+}
+
 // mov is an unaligned move of a whole integer register.
 func (w width) mov(src, dst Op) {
 	if w.bytes == 64 {
@@ -773,13 +785,9 @@ func dotTile(name string, w width) {
 // while b streams past). Each step prefetches the same columns of the
 // rows two passes on (measured on a 2-core Zen 4, one row of A, b out of
 // the caches: 0.94-0.97 of the time at 4096 by 4096, 0.82 at 8192 by
-// 2048). The AVX-512 form takes 32 columns of each row at a time: from
-// memory one row of A reads as fast with it as with the AVX2 form, but
-// with more rows, which read b's chunk again from the cache, it took
-// 0.80-0.85 of the AVX2 form's time at 4 rows (a 2-core Zen 5, VNNI
-// turned off, 4096x4096, medians of blocks of calls alternated in one
-// process). Registers: 0 and 1 the row's pairs, 2 to 5 the rows' bytes,
-// 6 to 9 their products.
+// 2048). AVX2 only: with AVX-512, gemvRowsQuad serves the sets with
+// VNNI and without. Registers: 0 and 1 the row's pairs, 2 to 5 the rows'
+// bytes, 6 to 9 their products.
 func gemvRows(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kp int, c []byte)")
 	Pragma("noescape")
@@ -821,16 +829,9 @@ func gemvRows(name string, w width) {
 		PREFETCHT0(Mem{Base: pf, Index: ldb, Scale: 2})
 		PREFETCHT0(Mem{Base: pf, Index: ld3, Scale: 1})
 		ADDQ(Imm(64), pf)
-		// A group is half a register's lanes of columns of each pair of
-		// rows: 16 with AVX2, 32 with AVX-512, where VPERMQ puts each
-		// row's columns 0-7 and 16-23 in the low 128-bit lane and 8-15
-		// and 24-31 in the high one, so that the in-lane interleaving
-		// below leaves columns 0-15 in lo and 16-31 in hi, in order.
-		cols := w.bytes / 2
+		// A group is 16 columns of each pair of rows.
+		const cols = 16
 		half := func(v VecPhysical) Op { return v.AsX() }
-		if w.bytes == 64 {
-			half = func(v VecPhysical) Op { return v.AsY() }
-		}
 		for g := range 64 / cols {
 			var lo, hi [2]VecPhysical
 			for q := range pairs {
@@ -841,11 +842,7 @@ func gemvRows(name string, w width) {
 					{Base: b0, Index: []Register{nil, ld2}[q], Scale: uint8(q), Disp: cols * g},
 					{Base: b0, Index: []Register{ldb, ld3}[q], Scale: 1, Disp: cols * g},
 				} {
-					if w.bytes == 64 {
-						VPERMQ(Imm(0xd8), m, []Op{r0, r1}[i])
-					} else {
-						VMOVDQU(m, []Op{r0, r1}[i])
-					}
+					VMOVDQU(m, []Op{r0, r1}[i])
 				}
 				VPUNPCKLBW(r1, r0, half(lo[q])) // the group's first half of columns: k's byte, then k+1's
 				VPUNPCKHBW(r1, r0, half(hi[q])) // its second half
@@ -895,10 +892,27 @@ func gemvRows(name string, w width) {
 // 3 with AVX-512, 0.74 at 8 rows with AVX-VNNI (1 row: the same).
 // gemvRows, whose pairs take more instructions a byte, took 1.43-1.48
 // times as long at 1 row so, and keeps its prefetch at every step.
-// Registers: 0 and 1 the row's quads, 2 to 5 the sums of a register of
-// columns each, 6 to 13 the rows and their interleavings, 15 the 0x80
-// bytes.
-func gemvRowsQuad(name string, w width) {
+//
+// Without VNNI (the AVX-512 form only: AVX2's 16 registers cannot hold
+// its sums) quadProducts does VPDPBUSD's arithmetic, the same sums bit for
+// bit, in about twice the instructions; from the second-level cache it
+// runs as fast as the VNNI form (95 GB/s a thread on a 2-core Zen 5, the
+// pairs kernel 56). From memory it reads fastest with cold set, which
+// also prefetches the next line of each row two passes on at every step
+// (the VNNI form does not gain from that: 1.09 times as long at one row):
+// one row of A times b 4096x4096 out of the caches, blocks of calls
+// alternated in one process, took 0.92-0.95 of the time without it, and
+// for the rows after the first, which find b's chunk in the cache, the
+// extra prefetches cost time. Against the pairs kernel (gemvRows's old
+// AVX-512 form, now gone) mm_int8 took 0.91-0.95 of the time at one row,
+// 0.79 at 3 and 0.70 at 5.
+//
+// Registers: 0 and 1 the row's quads (without VNNI their low nibbles,
+// 16 and 17 the high ones), 2 to 5 the sums of a register of columns
+// each, 6 to 13 the rows and their interleavings, 15 the 0x80 bytes;
+// without VNNI, 18 and 19 int16 ones and sixteens, 20 to 27 the int16
+// sums of quadProducts.
+func gemvRowsQuad(name string, w width, vnni, cold bool) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kq int, c []byte)")
 	Pragma("noescape")
 	Doc(name+" adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows",
@@ -918,13 +932,13 @@ func gemvRowsQuad(name string, w width) {
 	MOVQ(ldb, ahead)
 	SHLQ(Imm(4), ahead)
 	bias := w.phys(15)
-	c80 := GP32()
-	MOVL(U32(0x80808080), c80)
-	if w.bytes == 64 {
-		VPBROADCASTD(c80, bias)
-	} else {
-		VMOVD(c80, bias.AsX())
-		VPBROADCASTD(bias.AsX(), bias)
+	w.fill(0x80808080, bias)
+	xhi := func(q int) VecPhysical { return w.phys(16 + q) }
+	var ones, sixteens VecPhysical
+	if !vnni {
+		ones, sixteens = w.phys(18), w.phys(19)
+		w.fill(0x00010001, ones)
+		w.fill(0x00100010, sixteens)
 	}
 	rowAt := func(base Register, r int, disp int) Mem {
 		return []Mem{{Base: base, Disp: disp}, {Base: base, Index: ldb, Scale: 1, Disp: disp},
@@ -934,6 +948,9 @@ func gemvRowsQuad(name string, w width) {
 	pass := func(label string, quads int) {
 		for q := range quads {
 			VPBROADCASTD(Mem{Base: xp, Disp: 4 * q}, w.phys(q))
+			if !vnni {
+				splitQuad(w, w.phys(q), xhi(q), w.phys(6), w.phys(7))
+			}
 		}
 		j, b0, c0, pf, hi := GP64(), GP64(), GP64(), GP64(), GP64()
 		MOVQ(n, j)
@@ -942,17 +959,20 @@ func gemvRowsQuad(name string, w width) {
 		// The first line of each row of the pass after next: the rest of
 		// each row the hardware's prefetchers fetch, which a row's first
 		// miss sets going (see the function's doc).
+		prefetch := func(disp int) { // the line at disp of each row from pf
+			LEAQ(Mem{Base: pf, Index: ldb, Scale: 4}, hi)
+			for r := range 4 * quads {
+				PREFETCHT0(rowAt([]Register{pf, hi}[r/4], r%4, disp))
+			}
+		}
 		MOVQ(bp, pf)
 		ADDQ(ahead, pf)
-		LEAQ(Mem{Base: pf, Index: ldb, Scale: 4}, hi)
-		for r := range 4 * quads {
-			base := pf
-			if r >= 4 {
-				base = hi
-			}
-			PREFETCHT0(rowAt(base, r%4, 0))
-		}
+		prefetch(0)
 		Label(label)
+		if cold {
+			prefetch(64) // and the next line of each, at every step
+			ADDQ(Imm(64), pf)
+		}
 		LEAQ(Mem{Base: b0, Index: ldb, Scale: 4}, hi)
 		for h := 0; h < 64; h += w.bytes {
 			acc := []VecPhysical{w.phys(2), w.phys(3), w.phys(4), w.phys(5)}
@@ -978,7 +998,20 @@ func gemvRowsQuad(name string, w width) {
 				VPUNPCKLWD(t[3], t[1], r[2]) // 8-11
 				VPUNPCKHWD(t[3], t[1], r[3]) // 12-15
 				for i, a := range acc {
-					w.dpbusd(w.phys(q), r[i], a)
+					if vnni {
+						w.dpbusd(w.phys(q), r[i], a)
+						continue
+					}
+					quadProducts(q, w.phys(q), xhi(q), r[i], t[i], w.phys(20+i), w.phys(24+i))
+				}
+			}
+			if !vnni {
+				for i, a := range acc {
+					lo, hi := w.phys(20+i), w.phys(24+i)
+					VPMADDWD(ones, lo, lo)
+					VPMADDWD(sixteens, hi, hi)
+					VPADDD(lo, a, a)
+					VPADDD(hi, a, a)
 				}
 			}
 			for i, a := range acc {
@@ -995,6 +1028,41 @@ func gemvRowsQuad(name string, w width) {
 		}
 	}
 	passes(name, kq, pass)
+}
+
+// splitQuad splits the int8 quad broadcast in x as 16·hi + lo (see
+// quadProducts): lo, in x, the low nibbles, 0 to 15, and hi the high
+// ones, -8 to 7; t and u are scratch.
+func splitQuad(w width, x, hi, t, u VecPhysical) {
+	w.fill(0x0f0f0f0f, t)
+	w.fill(0x08080808, u)
+	VPSRLW(Imm(4), x, hi)
+	w.and(t, hi, hi)
+	w.xor(u, hi, hi) // the sign: (v ^ 8) - 8
+	VPSUBB(u, hi, hi)
+	w.and(t, x, x)
+}
+
+// quadProducts is VPDPBUSD's arithmetic without VNNI, for gemvRowsQuad's
+// AVX-512 form: the quads of a register of columns (r, unsigned bytes: b
+// plus 128) times x's quad q, split as 16·hi + lo (splitQuad), with
+// VPMADDUBSW, which multiplies unsigned bytes by signed ones and adds
+// each two products into an int16, saturating. Nothing saturates: two
+// products with lo are at most 2·255·15 = 7650, with hi -4080 to 3570,
+// and the pass's two quads are added into the int16 sums lo and hi
+// (quad 0 sets them; t is scratch) before VPMADDWD adds each int16 pair,
+// by 1 for lo and by 16 for hi, into int32 (the caller): the sums are
+// VPDPBUSD's bit for bit.
+func quadProducts(q int, xlo, xhi, r, t, lo, hi VecPhysical) {
+	if q == 0 {
+		VPMADDUBSW(xlo, r, lo)
+		VPMADDUBSW(xhi, r, hi)
+		return
+	}
+	VPMADDUBSW(xlo, r, t)
+	VPADDW(t, lo, lo)
+	VPMADDUBSW(xhi, r, r)
+	VPADDW(r, hi, hi)
 }
 
 // unquad emits the end of mm_int8's cols path with quads: gemvRowsQuad's
@@ -1753,8 +1821,13 @@ func linearKernels(w width) {
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
 	packRows("packRowsI8"+w.name, w, true)
-	gemvRows("gemvRows"+w.name, w)
-	gemvRowsQuad("gemvRowsQuadVNNI"+w.name, w)
+	gemvRowsQuad("gemvRowsQuadVNNI"+w.name, w, true, false)
+	if w.bytes == 64 {
+		gemvRowsQuad("gemvRowsQuad"+w.name, w, false, false)
+		gemvRowsQuad("gemvRowsQuadCold"+w.name, w, false, true)
+	} else {
+		gemvRows("gemvRows"+w.name, w)
+	}
 	unquad("unquad"+w.name, w)
 	if w.bytes == 32 {
 		dotTile("dotTile"+w.name, w) // the dot path: AVX2 without VNNI
