@@ -9501,6 +9501,9 @@ gemvRowsQuadColdAVX512_two:
 	PREFETCHT0   (R14)(DX*1)
 	PREFETCHT0   (R14)(DX*2)
 	PREFETCHT0   (R14)(R8*1)
+	MOVQ         DX, R13
+	SHLQ         $0x03, R13
+	ADDQ         CX, R13
 
 gemvRowsQuadColdAVX512_cols2:
 	LEAQ       (R13)(DX*4), R14
@@ -9618,6 +9621,9 @@ gemvRowsQuadColdAVX512_one:
 	PREFETCHT0   (R10)(DX*1)
 	PREFETCHT0   (R10)(DX*2)
 	PREFETCHT0   (R10)(R8*1)
+	MOVQ         DX, R10
+	SHLQ         $0x02, R10
+	ADDQ         CX, R10
 
 gemvRowsQuadColdAVX512_cols1:
 	LEAQ       (R10)(DX*4), R9

@@ -898,14 +898,16 @@ func gemvRows(name string, w width) {
 // bit, in about twice the instructions; from the second-level cache it
 // runs as fast as the VNNI form (95 GB/s a thread on a 2-core Zen 5, the
 // pairs kernel 56). From memory it reads fastest with cold set, which
-// also prefetches the next line of each row two passes on at every step
-// (the VNNI form does not gain from that: 1.09 times as long at one row):
-// one row of A times b 4096x4096 out of the caches, blocks of calls
-// alternated in one process, took 0.92-0.95 of the time without it, and
-// for the rows after the first, which find b's chunk in the cache, the
-// extra prefetches cost time. Against the pairs kernel (gemvRows's old
-// AVX-512 form, now gone) mm_int8 took 0.91-0.95 of the time at one row,
-// 0.79 at 3 and 0.70 at 5.
+// also prefetches, at every step, the next line of each row of the next
+// pass (the VNNI form does not gain from such prefetching: 1.09 times as
+// long at one row): one row of A times b 4096x4096 out of the caches,
+// blocks of calls alternated in one process, took 0.92-0.95 of the time
+// without it with the lines two passes on, and 0.90-0.96 of that with
+// them one pass on (as fast as the VNNI form); for the rows after the
+// first, which find b's chunk in the cache, the extra prefetches cost
+// time. Against the pairs kernel (gemvRows's old AVX-512 form, now gone)
+// mm_int8 took 0.91-0.95 of the time at one row, 0.79 at 3 and 0.70 at 5
+// (with the lines two passes on).
 //
 // Registers: 0 and 1 the row's quads (without VNNI their low nibbles,
 // 16 and 17 the high ones), 2 to 5 the sums of a register of columns
@@ -959,19 +961,26 @@ func gemvRowsQuad(name string, w width, vnni, cold bool) {
 		// The first line of each row of the pass after next: the rest of
 		// each row the hardware's prefetchers fetch, which a row's first
 		// miss sets going (see the function's doc).
-		prefetch := func(disp int) { // the line at disp of each row from pf
-			LEAQ(Mem{Base: pf, Index: ldb, Scale: 4}, hi)
+		prefetch := func(base Register, disp int) { // the line at disp of each of a pass's rows from base
+			LEAQ(Mem{Base: base, Index: ldb, Scale: 4}, hi)
 			for r := range 4 * quads {
-				PREFETCHT0(rowAt([]Register{pf, hi}[r/4], r%4, disp))
+				PREFETCHT0(rowAt([]Register{base, hi}[r/4], r%4, disp))
 			}
 		}
 		MOVQ(bp, pf)
 		ADDQ(ahead, pf)
-		prefetch(0)
+		prefetch(pf, 0)
+		var next Register
+		if cold {
+			next = GP64() // the next pass's rows, 4·quads on
+			MOVQ(ldb, next)
+			SHLQ(Imm(uint64(1+quads)), next)
+			ADDQ(bp, next)
+		}
 		Label(label)
 		if cold {
-			prefetch(64) // and the next line of each, at every step
-			ADDQ(Imm(64), pf)
+			prefetch(next, 64) // and, at every step, the next line of each row of the next pass
+			ADDQ(Imm(64), next)
 		}
 		LEAQ(Mem{Base: b0, Index: ldb, Scale: 4}, hi)
 		for h := 0; h < 64; h += w.bytes {
