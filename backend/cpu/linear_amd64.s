@@ -2918,7 +2918,7 @@ TEXT ·gemvRowsAVX2(SB), NOSPLIT, $0-88
 	LEAQ (DX)(DX*1), R8
 	LEAQ (R8)(DX*1), R9
 	MOVQ DX, R10
-	SHLQ $0x03, R10
+	SHLQ $0x02, R10
 
 gemvRowsAVX2_two:
 	CMPQ         BX, $0x02

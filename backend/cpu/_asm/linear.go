@@ -783,9 +783,11 @@ func dotTile(name string, w width) {
 // widened (VPMOVSXBW) and multiplied with the row's pair p, broadcast;
 // both pairs' products are added to c in memory (which stays in the cache
 // while b streams past). Each step prefetches the same columns of the
-// rows two passes on (measured on a 2-core Zen 4, one row of A, b out of
-// the caches: 0.94-0.97 of the time at 4096 by 4096, 0.82 at 8192 by
-// 2048). AVX2 only: with AVX-512, gemvRowsQuad serves the sets with
+// rows of the next pass (against none, on a 2-core Zen 4, one row of A, b
+// out of the caches, with the rows two passes on: 0.94-0.97 of the time at
+// 4096 by 4096, 0.82 at 8192 by 2048; against two passes on, a 2-core Zen
+// 5, blocks of calls alternated in one process: 0.95-0.98 at one row,
+// 0.92 at 4 rows, 0.93 at 8). AVX2 only: with AVX-512, gemvRowsQuad serves the sets with
 // VNNI and without. Registers: 0 and 1 the row's pairs, 2 to 5 the rows'
 // bytes, 6 to 9 their products.
 func gemvRows(name string, w width) {
@@ -804,9 +806,9 @@ func gemvRows(name string, w width) {
 	ld2, ld3 := GP64(), GP64()
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 1}, ld2)
 	LEAQ(Mem{Base: ld2, Index: ldb, Scale: 1}, ld3)
-	ahead := GP64() // 8 rows of b: two passes
+	ahead := GP64() // 4 rows of b: a pass
 	MOVQ(ldb, ahead)
-	SHLQ(Imm(3), ahead)
+	SHLQ(Imm(2), ahead)
 	// pass emits one pass over c with pairs pairs (1 or 2) of rows.
 	pass := func(label string, pairs int) {
 		for q := range pairs {
