@@ -787,9 +787,9 @@ func dotTile(name string, w width) {
 // out of the caches, with the rows two passes on: 0.94-0.97 of the time at
 // 4096 by 4096, 0.82 at 8192 by 2048; against two passes on, a 2-core Zen
 // 5, blocks of calls alternated in one process: 0.95-0.98 at one row,
-// 0.92 at 4 rows, 0.93 at 8). AVX2 only: with AVX-512, gemvRowsQuad serves the sets with
-// VNNI and without. Registers: 0 and 1 the row's pairs, 2 to 5 the rows'
-// bytes, 6 to 9 their products.
+// 0.92 at 4 rows, 0.93 at 8). AVX2 only: with AVX-512, gemvRowsQuad
+// serves the sets with VNNI and without. Registers: 0 and 1 the row's
+// pairs, 2 to 5 the rows' bytes, 6 to 9 their products.
 func gemvRows(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, b []byte, ldb int, kp int, c []byte)")
 	Pragma("noescape")
@@ -901,8 +901,8 @@ func gemvRows(name string, w width) {
 // runs as fast as the VNNI form (95 GB/s a thread on a 2-core Zen 5, the
 // pairs kernel 56). From memory it reads fastest with cold set, which
 // also prefetches, at every step, the next line of each row of the next
-// pass (the VNNI form does not gain from such prefetching: 1.09 times as
-// long at one row): one row of A times b 4096x4096 out of the caches,
+// pass (the VNNI form does not gain from such prefetching: 1.08-1.14
+// times as long at one row): one row of A times b 4096x4096 out of the caches,
 // blocks of calls alternated in one process, took 0.92-0.95 of the time
 // without it with the lines two passes on, and 0.90-0.96 of that with
 // them one pass on (as fast as the VNNI form); for the rows after the
@@ -960,15 +960,15 @@ func gemvRowsQuad(name string, w width, vnni, cold bool) {
 		MOVQ(n, j)
 		MOVQ(bp, b0)
 		MOVQ(cp, c0)
-		// The first line of each row of the pass after next: the rest of
-		// each row the hardware's prefetchers fetch, which a row's first
-		// miss sets going (see the function's doc).
 		prefetch := func(base Register, disp int) { // the line at disp of each of a pass's rows from base
 			LEAQ(Mem{Base: base, Index: ldb, Scale: 4}, hi)
 			for r := range 4 * quads {
 				PREFETCHT0(rowAt([]Register{base, hi}[r/4], r%4, disp))
 			}
 		}
+		// The first line of each row of the pass after next: the rest of
+		// each row the hardware's prefetchers fetch, which a row's first
+		// miss sets going (see the function's doc).
 		MOVQ(bp, pf)
 		ADDQ(ahead, pf)
 		prefetch(pf, 0)
