@@ -183,7 +183,8 @@ func TestPackColsQuadsRun(t *testing.T) {
 }
 
 // TestGemvRowsQuad checks the quad kernels of mm_int8's cols path (VNNI's,
-// and AVX-512's without it, both with b cold and cached) against
+// and AVX-512's without it, both with b cold, in blocks of coldCols
+// columns, and cached) against
 // gemvRowsQuadGeneric: every column's sum, in the kernels' order, added to
 // what c held, for one and two quads a pass, with b's rows longer than the
 // columns taken.
@@ -193,7 +194,7 @@ func TestGemvRowsQuad(t *testing.T) {
 			t.Skip("pairs on this set")
 		}
 		rng := rand.New(rand.NewPCG(29, 30))
-		for _, s := range []struct{ kq, n, ldb int }{{1, 64, 64}, {2, 64, 70}, {3, 128, 128}, {5, 192, 200}, {8, 64, 4096}} {
+		for _, s := range []struct{ kq, n, ldb int }{{1, 64, 64}, {2, 64, 70}, {3, 128, 128}, {5, 192, 200}, {8, 64, 4096}, {3, 4160, 4170}} {
 			x, b := make([]byte, 4*s.kq), make([]byte, 4*s.kq*s.ldb)
 			for i := range x {
 				x[i] = byte(rng.Uint32())
