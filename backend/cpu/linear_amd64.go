@@ -313,6 +313,10 @@ func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte, cold bool) {
 	}
 }
 
+// coldCols is the columns of a block of gemvRowsQuad's cold form with
+// AVX-512 alone: a multiple of 64, which keeps quadColumn's order.
+const coldCols = 2048
+
 // colsInQuads reports whether mm_int8's cols path multiplies quads of k
 // (gemvRowsQuad): where quadPanels, and with AVX-512 without VNNI, whose
 // kernel does VPDPBUSD's arithmetic with VPMADDUBSW, exactly (see
@@ -503,7 +507,3 @@ func copyStream(dst, src []byte) {
 	}
 	copy(dst[n:], src[n:])
 }
-
-// coldCols is the columns of a block of gemvRowsQuad's cold form with
-// AVX-512 alone: a multiple of 64, which keeps quadColumn's order.
-const coldCols = 2048
