@@ -579,14 +579,7 @@ func gemv(name string, w width, form, xrows int) {
 	acc := func(r, u int) VecPhysical { return w.phys(r*unroll + u) }
 	bias := w.phys(14)
 	if form == gemvQuads {
-		c := GP32()
-		MOVL(U32(0x80808080), c)
-		if w.bytes == 64 {
-			VPBROADCASTD(c, bias)
-		} else {
-			VMOVD(c, bias.AsX())
-			VPBROADCASTD(bias.AsX(), bias)
-		}
+		w.fill(0x80808080, bias)
 	}
 	// xrow is row r of x at the iteration's step u; x3 = xp + 3·ldx, set
 	// for four rows.
