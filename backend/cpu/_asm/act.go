@@ -45,7 +45,10 @@ const expPolyDegree = 13
 func actTable(w width) Mem {
 	lanes := w.bytes / 8
 	m := GLOBL("actConst"+w.name, RODATA|NOPTR)
+	var rows tableCheck
+	defer rows.complete("actConst", actRows)
 	row := func(r int, v float64) {
+		rows.emit(r)
 		for j := range lanes {
 			DATA(w.bytes*r+8*j, U64(math.Float64bits(v)))
 		}

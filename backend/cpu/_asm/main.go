@@ -307,7 +307,10 @@ func qdqTable(w width) Mem {
 	lanes := w.lanes()
 	groups := lanes / 4 // 128-bit lanes
 	m := GLOBL("qdqConst"+w.name, RODATA|NOPTR)
+	var rows tableCheck
+	defer rows.complete("qdqConst", tableRows)
 	row := func(r int, f func(j int) uint32) {
+		rows.emit(r)
 		for j := range lanes {
 			DATA(w.bytes*r+4*j, U32(f(j)))
 		}
@@ -334,6 +337,34 @@ func qdqTable(w width) Mem {
 		row(r, func(p int) uint32 { return regatherIndex(2*i+p/8, p) })
 	}
 	return m
+}
+
+// tableCheck makes the generator fail when a constant table's rows and
+// their names disagree: a row named but never written, or written twice,
+// would leave a kernel reading zeros or the next row.
+type tableCheck map[int]bool
+
+// emit records row r as written.
+func (t *tableCheck) emit(r int) {
+	if *t == nil {
+		*t = tableCheck{}
+	}
+	if (*t)[r] {
+		panic(fmt.Sprintf("table row %d written twice", r))
+	}
+	(*t)[r] = true
+}
+
+// complete panics unless rows 0 to n-1, and no others, were written.
+func (t *tableCheck) complete(table string, n int) {
+	for r := range n {
+		if !(*t)[r] {
+			panic(fmt.Sprintf("%s: row %d of %d not written", table, r, n))
+		}
+	}
+	if len(*t) != n {
+		panic(fmt.Sprintf("%s: %d rows written, %d named", table, len(*t), n))
+	}
 }
 
 // regatherIndex is the VPERMI2PS index that puts at position p of a
