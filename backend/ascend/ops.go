@@ -130,16 +130,19 @@ func (s *session) floorDivides(a arr, c int64, out arr) error {
 }
 
 // adds computes out = a + 1*c.
-func (s *session) adds(a arr, c float32, out arr) error {
+func (s *session) adds(a arr, c float32, out arr) error { return addsWith(s, a, c, out, s.f32) }
+
+// addsWith runs aclnnAdds with c and alpha (1) made scalars by scalar.
+func addsWith[T float32 | float64](s *session, a arr, c T, out arr, scalar func(T) (uintptr, error)) error {
 	t, err := s.tensorsOf(a, out)
 	if err != nil {
 		return err
 	}
-	v, err := s.f32(c)
+	v, err := scalar(c)
 	if err != nil {
 		return err
 	}
-	alpha, err := s.f32(1)
+	alpha, err := scalar(1)
 	if err != nil {
 		return err
 	}
@@ -425,23 +428,7 @@ func (s *session) mulsF64(a arr, c float64, out arr) error {
 	return s.withScalar("aclnnMuls", s.api.aclnnMulsGetWorkspaceSize, s.api.aclnnMuls, a, v, out)
 }
 
-func (s *session) addsF64(a arr, c float64, out arr) error {
-	t, err := s.tensorsOf(a, out)
-	if err != nil {
-		return err
-	}
-	v, err := s.f64(c)
-	if err != nil {
-		return err
-	}
-	alpha, err := s.f64(1)
-	if err != nil {
-		return err
-	}
-	return s.run("aclnnAdds", func(ws *uint64, ex *uintptr) int32 {
-		return s.api.aclnnAddsGetWorkspaceSize(t[0], v, alpha, t[1], ws, ex)
-	}, s.api.aclnnAdds)
-}
+func (s *session) addsF64(a arr, c float64, out arr) error { return addsWith(s, a, c, out, s.f64) }
 
 // gtScalarI compares the integer array a with an int64 scalar, so that the
 // comparison is exact (a float32 scalar would promote it to float32).
