@@ -7,7 +7,9 @@ import (
 )
 
 // MMInt8 returns the exact int32 product of int8 a [M, K] and b [K, N]
-// (mm_int8); K is at most 131,072, where the sum cannot overflow.
+// (mm_int8); K is at most 131,072 (op.MaxK): below it no sum can
+// overflow, and at it only a row and a column of all -128 reach 2^31,
+// which wraps to -2^31 as int32 arithmetic does.
 func MMInt8(ctx context.Context, a, b *Tensor, opts ...Option) (*Tensor, error) {
 	s, err := settle(ctx, op.MMInt8.Name(), opts)
 	if err != nil {

@@ -220,8 +220,9 @@ var (
 )
 
 // dotTile computes dotTileGeneric's sums over steps of dotStep values of k
-// for 4 rows by dotTileChannels channels, with the AVX2 kernel (on either
-// set), which also prefetches pf as dotTileAVX2 says; Go ignores pf.
+// for 4 rows by dotTileChannels channels, with the AVX2 kernel (the dot
+// path runs with the AVX2 set without VNNI; tests run it on AVX-512 too),
+// which also prefetches pf as dotTileAVX2 says; Go ignores pf.
 func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	if impl == implGeneric {
 		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
@@ -286,8 +287,8 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 }
 
 // gemvRowsQuad adds to the int32 of c the quad arithmetic's products of
-// the int8 row x with the [K, N] rows of b, each 64 columns' sums in the
-// order of quadColumn: see gemvRowsQuadGeneric. Only where colsInQuads.
+// the int8 row x with the [K, N] rows of b, each quadCols columns' sums
+// in the order of quadColumn: see gemvRowsQuadGeneric. Only where colsInQuads.
 // cold says b comes from memory rather than the cache: AVX-512 without
 // VNNI then prefetches more (see the kernels' generator).
 func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte, cold bool) {

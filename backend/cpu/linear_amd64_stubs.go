@@ -240,7 +240,7 @@ func packRowsI8AVX2(src []byte, ldw int, kp int, dst []byte)
 
 // gemvRowsQuadVNNIAVX2 adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows
 // of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of
-// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64
+// its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 32
 // columns' sums in c in the order of quadColumn. kq must be at least 1.
 //
 //go:noescape

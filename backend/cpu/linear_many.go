@@ -49,7 +49,7 @@ func (b *manyBody) run(lo, hi int) {
 }
 
 // i8Pass is the pairs of k per pass of the many-row path over int8
-// panels (64 KiB of each panel with AVX-512, 32 KiB with AVX2). Same-process
+// panels (128 KiB of each panel with AVX-512, 64 KiB with AVX2). Same-process
 // A/B on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
 // at 4096x3072x3072 and 1024x3072x3072, 0.97 at 256x4096x4096 and
 // 4096x3072x12288 (768 and 1024 about as 512). On a 2-core Zen 5, medians

@@ -10,8 +10,9 @@ import (
 // A prepared int8_linear weight (op.PackedWeight): the weight [N, K] in
 // panels of gemmCols channels, as the tiles read them, but with each pair
 // of k as two int8 values instead of two int16 (the tiles sign-extend them
-// as they load): the same size as the weight, so one row streams it no
-// slower than the weight itself, and no call packs anything. The panels'
+// as they load): the same size as the weight, and no call packs
+// anything. The one-row and dot paths read the plain weight instead (see
+// linearPath). The panels'
 // width is the kernel set's, so the layout is stored under a key that
 // names it: a call under another kernel set (tests change it) makes its
 // own rather than misreading this one.

@@ -17,8 +17,9 @@ import (
 //     int32 lanes. A product of two int8 is at most 2^14 in magnitude and a
 //     pair at most 2^15, so nothing saturates or rounds (VPMADDWD's one
 //     overflow, both pairs -32768 * -32768, needs int16 values int8 never
-//     reaches). VPMADDUBSW is not used: it multiplies unsigned by signed
-//     bytes and saturates the pair sums to int16;
+//     reaches). VPMADDUBSW, which multiplies unsigned by signed bytes and
+//     saturates the pair sums to int16, is given only a row split into
+//     nibbles, where no sum can saturate (quadProducts);
 //   - the int32 lanes are added with VPADDD, which wraps modulo 2^32 as Go's
 //     int32 does, so the order of the additions cannot change the result:
 //     the sum is exact below K = 131,072 and at K = 131,072 only the row and
@@ -29,8 +30,9 @@ import (
 // accumulators. The weight is packed into panels where, for each pair of
 // k, a register holds the two int16 values of k and k+1 of consecutive
 // channels (packRows from [N, K] rows, packCols from a [K, N] matrix), or
-// the panel holds them as int8, sign-extended as the tile loads them (the
-// AVX2 set's panels and prepared weights: packRowsI8, packColsI8);
+// the panel holds them as int8, sign-extended as the tile loads them
+// (every panel of the assembly sets, prepared weights too: packRowsI8,
+// packColsI8);
 // each activation row is int16, and the same pair of k of a row is
 // broadcast to every lane, so one VPMADDWD adds two steps of k to one
 // register of outputs. Per pair of k and 6 rows: 2 loads of the weight, 6
@@ -48,14 +50,16 @@ import (
 // multiply it with VPDPBUSD, as the quad panels do (below): a register of
 // the weight then holds 64 (32) steps of k.
 //
-// Where the CPU has AVX512-VNNI, gemv uses VPDPWSSD: one instruction for
-// VPMADDWD and VPADDD, with the same wrapping int32 arithmetic (its
-// saturating sibling, VPDPWSSDS, is not used). The tiles there use
-// VPDPBUSD on quad panels (gemmTileQuad): four byte products a lane, one
-// side unsigned, which the weight plus 128 is; the caller takes 128 times
-// each row's sum off again, wrapping as the sums do, so the bits are the
-// same. The AVX2 kernels have the same tiles where the CPU has AVX-VNNI
-// (VPDPBUSD's VEX form on 256 bits, emitted as bytes: see dpbusd).
+// Where the CPU has AVX512-VNNI, gemv and the tiles multiply quads of k
+// with VPDPBUSD (the tiles on quad panels, gemmTileQuad): four byte
+// products a lane, one side unsigned, which the weight plus 128 is; the
+// caller takes 128 times each row's sum off again, wrapping as the sums
+// do, so the bits are the same. The AVX2 kernels do the same where the
+// CPU has AVX-VNNI (VPDPBUSD's VEX form on 256 bits, emitted as bytes:
+// see dpbusd). gemv also has a VPDPWSSD form for pairs (one instruction
+// for VPMADDWD and VPADDD, the same wrapping int32 arithmetic; its
+// saturating sibling, VPDPWSSDS, is not used), which runs only where
+// tests turn the quads off.
 //
 // linearOut is int8_linear's epilogue on a row of int32 sums, and peak is
 // the arithmetic of the tiles alone, from registers, to measure this
@@ -125,7 +129,8 @@ func third(p, s Register) GPVirtual {
 // above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and
 // 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
 // products. With int8 set the panel holds the pairs as int8 (half the
-// bytes to stream: prepared weights, and every panel on AVX2),
+// bytes to stream: prepared weights, and every panel of the assembly
+// sets),
 // sign-extended as they are loaded. With wide set (int8 panels, AVX-512)
 // the tile covers two panels, pstride bytes apart, as gemmTileQuad's wide
 // form does: each broadcast row then feeds four registers of the weight,
@@ -815,7 +820,7 @@ func gemvRows(name string, w width) {
 		MOVQ(bp, pf)
 		ADDQ(ahead, pf)
 		Label(label)
-		// The same columns of the rows two passes on, at every step:
+		// The same columns of the rows of the next pass, at every step:
 		// prefetching only each row's first line, as gemvRowsQuad does,
 		// took this kernel, with more instructions a byte, 1.43-1.48
 		// times as long at one row.
@@ -876,9 +881,9 @@ func gemvRows(name string, w width) {
 // 39-42 GB/s a thread with b in the cache on a 2-core Zen 5, not much
 // faster than one thread reads memory there (42-46); this one at 64-75
 // (AVX-512) and 44-54 (AVX-VNNI). The unpacking works within 128-bit
-// lanes, so c holds each 64 columns' sums in the order quadColumn gives,
-// which the caller puts back (with 128 times the row's sum taken off, as
-// for the quad panels). Two quads a pass over c while they last. Each
+// lanes, so c holds each quadCols columns' sums (64 with AVX-512, 32 with
+// AVX2) in the order quadColumn gives, which the caller puts back (with
+// 128 times the row's sum taken off, as for the quad panels). Two quads a pass over c while they last. Each
 // pass prefetches the first line of each row of the pass after next and
 // leaves the rest of the rows to the hardware's prefetchers. Against a
 // line of each row prefetched at every step, on a 2-core Zen 5, b
@@ -914,7 +919,7 @@ func gemvRowsQuad(name string, w width, vnni, cold bool) {
 	Pragma("noescape")
 	Doc(name+" adds to the int32 of c, len(c)/4 of them (a multiple of 64), for each column j of the int8 rows",
 		"of b (ldb bytes apart, rows 4q to 4q+3 for quad q), the sum over kq quads of k of the products of",
-		"its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each 64",
+		"its bytes plus 128, as unsigned bytes, with the int8 row x (4 bytes a quad), wrapping; each "+fmt.Sprint(4*w.lanes()),
 		"columns' sums in c in the order of quadColumn. kq must be at least 1.")
 	xp := Load(Param("x").Base(), GP64())
 	bp := Load(Param("b").Base(), GP64())
