@@ -286,11 +286,11 @@ func gemvRows(x, b []byte, ldb, kp int, c []byte) {
 	gemvRowsAVX2(x, b, ldb, kp, c)
 }
 
-// gemvRowsQuad adds to the int32 of c the quad arithmetic's products of
-// the int8 row x with the [K, N] rows of b, each quadCols columns' sums
-// in the order of quadColumn: see gemvRowsQuadGeneric. Only where colsInQuads.
-// cold says b comes from memory rather than the cache: AVX-512 without
-// VNNI then prefetches more (see the kernels' generator).
+// gemvRowsQuad adds to the int32 of c the quad arithmetic's products of the
+// int8 row x with the [K, N] rows of b, each quadCols columns' sums in the
+// order of quadColumn: see gemvRowsQuadGeneric. Only where colsInQuads.
+// cold says b comes from memory rather than the cache: AVX-512 without VNNI
+// then prefetches more (see the kernels' generator).
 func gemvRowsQuad(x, b []byte, ldb, kq int, c []byte, cold bool) {
 	switch {
 	case impl == implAVX512 && vnni:

@@ -5,13 +5,13 @@ import "encoding/binary"
 // The few-row path (gemvMax < M <= fewMax): panels packed just before
 // their tiles use them, or a prepared weight's (see linear.go).
 
-// fewBody runs panels [lo, hi) over every row: it packs a pass of k of
-// the panel (the whole of k, unless k is very long) as int8 pairs, or
-// quads where quadPanels, then runs the tiles in turn over parts of it small enough to stay
-// in the first-level cache. A prepared weight's panels are used as they
-// are. (Packing int8 pairs rather than int16 skips the widening and halves
-// the panel: the tiles widen as they load, which costs them less than the
-// packing saves.)
+// fewBody runs panels [lo, hi) over every row: it packs a pass of k of the
+// panel (the whole of k, unless k is very long) as int8 pairs, or quads
+// where quadPanels, then runs the tiles in turn over parts of it small
+// enough to stay in the first-level cache. A prepared weight's panels are
+// used as they are. (Packing int8 pairs rather than int16 skips the
+// widening and halves the panel: the tiles widen as they load, which costs
+// them less than the packing saves.)
 type fewBody struct{ p *product }
 
 func (b *fewBody) run(lo, hi int) {

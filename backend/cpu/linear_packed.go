@@ -12,10 +12,9 @@ import (
 // of k as two int8 values instead of two int16 (the tiles sign-extend them
 // as they load): the same size as the weight, and no call packs
 // anything. The one-row and dot paths read the plain weight instead (see
-// linearPath). The panels'
-// width is the kernel set's, so the layout is stored under a key that
-// names it: a call under another kernel set (tests change it) makes its
-// own rather than misreading this one.
+// linearPath). The panels' width is the kernel set's, so the layout is
+// stored under a key that names it: a call under another kernel set
+// (tests change it) makes its own rather than misreading this one.
 
 // Where the panel paths multiply quads of k (quadPanels), the panels are
 // quad panels instead: per quad of k, each channel's four values plus 128,

@@ -13,10 +13,11 @@ import (
 // (VPMADDWD, then VPADDD into 12 independent accumulators, on registers;
 // VPDPBUSD into them with AVX512-VNNI or AVX-VNNI, whose quad tiles do
 // twice the multiply-adds per instruction) on GOMAXPROCS goroutines at
-// once, in billions of operations per second, a multiply-add counting as two (as 2·M·N·K does). It returns
-// 0 where the products do not run assembly (purego, other architectures,
-// a CPU without AVX2). It is a measurement helper, for `kitchen bench` to
-// state the products' speed as a share of it.
+// once, in billions of operations per second, a multiply-add counting as
+// two (as 2·M·N·K does). It returns 0 where the products do not run
+// assembly (purego, other architectures, a CPU without AVX2). It is a
+// measurement helper, for `kitchen bench` to state the products' speed as a
+// share of it.
 func PeakGOPS(d time.Duration) float64 {
 	const chunk = 1 << 16 // iterations per call: about a tenth of a millisecond
 	if peakLoop(1) == 0 {

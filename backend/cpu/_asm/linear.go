@@ -126,20 +126,19 @@ func third(p, s Register) GPVirtual {
 }
 
 // gemmTile emits the product kernel for tiles of mr rows (1 to 6; see
-// above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and
-// 2i+1), 12 and 13 the weight, 14 the broadcast activations, 15 the
-// products. With int8 set the panel holds the pairs as int8 (half the
-// bytes to stream: prepared weights, and every panel of the assembly
-// sets),
-// sign-extended as they are loaded. With wide set (int8 panels, AVX-512)
-// the tile covers two panels, pstride bytes apart, as gemmTileQuad's wide
-// form does: each broadcast row then feeds four registers of the weight,
-// not two. Registers there: 0 to 4*mr-1 the accumulators (row i in 4i to
-// 4i+3), 24 to 27 the weight, 28 the broadcast activations, 29 and 30
-// the products. On a 2-core Zen 5 with VNNI turned off, the many-row path
-// in one process, medians of blocks of calls alternated: 0.90-0.91 of the
-// one-panel tiles' time at 4096x3072x3072 and 4096x3072x12288 (0.85 of
-// the same-run peak against 0.77), 0.93-0.94 at 512x4096x4096.
+// above). Registers: 0 to 2*mr-1 the accumulators (row i in 2i and 2i+1),
+// 12 and 13 the weight, 14 the broadcast activations, 15 the products. With
+// int8 set the panel holds the pairs as int8 (half the bytes to stream:
+// prepared weights, and every panel of the assembly sets), sign-extended as
+// they are loaded. With wide set (int8 panels, AVX-512) the tile covers two
+// panels, pstride bytes apart, as gemmTileQuad's wide form does: each
+// broadcast row then feeds four registers of the weight, not two. Registers
+// there: 0 to 4*mr-1 the accumulators (row i in 4i to 4i+3), 24 to 27 the
+// weight, 28 the broadcast activations, 29 and 30 the products. On a 2-core
+// Zen 5 with VNNI turned off, the many-row path in one process, medians of
+// blocks of calls alternated: 0.90-0.91 of the one-panel tiles' time at
+// 4096x3072x3072 and 4096x3072x12288 (0.85 of the same-run peak against
+// 0.77), 0.93-0.94 at 512x4096x4096.
 func gemmTile(name string, mr int, w width, int8, wide bool) {
 	nr, pairBytes, what := w.panel(int8)
 	panels, sig := 1, "func(a []byte, lda int, b []byte, kp int, c []byte, ldc int, add bool)"
@@ -873,25 +872,25 @@ func gemvRows(name string, w width) {
 }
 
 // gemvRowsQuad emits gemvRows's VNNI form: the same walk over b, [K, N]
-// read as it is, with quads of k (four rows of b) a step. The bytes of
-// rows 4q to 4q+3 for a register of columns, plus 128 (an XOR), are
-// interleaved into each column's quad (VPUNPCKLBW/VPUNPCKHBW, then
+// read as it is, with quads of k (four rows of b) a step. The bytes of rows
+// 4q to 4q+3 for a register of columns, plus 128 (an XOR), are interleaved
+// into each column's quad (VPUNPCKLBW/VPUNPCKHBW, then
 // VPUNPCKLWD/VPUNPCKHWD) and multiplied with the row's quad q, broadcast,
 // by VPDPBUSD: fewer instructions a byte of b than gemvRows, which ran at
 // 39-42 GB/s a thread with b in the cache on a 2-core Zen 5, not much
 // faster than one thread reads memory there (42-46); this one at 64-75
-// (AVX-512) and 44-54 (AVX-VNNI). The unpacking works within 128-bit
-// lanes, so c holds each quadCols columns' sums (64 with AVX-512, 32 with
-// AVX2) in the order quadColumn gives, which the caller puts back (with
-// 128 times the row's sum taken off, as for the quad panels). Two quads a pass over c while they last. Each
-// pass prefetches the first line of each row of the pass after next and
-// leaves the rest of the rows to the hardware's prefetchers. Against a
-// line of each row prefetched at every step, on a 2-core Zen 5, b
-// 4096x4096 out of the caches, blocks of calls alternated in one
-// process: mm_int8 took 0.89-0.96 of the time at 1 row and 0.77-0.81 at
-// 3 with AVX-512, 0.74 at 8 rows with AVX-VNNI (1 row: the same).
-// gemvRows, whose pairs take more instructions a byte, took 1.43-1.48
-// times as long at 1 row so, and keeps its prefetch at every step.
+// (AVX-512) and 44-54 (AVX-VNNI). The unpacking works within 128-bit lanes,
+// so c holds each quadCols columns' sums (64 with AVX-512, 32 with AVX2) in
+// the order quadColumn gives, which the caller puts back (with 128 times
+// the row's sum taken off, as for the quad panels). Two quads a pass over c
+// while they last. Each pass prefetches the first line of each row of the
+// pass after next and leaves the rest of the rows to the hardware's
+// prefetchers. Against a line of each row prefetched at every step, on a
+// 2-core Zen 5, b 4096x4096 out of the caches, blocks of calls alternated
+// in one process: mm_int8 took 0.89-0.96 of the time at 1 row and 0.77-0.81
+// at 3 with AVX-512, 0.74 at 8 rows with AVX-VNNI (1 row: the same).
+// gemvRows, whose pairs take more instructions a byte, took 1.43-1.48 times
+// as long at 1 row so, and keeps its prefetch at every step.
 //
 // Without VNNI (the AVX-512 form only: AVX2's 16 registers cannot hold
 // its sums) quadProducts does VPDPBUSD's arithmetic, the same sums bit for

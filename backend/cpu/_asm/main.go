@@ -51,9 +51,9 @@
 //
 // Most kernels are written once and emitted for both vector widths: AVX2
 // with 256-bit registers and AVX-512 with 512-bit ones (see width), the
-// AVX-512 forms doing the same arithmetic on twice the lanes. A few exist
-// for one width only (linearKernels says which: the dot tile and
-// mm_int8's pairs kernel for AVX2; the wide tiles and mm_int8's quad
+// AVX-512 forms doing the same arithmetic on twice the lanes. Some exist
+// for one width only (linearKernels says which; among them the dot tile
+// and mm_int8's pairs kernel for AVX2, the wide tiles and mm_int8's quad
 // kernel without VNNI for AVX-512). The int8 products also come in VNNI
 // forms, VPDPBUSD on quads of k: AVX512-VNNI's, emitted as a raw
 // instruction since this avo version's instruction set lacks it, and
