@@ -90,12 +90,7 @@ func (w width) panel(int8 bool) (nr, pairBytes int, what string) {
 func (w width) fill(c uint32, v VecPhysical) {
 	r := GP32()
 	MOVL(U32(c), r)
-	if w.bytes == 64 {
-		VPBROADCASTD(r, v) // AVX512F broadcasts from a general register
-		return
-	}
-	VMOVD(r, v.AsX())
-	VPBROADCASTD(v.AsX(), v)
+	w.broadcastTo(r, v)
 }
 
 // mov is an unaligned move of a whole integer register.
@@ -697,18 +692,18 @@ func gemv(name string, w width, form, xrows int) {
 	RET()
 }
 
-// dotTile emits the dot path's kernel (AVX2: linearPath takes the dot
-// path with the AVX2 set without VNNI only; the quad panels, and AVX-512's
-// wider tiles, are faster), which reads the weight as it is, [N, K] rows, without packing it: 4
-// rows of A by 3 channels, each of the 12 products a vector of partial
-// dot products along k (VPMOVSXBW widens 16 of a channel's int8 values,
-// VPMADDWD multiplies them with 16 of a row's int16 ones from memory),
-// folded at the end by VPHADDD into the 4 rows' sums of each channel,
-// which it adds to sums. Registers 0 to 11 accumulate (row r, channel c
-// at 3r+c), 12 to 14 hold the channels' values, 15 the products. Each step
-// also prefetches a line of pf, pfStep bytes further each time: the
-// caller's choice of what memory should bring in while the tile computes
-// (see dotBody.prefetch).
+// dotTile emits the dot path's kernel (AVX2: linearPath takes the dot path
+// with the AVX2 set without VNNI only; the quad panels, and AVX-512's wider
+// tiles, are faster), which reads the weight as it is, [N, K] rows, without
+// packing it: 4 rows of A by 3 channels, each of the 12 products a vector
+// of partial dot products along k (VPMOVSXBW widens 16 of a channel's int8
+// values, VPMADDWD multiplies them with 16 of a row's int16 ones from
+// memory), folded at the end by VPHADDD into the 4 rows' sums of each
+// channel, which it adds to sums. Registers 0 to 11 accumulate (row r,
+// channel c at 3r+c), 12 to 14 hold the channels' values, 15 the products.
+// Each step also prefetches a line of pf, pfStep bytes further each time:
+// the caller's choice of what memory should bring in while the tile
+// computes (see dotBody.prefetch).
 func dotTile(name string, w width) {
 	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
@@ -892,21 +887,21 @@ func gemvRows(name string, w width) {
 // gemvRows, whose pairs take more instructions a byte, took 1.43-1.48 times
 // as long at 1 row so, and keeps its prefetch at every step.
 //
-// Without VNNI (the AVX-512 form only: AVX2's 16 registers cannot hold
-// its sums) quadProducts does VPDPBUSD's arithmetic, the same sums bit for
-// bit, in about twice the instructions; from the second-level cache it
-// runs as fast as the VNNI form (95 GB/s a thread on a 2-core Zen 5, the
-// pairs kernel 56). From memory it reads fastest with cold set, which
-// also prefetches, at every step, the next line of each row of the next
-// pass (the VNNI form does not gain from such prefetching: 1.08-1.14
-// times as long at one row): one row of A times b 4096x4096 out of the caches,
+// Without VNNI (the AVX-512 form only: AVX2's 16 registers cannot hold its
+// sums) quadProducts does VPDPBUSD's arithmetic, the same sums bit for bit,
+// in about twice the instructions; from the second-level cache it runs as
+// fast as the VNNI form (95 GB/s a thread on a 2-core Zen 5, the pairs
+// kernel 56). From memory it reads fastest with cold set, which also
+// prefetches, at every step, the next line of each row of the next pass
+// (the VNNI form does not gain from such prefetching: 1.08-1.14 times as
+// long at one row): one row of A times b 4096x4096 out of the caches,
 // blocks of calls alternated in one process, took 0.92-0.95 of the time
-// without it with the lines two passes on, and 0.90-0.96 of that with
-// them one pass on (as fast as the VNNI form); for the rows after the
-// first, which find b's chunk in the cache, the extra prefetches cost
-// time. Against the pairs kernel (gemvRows's old AVX-512 form, now gone)
-// mm_int8 took 0.91-0.95 of the time at one row, 0.79 at 3 and 0.70 at 5
-// (with the lines two passes on).
+// without it with the lines two passes on, and 0.90-0.96 of that with them
+// one pass on (as fast as the VNNI form); for the rows after the first,
+// which find b's chunk in the cache, the extra prefetches cost time.
+// Against the pairs kernel (gemvRows's old AVX-512 form, now gone) mm_int8
+// took 0.91-0.95 of the time at one row, 0.79 at 3 and 0.70 at 5 (with the
+// lines two passes on).
 //
 // Registers: 0 and 1 the row's quads (without VNNI their low nibbles,
 // 16 and 17 the high ones), 2 to 5 the sums of a register of columns
@@ -1090,13 +1085,7 @@ func unquad(name string, w width) {
 	op := Load(Param("other").Base(), GP64())
 	on := Load(Param("other").Len(), GP64())
 	corr := Load(Param("corr"), GP32())
-	cv := w.reg()
-	if w.bytes == 64 {
-		VPBROADCASTD(corr, cv)
-	} else {
-		VMOVD(corr, cv.AsX())
-		VPBROADCASTD(cv.AsX(), cv)
-	}
+	cv := w.broadcastGP(corr)
 	block := 4 * w.bytes
 	loop := func(label string, other bool) {
 		Label(label)

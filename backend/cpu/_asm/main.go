@@ -447,14 +447,22 @@ func (w width) store(v VecVirtual, m Mem, nt bool) {
 // broadcastGP fills a new register with the 32-bit general register r.
 func (w width) broadcastGP(r Register) VecVirtual {
 	v := w.reg()
+	w.broadcastTo(r, v)
+	return v
+}
+
+// broadcastTo fills v with the 32-bit general register r (AVX512F
+// broadcasts from a general register; AVX2 through v's low lane).
+func (w width) broadcastTo(r Register, v interface {
+	Vec
+	Op
+}) {
 	if w.bytes == 64 {
 		VPBROADCASTD(r, v)
-		return v
+		return
 	}
-	x := XMM()
-	VMOVD(r, x)
-	VPBROADCASTD(x, v)
-	return v
+	VMOVD(r, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
 }
 
 // roundBF16 rounds the float32 lanes of v to bfloat16 in place (nearest,
