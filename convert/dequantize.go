@@ -146,8 +146,12 @@ func produceDequantized(ctx context.Context, p *producer, u *unit) error {
 			if len(w.Shape) > 0 {
 				k = w.Shape[len(w.Shape)-1] // > 0: the tensor holds values
 			}
-			return fmt.Errorf("%s: tensor %q: %w: %d values are too large for %v (the first in row %d, column %d); dequantize to a wider type, or allow infinities (--allow-inf)",
-				c.f.Path, w.Name, ErrOverflow, n, out, i/k, i%k)
+			remedy := "dequantize to float32, or allow infinities (--allow-inf)"
+			if out == dtype.Float32 {
+				remedy = "no output type is wider; allow infinities (--allow-inf) to write them"
+			}
+			return fmt.Errorf("%s: tensor %q: %w: %d values are too large for %v (the first in row %d, column %d); %s",
+				c.f.Path, w.Name, ErrOverflow, n, out, i/k, i%k, remedy)
 		}
 	}
 	free := func() {

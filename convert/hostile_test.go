@@ -30,7 +30,7 @@ type rawTensor struct {
 	data  []byte
 }
 
-func writeRaw(t *testing.T, path string, meta map[string]string, tensors ...rawTensor) {
+func writeRaw(t testing.TB, path string, meta map[string]string, tensors ...rawTensor) {
 	t.Helper()
 	var infos []safetensors.TensorInfo
 	for _, r := range tensors {
@@ -333,6 +333,55 @@ func TestDequantizeOverflow(t *testing.T) {
 			t.Errorf("%+v: %d infinities, want %d", o, infs, want)
 		}
 		os.Remove(out)
+	}
+}
+
+// TestDequantizeFloat32Overflow: an int8 layer whose scale times 127
+// overflows float32 is refused at float32 too, without advice to choose a
+// wider type, since there is none.
+func TestDequantizeFloat32Overflow(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	scale := rawTensor{dtype: "F32", shape: []int{}, data: f32s(math.MaxFloat32 / 64)}
+	writeRaw(t, in, nil, int8Layer("blk", 4, 8, scale, `{"format":"int8_tensorwise"}`)...)
+	_, err := convert.Dequantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), convert.Options{OutDType: dtype.Float32})
+	if !errors.Is(err, convert.ErrOverflow) || !strings.Contains(err.Error(), "--allow-inf") || strings.Contains(err.Error(), "dequantize to") {
+		t.Fatalf("got %v, want ErrOverflow with only --allow-inf as the remedy", err)
+	}
+	assertOnly(t, dir, "in.safetensors")
+}
+
+// TestQuantizeOverflowRefused: a float32 weight with values within
+// rounding of float32's largest gets a scale whose int8 values dequantize
+// to infinity (127·fl(a/127) > a rounds up past the largest float32), which
+// is what ComfyUI would load; quantize refuses it, naming the tensor and
+// the row, and writes nothing. (Found by FuzzFiles.)
+func TestQuantizeOverflowRefused(t *testing.T) {
+	w := make([]float32, 4*8)
+	for i := range w {
+		w[i] = float32(i%5) - 2
+	}
+	w[2*8+5] = -math.MaxFloat32
+	for _, perTensor := range []bool{false, true} {
+		dir := t.TempDir()
+		in := filepath.Join(dir, "in.safetensors")
+		writeRaw(t, in, nil, rawTensor{"blocks.0.a.weight", "F32", []int{4, 8}, f32s(w...)}, rawTensor{"blocks.0.a.bias", "F32", []int{4}, f32s(1, 2, 3, 4)})
+		opts := convert.Options{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}, PerTensor: perTensor}
+		_, err := convert.Quantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), opts)
+		if !errors.Is(err, convert.ErrOverflow) || !strings.Contains(err.Error(), `"blocks.0.a.weight"`) || !strings.Contains(err.Error(), "row 2 ") {
+			t.Errorf("per tensor %v: got %v, want ErrOverflow naming blocks.0.a.weight and row 2", perTensor, err)
+		}
+		assertOnly(t, dir, "in.safetensors")
+	}
+	// The largest finite value that still quantizes: 127 times its scale
+	// stays finite.
+	w[2*8+5] = -math.MaxFloat32 / 2
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	writeRaw(t, in, nil, rawTensor{"blocks.0.a.weight", "F32", []int{4, 8}, f32s(w...)})
+	sum, err := convert.Quantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), convert.Options{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}})
+	if err != nil || sum.Quantized != 1 {
+		t.Fatalf("quantizing half of float32's largest: %v, %+v", err, sum)
 	}
 }
 

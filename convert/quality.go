@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -40,9 +41,20 @@ const errorRows = 1 << 20
 // cut into chunks that are a whole number of steps.
 type errorSums struct{ diff, norm float64 }
 
+// infiniteRow is the error for quantized rows whose dequantized values
+// are not finite in float32: x is finite (the quantize operations refuse
+// NaN and infinity), so a value within rounding of float32's largest has
+// a scale that, times 127, overflows. ComfyUI would load infinities.
+type infiniteRow struct{ row int }
+
+func (e *infiniteRow) Error() string {
+	return fmt.Sprintf("row %d dequantizes to infinity in float32", e.row)
+}
+
 // add dequantizes q and scale (rows of a layer, rotating back with group,
 // if > 0) a step at a time and compares them with x, the same rows of
-// the original.
+// the original. Where a dequantized value is infinite it returns an
+// *infiniteRow naming the first such row of x.
 func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Tensor, group int) error {
 	c := p.c
 	n, k := x.Dim(0), x.Dim(1)
@@ -76,6 +88,9 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 				sc, kc = scales[r0:r1], k
 			}
 			dd, nn := sumQuantized(x.DType(), xb[r0*k*es:r1*k*es], qb[r0*k:r1*k], sc, kc)
+			if !finite(dd) {
+				return &infiniteRow{r0 + firstInfinite(qb[r0*k:r1*k], sc, kc)/k}
+			}
 			e.diff, e.norm = e.diff+dd, e.norm+nn
 		}
 		return nil
@@ -118,9 +133,40 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 			return err
 		}
 		dd, nn := sumSquares(x.DType(), xb[r0*k*es:r1*k*es], db)
+		if !finite(dd) {
+			return &infiniteRow{r0 + firstNonFinite(db)/k}
+		}
 		e.diff, e.norm = e.diff+dd, e.norm+nn
 	}
 	return nil
+}
+
+// finite reports whether a sum of squares is finite: (w' - x)² of finite
+// float32 values is, so one that is not had a w' that was not.
+func finite(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+// firstInfinite returns the index of the first value of q (rows of k,
+// scales[r] that of row r) whose float32 product with its scale is
+// infinite, or 0 if none is.
+func firstInfinite(q []byte, scales []float32, k int) int {
+	for i, v := range q {
+		if math.IsInf(float64(float32(int8(v))*scales[i/k]), 0) {
+			return i
+		}
+	}
+	return 0
+}
+
+// firstNonFinite returns the index of the first float32 of b that is
+// infinite or NaN (rotating back an infinity may give NaN), or 0 if none
+// is.
+func firstNonFinite(b []byte) int {
+	for i := 0; i+4 <= len(b); i += 4 {
+		if binary.LittleEndian.Uint32(b[i:])&0x7f800000 == 0x7f800000 {
+			return i / 4
+		}
+	}
+	return 0
 }
 
 // finish sets lq's error from the sums.

@@ -279,6 +279,11 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 			return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), want)
 		}
 		if err := sums.add(ctx, p, xc, q, scale, int(u.group)); err != nil {
+			if ir := (*infiniteRow)(nil); errors.As(err, &ir) {
+				ir.row += r0
+				return fmt.Errorf("%s: tensor %q: %w: in its int8 form, %v (its values come within rounding of float32's largest), so ComfyUI would load infinities",
+					c.f.Path, t.Name, ErrOverflow, ir)
+			}
 			return fmt.Errorf("%s: tensor %q: measuring the weight error: %w", c.f.Path, t.Name, err)
 		}
 		// Only this chunk's pages: the weight error has read them.

@@ -9,6 +9,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -64,9 +65,27 @@ type Layer struct {
 	ConvRot int    `json:"convrot_group,omitempty"`
 	// PlainError and OutlierError are the relative output errors
 	// ||y_int8 - y_orig|| / ||y_orig|| on plain activations and on
-	// activations with outlier channels.
+	// activations with outlier channels: +Inf where the int8 layer's
+	// output overflows float32, which JSON writes as null.
 	PlainError   float64 `json:"plain_rel_error"`
 	OutlierError float64 `json:"outlier_rel_error"`
+}
+
+// MarshalJSON writes the layer with an error that is not finite as null,
+// since JSON has no infinity.
+func (l Layer) MarshalJSON() ([]byte, error) {
+	type fields Layer // without this method
+	orNull := func(v float64) *float64 {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		fields
+		PlainError   *float64 `json:"plain_rel_error"`
+		OutlierError *float64 `json:"outlier_rel_error"`
+	}{fields(l), orNull(l.PlainError), orNull(l.OutlierError)})
 }
 
 // Worst is the larger of the layer's two errors.

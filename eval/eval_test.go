@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -109,5 +110,24 @@ func TestShardedInputs(t *testing.T) {
 	os.WriteFile(filepath.Join(dup, "m-copy.safetensors"), b, 0o644)
 	if _, err := eval.Run(ctx, dup, q, opts); err == nil || !strings.Contains(err.Error(), "is in both") {
 		t.Errorf("duplicate tensors: %v", err)
+	}
+}
+
+// TestLayerJSON: an error JSON cannot hold (an int8 layer whose output
+// overflowed float32) is written as null; the other fields are as the
+// struct's tags name them.
+func TestLayerJSON(t *testing.T) {
+	l := eval.Layer{Name: "b.0", N: 3, K: 4, Scales: "channel", ConvRot: 4, PlainError: math.Inf(1), OutlierError: 0.25}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"b.0","n":3,"k":4,"scales":"channel","convrot_group":4,"plain_rel_error":null,"outlier_rel_error":0.25}`
+	if string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
+	}
+	l.PlainError, l.OutlierError, l.ConvRot = 0.5, math.NaN(), 0
+	if b, err = json.Marshal(eval.Report{Layers: []eval.Layer{l}}); err != nil || !strings.Contains(string(b), `"plain_rel_error":0.5,"outlier_rel_error":null}`) || strings.Contains(string(b), "convrot") {
+		t.Errorf("got %s, %v", b, err)
 	}
 }

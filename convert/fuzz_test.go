@@ -1,0 +1,152 @@
+package convert_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/eval"
+	"github.com/gokitchen/kitchen/safetensors"
+)
+
+// FuzzFiles runs inspect, quantize, dequantize and eval on arbitrary files,
+// the seeds being small checkpoints before and after conversion. Whatever
+// the bytes: nothing panics, the input is never changed, a refusal leaves
+// no file behind, what quantize writes inspects without a problem,
+// dequantizes and evaluates against its input, and what either writes
+// reads back whole.
+func FuzzFiles(f *testing.F) {
+	seedDir := f.TempDir()
+	plain := filepath.Join(seedDir, "plain.safetensors")
+	bf := func(v ...float32) []byte {
+		var b []byte
+		for _, x := range v {
+			b = append(b, byte(dtype.BFloat16FromFloat32(x)), byte(dtype.BFloat16FromFloat32(x)>>8))
+		}
+		return b
+	}
+	ramp := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(i%37-18) / 7
+		}
+		return v
+	}
+	writeRaw(f, plain, map[string]string{"format": "pt"},
+		rawTensor{"blocks.0.attn.weight", "BF16", []int{4, 16}, bf(ramp(64)...)},
+		rawTensor{"blocks.0.attn.bias", "BF16", []int{4}, bf(1, 2, 3, 4)},
+		rawTensor{"blocks.0.mlp.weight", "F32", []int{3, 8}, f32s(ramp(24)...)},
+		rawTensor{"embed_tokens.weight", "F16", []int{2, 4}, make([]byte, 16)},
+		rawTensor{"norm.weight", "F32", []int{2}, f32s(1, -1)},
+	)
+	seeds := [][]byte{mustRead(f, plain)}
+	for i, opts := range fuzzOptions {
+		out := filepath.Join(seedDir, "q"+string(rune('0'+i))+".safetensors")
+		if _, err := convert.Quantize(context.Background(), plain, out, opts); err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, mustRead(f, out))
+	}
+	for _, s := range seeds {
+		for mode := range len(fuzzOptions) {
+			f.Add(s, uint8(mode))
+		}
+	}
+
+	f.Fuzz(func(t *testing.T, file []byte, mode uint8) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		in := filepath.Join(dir, "in.safetensors")
+		if err := os.WriteFile(in, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"in.safetensors"}
+		if _, err := convert.Inspect(ctx, in); err != nil {
+			t.Logf("inspect: %v", err)
+		}
+
+		q := filepath.Join(dir, "q.safetensors")
+		if _, err := convert.Quantize(ctx, in, q, fuzzOptions[int(mode)%len(fuzzOptions)]); err != nil {
+			t.Logf("quantize: %v", err)
+		} else {
+			want = append(want, "q.safetensors")
+			readWhole(t, q)
+			r, err := convert.Inspect(ctx, q)
+			if err != nil {
+				t.Fatalf("inspecting what quantize wrote: %v", err)
+			}
+			if len(r.Problems) > 0 {
+				t.Fatalf("what quantize wrote has problems: %q", r.Problems)
+			}
+			for _, l := range r.Layers {
+				if l.Problem != "" {
+					t.Fatalf("quantize wrote layer %s with a problem: %s", l.Name, l.Problem)
+				}
+			}
+			// To float32: a float32 weight's values may be past bfloat16's
+			// largest, which dequantize refuses by default.
+			if _, err := convert.Dequantize(ctx, q, filepath.Join(dir, "qd.safetensors"), convert.Options{OutDType: dtype.Float32}); err != nil {
+				t.Fatalf("dequantizing what quantize wrote: %v", err)
+			}
+			want = append(want, "qd.safetensors")
+			readWhole(t, filepath.Join(dir, "qd.safetensors"))
+			if r.Formats["int8_tensorwise"] > 0 {
+				if _, err := eval.Run(ctx, in, q, eval.Options{Tokens: 3}); err != nil {
+					t.Fatalf("evaluating what quantize wrote: %v", err)
+				}
+			}
+		}
+		// The file as a quantized checkpoint of the plain seed.
+		if _, err := eval.Run(ctx, plain, in, eval.Options{Tokens: 2}); err != nil {
+			t.Logf("eval: %v", err)
+		}
+
+		d := filepath.Join(dir, "d.safetensors")
+		if _, err := convert.Dequantize(ctx, in, d, convert.Options{}); err != nil {
+			t.Logf("dequantize: %v", err)
+		} else {
+			want = append(want, "d.safetensors")
+			readWhole(t, d)
+		}
+
+		if got, err := os.ReadFile(in); err != nil || !bytes.Equal(got, file) {
+			t.Fatalf("the input changed (%v)", err)
+		}
+		assertOnly(t, dir, want...)
+	})
+}
+
+// fuzzOptions are the conversions FuzzFiles tries, chosen by its mode.
+var fuzzOptions = []convert.Options{
+	{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}},
+	{Selection: convert.Selection{MinElements: 1, MinFeatures: 1, Embeddings: true}, PerTensor: true},
+	{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}, ConvRot: 16},
+}
+
+// readWhole opens a safetensors file and reads every tensor's data.
+func readWhole(t *testing.T, path string) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatalf("reading back %s: %v", filepath.Base(path), err)
+	}
+	defer f.Close()
+	for _, ti := range f.Tensors {
+		if _, err := f.Data(ti); err != nil {
+			t.Fatalf("reading back %s: %v", filepath.Base(path), err)
+		}
+	}
+}
+
+func mustRead(tb testing.TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
