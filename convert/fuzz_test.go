@@ -44,6 +44,7 @@ func FuzzFiles(f *testing.F) {
 		rawTensor{"norm.weight", "F32", []int{2}, f32s(1, -1)},
 	)
 	seeds := [][]byte{mustRead(f, plain)}
+	quantized := filepath.Join(seedDir, "q0.safetensors")
 	for i, opts := range fuzzOptions {
 		out := filepath.Join(seedDir, "q"+string(rune('0'+i))+".safetensors")
 		if _, err := convert.Quantize(context.Background(), plain, out, opts); err != nil {
@@ -100,9 +101,13 @@ func FuzzFiles(f *testing.F) {
 				}
 			}
 		}
-		// The file as a quantized checkpoint of the plain seed.
+		// The file as a quantized checkpoint of the plain seed, and as the
+		// original of the seed's quantized form.
 		if _, err := eval.Run(ctx, plain, in, eval.Options{Tokens: 2}); err != nil {
 			t.Logf("eval: %v", err)
+		}
+		if _, err := eval.Run(ctx, in, quantized, eval.Options{Tokens: 2}); err != nil {
+			t.Logf("eval of the seed: %v", err)
 		}
 
 		d := filepath.Join(dir, "d.safetensors")
