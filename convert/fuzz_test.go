@@ -3,6 +3,7 @@ package convert_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -120,6 +121,99 @@ func FuzzFiles(f *testing.F) {
 
 		if got, err := os.ReadFile(in); err != nil || !bytes.Equal(got, file) {
 			t.Fatalf("the input changed (%v)", err)
+		}
+		assertOnly(t, dir, want...)
+	})
+}
+
+// FuzzIndex runs the same conversions on a sharded checkpoint whose index
+// and second shard are fuzzed (the first shard stays as written): the
+// properties of FuzzFiles hold for the whole checkpoint, and a refused
+// conversion leaves its output directory empty.
+func FuzzIndex(f *testing.F) {
+	shards := [2][]rawTensor{{
+		{"blocks.0.attn.weight", "F32", []int{4, 8}, f32s(make([]float32, 32)...)},
+		{"blocks.0.attn.bias", "F32", []int{4}, f32s(1, 2, 3, 4)},
+	}, {
+		{"blocks.0.mlp.weight", "F32", []int{2, 8}, f32s(1, -2, 3, -4, 5, -6, 7, -8, 0.5, 0.25, 0, 0, 0, 0, 0, 9)},
+		{"norm.weight", "F32", []int{2}, f32s(1, -1)},
+	}}
+	names := [2]string{"m-00001-of-00002.safetensors", "m-00002-of-00002.safetensors"}
+	seedDir := f.TempDir()
+	weightMap := map[string]string{}
+	for s, ts := range shards {
+		writeRaw(f, filepath.Join(seedDir, names[s]), nil, ts...)
+		for _, t := range ts {
+			weightMap[t.name] = names[s]
+		}
+	}
+	first, second := mustRead(f, filepath.Join(seedDir, names[0])), mustRead(f, filepath.Join(seedDir, names[1]))
+	for _, idx := range []map[string]any{
+		{"weight_map": weightMap},
+		{"metadata": map[string]any{"total_size": 232}, "weight_map": weightMap},
+		{"weight_map": map[string]string{"blocks.0.attn.weight": names[0], "norm.weight": names[1]}},
+		{"weight_map": map[string]string{"blocks.0.attn.weight": names[1], "ghost.weight": "../" + names[0]}},
+	} {
+		b, err := json.Marshal(idx)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, second)
+	}
+
+	f.Fuzz(func(t *testing.T, index, shard []byte) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		in := filepath.Join(dir, "m.safetensors.index.json")
+		inputs := map[string][]byte{names[0]: first, names[1]: shard, filepath.Base(in): index}
+		for name, b := range inputs {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opts := fuzzOptions[0]
+		if _, err := convert.Inspect(ctx, in); err != nil {
+			t.Logf("inspect: %v", err)
+		}
+		qDir, dDir, qdDir := t.TempDir(), t.TempDir(), t.TempDir()
+		q := filepath.Join(qDir, "q.safetensors.index.json")
+		if _, err := convert.Quantize(ctx, in, q, opts); err != nil {
+			t.Logf("quantize: %v", err)
+			assertOnly(t, qDir)
+		} else {
+			r, err := convert.Inspect(ctx, q)
+			if err != nil || len(r.Problems) > 0 {
+				t.Fatalf("inspecting what quantize wrote: %v %q", err, r.Problems)
+			}
+			for _, l := range r.Layers {
+				if l.Problem != "" {
+					t.Fatalf("quantize wrote layer %s with a problem: %s", l.Name, l.Problem)
+				}
+			}
+			for _, file := range r.Files {
+				readWhole(t, file)
+			}
+			if _, err := convert.Dequantize(ctx, q, filepath.Join(qdDir, "qd.safetensors.index.json"), convert.Options{OutDType: dtype.Float32}); err != nil {
+				t.Fatalf("dequantizing what quantize wrote: %v", err)
+			}
+			if r.Formats["int8_tensorwise"] > 0 {
+				if _, err := eval.Run(ctx, in, q, eval.Options{Tokens: 2}); err != nil {
+					t.Fatalf("evaluating what quantize wrote: %v", err)
+				}
+			}
+		}
+		if _, err := convert.Dequantize(ctx, in, filepath.Join(dDir, "d.safetensors.index.json"), convert.Options{}); err != nil {
+			t.Logf("dequantize: %v", err)
+			assertOnly(t, dDir)
+		}
+		for name, b := range inputs {
+			if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, b) {
+				t.Fatalf("input %s changed (%v)", name, err)
+			}
+		}
+		want := []string{}
+		for name := range inputs {
+			want = append(want, name)
 		}
 		assertOnly(t, dir, want...)
 	})
