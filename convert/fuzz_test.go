@@ -3,7 +3,9 @@ package convert_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,7 +28,7 @@ func FuzzFiles(f *testing.F) {
 	bf := func(v ...float32) []byte {
 		var b []byte
 		for _, x := range v {
-			b = append(b, byte(dtype.BFloat16FromFloat32(x)), byte(dtype.BFloat16FromFloat32(x)>>8))
+			b = binary.LittleEndian.AppendUint16(b, dtype.BFloat16FromFloat32(x))
 		}
 		return b
 	}
@@ -45,9 +47,9 @@ func FuzzFiles(f *testing.F) {
 		rawTensor{"norm.weight", "F32", []int{2}, f32s(1, -1)},
 	)
 	seeds := [][]byte{mustRead(f, plain)}
-	quantized := filepath.Join(seedDir, "q0.safetensors")
+	quantized := filepath.Join(seedDir, "q0.safetensors") // the first of the quantized seeds
 	for i, opts := range fuzzOptions {
-		out := filepath.Join(seedDir, "q"+string(rune('0'+i))+".safetensors")
+		out := filepath.Join(seedDir, fmt.Sprintf("q%d.safetensors", i))
 		if _, err := convert.Quantize(context.Background(), plain, out, opts); err != nil {
 			f.Fatal(err)
 		}
