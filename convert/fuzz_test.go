@@ -114,7 +114,11 @@ func FuzzFiles(f *testing.F) {
 		}
 
 		d := filepath.Join(dir, "d.safetensors")
-		if _, err := convert.Dequantize(ctx, in, d, convert.Options{}); err != nil {
+		dopts := convert.Options{
+			OutDType: []dtype.DType{dtype.BFloat16, dtype.Float16, dtype.Float32}[int(mode)%3],
+			AllowInf: mode&4 != 0,
+		}
+		if _, err := convert.Dequantize(ctx, in, d, dopts); err != nil {
 			t.Logf("dequantize: %v", err)
 		} else {
 			want = append(want, "d.safetensors")
