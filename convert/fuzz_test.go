@@ -77,32 +77,8 @@ func FuzzFiles(f *testing.F) {
 		if _, err := convert.Quantize(ctx, in, q, fuzzOptions[int(mode)%len(fuzzOptions)]); err != nil {
 			t.Logf("quantize: %v", err)
 		} else {
-			want = append(want, "q.safetensors")
-			readWhole(t, q)
-			r, err := convert.Inspect(ctx, q)
-			if err != nil {
-				t.Fatalf("inspecting what quantize wrote: %v", err)
-			}
-			if len(r.Problems) > 0 {
-				t.Fatalf("what quantize wrote has problems: %q", r.Problems)
-			}
-			for _, l := range r.Layers {
-				if l.Problem != "" {
-					t.Fatalf("quantize wrote layer %s with a problem: %s", l.Name, l.Problem)
-				}
-			}
-			// To float32: a float32 weight's values may be past bfloat16's
-			// largest, which dequantize refuses by default.
-			if _, err := convert.Dequantize(ctx, q, filepath.Join(dir, "qd.safetensors"), convert.Options{OutDType: dtype.Float32}); err != nil {
-				t.Fatalf("dequantizing what quantize wrote: %v", err)
-			}
-			want = append(want, "qd.safetensors")
-			readWhole(t, filepath.Join(dir, "qd.safetensors"))
-			if r.Formats["int8_tensorwise"] > 0 {
-				if _, err := eval.Run(ctx, in, q, eval.Options{Tokens: 3}); err != nil {
-					t.Fatalf("evaluating what quantize wrote: %v", err)
-				}
-			}
+			want = append(want, "q.safetensors", "qd.safetensors")
+			checkWritten(t, in, q, filepath.Join(dir, "qd.safetensors"))
 		}
 		// The file as a quantized checkpoint of the plain seed, and as the
 		// original of the seed's quantized form.
@@ -187,26 +163,7 @@ func FuzzIndex(f *testing.F) {
 			t.Logf("quantize: %v", err)
 			assertOnly(t, qDir)
 		} else {
-			r, err := convert.Inspect(ctx, q)
-			if err != nil || len(r.Problems) > 0 {
-				t.Fatalf("inspecting what quantize wrote: %v %q", err, r.Problems)
-			}
-			for _, l := range r.Layers {
-				if l.Problem != "" {
-					t.Fatalf("quantize wrote layer %s with a problem: %s", l.Name, l.Problem)
-				}
-			}
-			for _, file := range r.Files {
-				readWhole(t, file)
-			}
-			if _, err := convert.Dequantize(ctx, q, filepath.Join(qdDir, "qd.safetensors.index.json"), convert.Options{OutDType: dtype.Float32}); err != nil {
-				t.Fatalf("dequantizing what quantize wrote: %v", err)
-			}
-			if r.Formats["int8_tensorwise"] > 0 {
-				if _, err := eval.Run(ctx, in, q, eval.Options{Tokens: 2}); err != nil {
-					t.Fatalf("evaluating what quantize wrote: %v", err)
-				}
-			}
+			checkWritten(t, in, q, filepath.Join(qdDir, "qd.safetensors.index.json"))
 		}
 		if _, err := convert.Dequantize(ctx, in, filepath.Join(dDir, "d.safetensors.index.json"), convert.Options{}); err != nil {
 			t.Logf("dequantize: %v", err)
@@ -223,6 +180,45 @@ func FuzzIndex(f *testing.F) {
 		}
 		assertOnly(t, dir, want...)
 	})
+}
+
+// checkWritten checks what quantize wrote from in to q: it inspects
+// without a problem, every file reads back whole, it dequantizes to
+// float32 (into qd; a float32 weight's values may be past bfloat16's
+// largest, which dequantize refuses by default) and it evaluates against in.
+func checkWritten(t *testing.T, in, q, qd string) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := convert.Inspect(ctx, q)
+	if err != nil {
+		t.Fatalf("inspecting what quantize wrote: %v", err)
+	}
+	if len(r.Problems) > 0 {
+		t.Fatalf("what quantize wrote has problems: %q", r.Problems)
+	}
+	for _, l := range r.Layers {
+		if l.Problem != "" {
+			t.Fatalf("quantize wrote layer %s with a problem: %s", l.Name, l.Problem)
+		}
+	}
+	for _, file := range r.Files {
+		readWhole(t, file)
+	}
+	if _, err := convert.Dequantize(ctx, q, qd, convert.Options{OutDType: dtype.Float32}); err != nil {
+		t.Fatalf("dequantizing what quantize wrote: %v", err)
+	}
+	rd, err := convert.Inspect(ctx, qd)
+	if err != nil {
+		t.Fatalf("inspecting what dequantize wrote: %v", err)
+	}
+	for _, file := range rd.Files {
+		readWhole(t, file)
+	}
+	if r.Formats["int8_tensorwise"] > 0 {
+		if _, err := eval.Run(ctx, in, q, eval.Options{Tokens: 2}); err != nil {
+			t.Fatalf("evaluating what quantize wrote: %v", err)
+		}
+	}
 }
 
 // fuzzOptions are the conversions FuzzFiles tries, chosen by its mode.
