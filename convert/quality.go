@@ -44,7 +44,8 @@ type errorSums struct{ diff, norm float64 }
 // infiniteRow is the error for quantized rows whose dequantized values
 // are not finite in float32: x is finite (the quantize operations refuse
 // NaN and infinity), so a value within rounding of float32's largest has
-// a scale that, times 127, overflows. ComfyUI would load infinities.
+// a scale that, times 127, overflows (with ConvRot, rotating back sums
+// such values and may overflow too). ComfyUI would load infinities.
 type infiniteRow struct{ row int }
 
 func (e *infiniteRow) Error() string {
@@ -117,13 +118,7 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 			return err
 		}
 		var ran string
-		var d *tensor.Tensor
-		opts := append(c.kitchenOptions(&ran), kitchen.Into(into))
-		if group > 0 {
-			d, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(opts, kitchen.WithConvRotGroup(group))...)
-		} else {
-			d, err = kitchen.DequantizeInt8(ctx, qc, sc, opts...)
-		}
+		d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(c.kitchenOptions(&ran), kitchen.Into(into), kitchen.WithConvRotGroup(group))...)
 		if err != nil {
 			return err
 		}

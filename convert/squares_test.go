@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -113,6 +114,52 @@ func TestSumQuantized(t *testing.T) {
 		wd, wn = sumSquares(dtype.BFloat16, xb, db)
 		if d, nn := sumQuantized(dtype.BFloat16, xb, q, one, n*k); d != wd || nn != wn {
 			t.Errorf("k = %d, one scale: %v, %v; want %v, %v", k, d, nn, wd, wn)
+		}
+	}
+}
+
+// TestErrorSumsInfiniteRow checks that the weight error names the first
+// row whose int8 form dequantizes to a value that is not finite: without
+// rotation, where 127 times the scale overflows; with ConvRot, where the
+// products are finite but rotating them back overflows (the butterfly's
+// sum of four values near float32's largest).
+func TestErrorSumsInfiniteRow(t *testing.T) {
+	const n, k = 3, 8
+	x, err := tensor.FromBytes(kitchen.Float32, make([]byte, 4*n*k), n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := make([]byte, n*k)
+	for i := range q {
+		q[i] = byte(i % 5)
+	}
+	for _, c := range []struct {
+		group int
+		scale float32 // of row 1
+	}{
+		{0, math.MaxFloat32 / 100},
+		{4, math.MaxFloat32 / 127 * 0.9},
+	} {
+		copy(q[k:], []byte{127, 127, 127, 0x81, 0, 0, 0, 0}) // 0x81 is -127
+		qt, err := tensor.FromBytes(kitchen.Int8, q, n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tensor.FromBytes(kitchen.Float32, floatBytes([]float32{1. / 127, c.scale, 1. / 127}), n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &producer{c: &conv{backends: map[string]bool{}}}
+		var sums errorSums
+		err = sums.add(context.Background(), p, x, qt, st, c.group)
+		var ir *infiniteRow
+		if !errors.As(err, &ir) || ir.row != 1 {
+			t.Errorf("group %d: got %v, want row 1 dequantizing to infinity", c.group, err)
+		}
+		// Finite everywhere: the sums are.
+		st, _ = tensor.FromBytes(kitchen.Float32, floatBytes([]float32{1. / 127, 1, 1. / 127}), n, 1)
+		if err := sums.add(context.Background(), p, x, qt, st, c.group); err != nil || !finite(sums.diff) || sums.diff == 0 {
+			t.Errorf("group %d, finite scales: %v, diff %v", c.group, err, sums.diff)
 		}
 	}
 }

@@ -8,6 +8,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,7 +89,7 @@ func (l Layer) MarshalJSON() ([]byte, error) {
 	}{fields(l), orNull(l.PlainError), orNull(l.OutlierError)})
 }
 
-// Worst is the larger of the layer's two errors.
+// Worst is the larger of the layer's two errors, NaN if either is.
 func (l Layer) Worst() float64 { return max(l.PlainError, l.OutlierError) }
 
 // Report is an evaluation, layers worst first.
@@ -135,18 +136,22 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	if len(rep.Layers) == 0 {
 		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
 	}
-	slices.SortStableFunc(rep.Layers, func(a, b Layer) int { return -cmpFloat(a.Worst(), b.Worst()) })
+	sortWorstFirst(rep.Layers)
 	return rep, nil
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// sortWorstFirst orders layers by their worst error, largest first. A
+// NaN error (where an original layer's output is not finite) counts as
+// infinite, so that it comes first rather than breaking the order; equal
+// errors keep the file's order.
+func sortWorstFirst(layers []Layer) {
+	key := func(l Layer) float64 {
+		if w := l.Worst(); !math.IsNaN(w) {
+			return w
+		}
+		return math.Inf(1)
 	}
-	return 0
+	slices.SortStableFunc(layers, func(a, b Layer) int { return cmp.Compare(key(b), key(a)) })
 }
 
 // hostTensor reads a tensor of a checkpoint as a host tensor (in place).

@@ -131,3 +131,23 @@ func TestLayerJSON(t *testing.T) {
 		t.Errorf("got %s, %v", b, err)
 	}
 }
+
+// TestSortWorstFirst: layers come largest error first, a NaN error (which
+// compares neither less nor greater) with the infinite ones before all
+// others, and equal errors in the file's order.
+func TestSortWorstFirst(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	errs := [][2]float64{{0.1, 0}, {0.2, nan}, {0.3, 0.05}, {0.05, 0.4}, {inf, 0}, {0.3, 0}, {0, 0.01}}
+	var layers []eval.Layer
+	for i, e := range errs {
+		layers = append(layers, eval.Layer{Name: string(rune('a' + i)), PlainError: e[0], OutlierError: e[1]})
+	}
+	eval.SortWorstFirst(layers)
+	var got string
+	for _, l := range layers {
+		got += l.Name
+	}
+	if want := "bedcfag"; got != want {
+		t.Errorf("order %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,4 @@
+package eval
+
+// SortWorstFirst is sortWorstFirst, for the tests.
+var SortWorstFirst = sortWorstFirst
