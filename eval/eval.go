@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -27,7 +28,8 @@ import (
 
 // Options say how to evaluate.
 type Options struct {
-	// Tokens is the number of activation rows per layer (default 64).
+	// Tokens is the number of activation rows per layer (default 64, at
+	// most MaxTokens).
 	Tokens int
 	// Seed makes the activations (default 1).
 	Seed uint64
@@ -39,17 +41,39 @@ type Options struct {
 	Backend string
 }
 
+// MaxTokens is the most activation rows Options.Tokens may ask for: each
+// layer holds tokens × K activations twice (float32), so 65536 rows of a
+// 3072-wide layer already take 1.5 GiB, and its float64 reference
+// computes tokens × N × K products one at a time.
+const MaxTokens = 1 << 16
+
+// ErrOptions is the error for Options out of their range.
+var ErrOptions = errors.New("eval: invalid options")
+
+// check reports options no default can stand for.
+func (o *Options) check() error {
+	switch {
+	case o.Tokens < 0 || o.Tokens > MaxTokens:
+		return fmt.Errorf("%w: Tokens is %d, want 1 to %d (0: the default)", ErrOptions, o.Tokens, MaxTokens)
+	case o.Outliers < 0:
+		return fmt.Errorf("%w: Outliers is %d, want 0 (the default) or more", ErrOptions, o.Outliers)
+	case o.OutlierScale < 0 || math.IsNaN(o.OutlierScale) || math.IsInf(o.OutlierScale, 0):
+		return fmt.Errorf("%w: OutlierScale is %v, want a finite 0 (the default) or more", ErrOptions, o.OutlierScale)
+	}
+	return nil
+}
+
 func (o *Options) defaults() {
-	if o.Tokens <= 0 {
+	if o.Tokens == 0 {
 		o.Tokens = 64
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
-	if o.Outliers <= 0 {
+	if o.Outliers == 0 {
 		o.Outliers = 4
 	}
-	if o.OutlierScale <= 0 {
+	if o.OutlierScale == 0 {
 		o.OutlierScale = 50
 	}
 }
@@ -106,6 +130,9 @@ type Report struct {
 // (see convert.OpenCheckpoint); a layer's tensors are looked up by name
 // in whichever shard holds them.
 func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts.defaults()
 	co, err := convert.OpenCheckpoint(ctx, orig)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -149,5 +150,23 @@ func TestSortWorstFirst(t *testing.T) {
 	}
 	if want := "bedcfag"; got != want {
 		t.Errorf("order %s, want %s", got, want)
+	}
+}
+
+// TestOptionsRefused: options no default stands for are refused with
+// ErrOptions, naming the field, before the files are opened (they do not
+// exist here).
+func TestOptionsRefused(t *testing.T) {
+	for _, o := range []eval.Options{
+		{Tokens: -1}, {Tokens: eval.MaxTokens + 1}, {Tokens: math.MaxInt},
+		{Outliers: -1}, {OutlierScale: -2}, {OutlierScale: math.NaN()}, {OutlierScale: math.Inf(1)},
+	} {
+		_, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", o)
+		if !errors.Is(err, eval.ErrOptions) {
+			t.Errorf("%+v: got %v, want ErrOptions", o, err)
+		}
+	}
+	if _, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Tokens: eval.MaxTokens}); errors.Is(err, eval.ErrOptions) || err == nil {
+		t.Errorf("MaxTokens: got %v, want the missing file's error", err)
 	}
 }

@@ -32,6 +32,9 @@ relative errors are listed worst first: the figures to compare when choosing bet
 holding one index or the checkpoint's .safetensors files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Tokens < 1 || opts.Tokens > eval.MaxTokens {
+				return fmt.Errorf("eval: --tokens must be 1 to %d, got %d", eval.MaxTokens, opts.Tokens)
+			}
 			rep, err := eval.Run(cmd.Context(), args[0], args[1], opts)
 			if err != nil {
 				return err

@@ -42,6 +42,13 @@ func TestEval(t *testing.T) {
 	if b, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), rep.Layers[0].Name) {
 		t.Errorf("svg: %v %.80q", err, b)
 	}
+	// Tokens out of range are refused before anything is read (the largest
+	// once made a slice too long, a panic).
+	for _, n := range []string{"0", "-5", "65537", "999999999999"} {
+		if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--tokens", n); err == nil || !strings.Contains(err.Error(), "--tokens must be 1 to 65536, got "+n) {
+			t.Errorf("--tokens %s: %v", n, err)
+		}
+	}
 	// The original is not a quantized checkpoint.
 	if _, err := runCLI(t, "eval", q, "../../testdata/tiny-dit.safetensors"); err == nil || !strings.Contains(err.Error(), "not a quantized checkpoint") {
 		t.Errorf("eval of an unquantized file: %v", err)
