@@ -9,6 +9,7 @@ import (
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 // The benchmarks run each operation on the shape of the seed's table
@@ -122,4 +123,19 @@ func BenchmarkOutputs(b *testing.B) {
 		}
 		run(b, func(*kitchen.Tensor, *kitchen.Tensor) {}, kitchen.Into(q, s))
 	})
+}
+
+// TestWorkloadShapeOverflow: a workload's spec whose size overflows is
+// refused with tensor.ErrShape (or as no workload of that operation), not
+// a panic making its buffers.
+func TestWorkloadShapeOverflow(t *testing.T) {
+	for _, shape := range [][]int{{1 << 62, 4}, {1<<63 - 1, 256}, {1 << 62, 64, 8}, {8, 8, 1 << 62}} {
+		spec := &backend.Spec{Shape: shape, DType: dtype.BFloat16}
+		for _, o := range backend.Ops() {
+			w, err := o.Workload(context.Background(), backend.Default, spec)
+			if w != nil || !errors.Is(err, tensor.ErrShape) && !errors.Is(err, backend.ErrNoWorkload) && err != nil {
+				t.Errorf("%s of %v: %v, %v", o.Name(), shape, w, err)
+			}
+		}
+	}
 }

@@ -108,6 +108,9 @@ type Spec struct {
 // shape and dtype on its device, made once and shared by the workloads.
 func (s *Spec) Input() (*tensor.Tensor, error) {
 	s.once.Do(func() {
+		if s.err = tensor.CheckShape(dtype.Float32, s.Shape...); s.err != nil {
+			return
+		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		v := make([]float32, tensor.Numel(s.Shape))
 		for i := range v {

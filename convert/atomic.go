@@ -35,7 +35,8 @@ func createPending(final string) (*pending, error) {
 	existed := err == nil
 	f, err := createTemp(dir, tempPrefix(base))
 	if err != nil {
-		return nil, err
+		// err names the temporary file: say which output it was for.
+		return nil, fmt.Errorf("%s: creating the output: %w", final, err)
 	}
 	lock(f)
 	return &pending{final: final, f: f, existed: existed}, nil

@@ -315,6 +315,9 @@ func gemmShape(spec *backend.Spec) (m, k, n int, err error) {
 // randomTensor makes a host tensor of dt and shape, every int8 value or
 // normal floats, from seed, on dev.
 func randomTensor(dev tensor.Device, dt dtype.DType, seed uint64, shape ...int) (*tensor.Tensor, error) {
+	if err := tensor.CheckShape(dtype.Float32, shape...); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var t *tensor.Tensor
 	var err error

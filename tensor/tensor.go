@@ -314,6 +314,11 @@ func Numel(shape []int) int {
 	return n
 }
 
+// CheckShape reports, as ErrShape, what every constructor refuses in a
+// shape: a negative dimension, or a size in bytes (of dt's elements) that
+// overflows an int. Callers that size a buffer from Numel check it first.
+func CheckShape(dt dtype.DType, shape ...int) error { return checkShape(shape, dt.Size()) }
+
 // checkShape reports negative dimensions, and shapes whose size in bytes
 // (size bytes per element) overflows an int. The error formats a copy, so
 // shape does not escape and callers may pass stack memory.

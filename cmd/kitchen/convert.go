@@ -19,6 +19,7 @@ import (
 	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/convbench"
+	"github.com/gokitchen/kitchen/quant"
 )
 
 // convertFlags are the flags quantize and dequantize share.
@@ -98,6 +99,11 @@ leaves nothing behind, and the input is never modified.`,
 				return fmt.Errorf("--convrot layers have one scale per row; drop --per-tensor")
 			case fl.Changed("convrot-group") && !convrot:
 				return fmt.Errorf("--convrot-group needs --convrot")
+			case convrot && !quant.ValidGroup(convrotGroup):
+				// The library reads a group of 0 as no rotation at all.
+				return fmt.Errorf("--convrot-group %d is not a power of 4 of at least 4", convrotGroup)
+			case opts.MinElements < 0 || opts.MinFeatures < 0:
+				return fmt.Errorf("--min-elements and --min-features must be 0 (no limit) or more, got %d and %d", opts.MinElements, opts.MinFeatures)
 			}
 			if convrot {
 				opts.ConvRot = convrotGroup
@@ -327,8 +333,15 @@ func (b *progressBar) finish() {
 // syncing a file of the output's size, in the same rounds.
 func benchConvert(cmd *cobra.Command, file string, asJSON bool) error {
 	cfg := convbench.Config{Input: file}
+	for _, name := range []string{"shape", "dtype", "device", "backends", "op", "warmup", "convrot", "input-act"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("bench: --%s does not apply to --convert (it takes --runs and --json)", name)
+		}
+	}
 	if cmd.Flags().Changed("runs") {
-		cfg.Runs, _ = cmd.Flags().GetInt("runs")
+		if cfg.Runs, _ = cmd.Flags().GetInt("runs"); cfg.Runs < 1 {
+			return fmt.Errorf("bench: runs must be at least 1, got %d", cfg.Runs)
+		}
 	}
 	res, err := convbench.Run(cmd.Context(), cfg)
 	if err != nil {

@@ -163,6 +163,8 @@ func TestQuantizeCommands(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--per-tensor", "--per-channel"}, {"--per-tensor", "--convrot"}, {"--convrot-group", "64"}, {"--convrot", "--convrot-group", "32"},
+		// A group of 0 once quantized without rotation, silently.
+		{"--convrot", "--convrot-group", "0"}, {"--min-elements", "-1"}, {"--min-features", "-1"},
 	} {
 		if _, err := runCLI(t, append([]string{"quantize", "../../testdata/tiny-dit.safetensors", "-o", filepath.Join(dir, "y.safetensors")}, bad...)...); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -269,5 +271,17 @@ func TestBenchGEMM(t *testing.T) {
 	}
 	if _, err := runCLI(t, "bench", "--op", "int8_linear", "--shape", "64,64"); err == nil {
 		t.Error("a 2-D shape for int8_linear was accepted")
+	}
+	// Settings out of range, or that --convert does not take, are refused
+	// before anything runs.
+	for _, c := range [][]string{
+		{"--warmup", "-1", "--shape", "1,8,8", "--op", "mm_int8"},
+		{"--shape", "9223372036854775807,2"},
+		{"--convert", "../../testdata/tiny-dit.safetensors", "--runs", "0"},
+		{"--convert", "../../testdata/tiny-dit.safetensors", "--shape", "1,2"},
+	} {
+		if out, err := runCLI(t, append([]string{"bench"}, c...)...); err == nil || out != "" {
+			t.Errorf("bench %v: %v, printed %q", c, err, out)
+		}
 	}
 }

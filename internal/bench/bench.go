@@ -159,6 +159,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cfg.DType.IsFloat() {
 		return nil, fmt.Errorf("bench: dtype %v is not float32, float16 or bfloat16", cfg.DType)
 	}
+	if cfg.Warmup < 0 {
+		return nil, fmt.Errorf("bench: warmup must be 0 or more, got %d", cfg.Warmup)
+	}
+	// Refused here, before a product of dimensions that wrapped around
+	// passes for no elements or the workloads size buffers from it.
+	if err := tensor.CheckShape(dtype.Float32, cfg.Shape...); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	if len(cfg.Shape) == 0 || tensor.Numel(cfg.Shape) == 0 {
 		return nil, fmt.Errorf("bench: shape %v has no elements", cfg.Shape)
 	}

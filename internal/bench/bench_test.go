@@ -103,3 +103,29 @@ func TestLinearOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestBadConfig: settings out of range are refused with an error naming
+// them, before anything is made. A shape whose size overflows once
+// panicked making a slice, or, where the product of its dimensions
+// wrapped around to 0, was said to have no elements.
+func TestBadConfig(t *testing.T) {
+	ok := Config{Shape: []int{3, 64, 8}, DType: dtype.BFloat16, Runs: 1, Ops: []string{"mm_int8"}}
+	for _, c := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Runs = 0 }, "runs must be at least 1, got 0"},
+		{func(c *Config) { c.Warmup = -1 }, "warmup must be 0 or more, got -1"},
+		{func(c *Config) { c.Shape = []int{1 << 62, 4} }, "overflows"},
+		{func(c *Config) { c.Shape = []int{1<<63 - 1, 2} }, "overflows"},
+		{func(c *Config) { c.Shape = []int{8, 8, 1 << 62} }, "overflows"},
+		{func(c *Config) { c.Shape = []int{8, 0, 8} }, "has no elements"},
+		{func(c *Config) { c.Shape = []int{8, -1, 8} }, "negative dimension"},
+	} {
+		cfg := ok
+		c.change(&cfg)
+		if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", cfg, err, c.want)
+		}
+	}
+}
