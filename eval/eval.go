@@ -221,7 +221,10 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts O
 	if err != nil {
 		return l, err
 	}
-	if q.Rank() != 2 || !slices.Equal(q.Shape(), w.Shape()) || !w.DType().IsFloat() {
+	if !w.DType().IsFloat() {
+		return l, fmt.Errorf("eval: %s: %s is %v in %s, not a float: the original must be the checkpoint before quantization", p, comfyquant.WeightSuffix, w.DType(), fo.Path)
+	}
+	if q.Rank() != 2 || !slices.Equal(q.Shape(), w.Shape()) {
 		return l, fmt.Errorf("eval: %s: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
 	}
 	l.N, l.K = q.Dim(0), q.Dim(1)

@@ -35,6 +35,12 @@ holding one index or the checkpoint's .safetensors files.`,
 			if opts.Tokens < 1 || opts.Tokens > eval.MaxTokens {
 				return fmt.Errorf("eval: --tokens must be 1 to %d, got %d", eval.MaxTokens, opts.Tokens)
 			}
+			if svg != "" {
+				// Before the run, which may take minutes, rather than after.
+				if fi, err := os.Stat(filepath.Dir(svg)); err != nil || !fi.IsDir() {
+					return fmt.Errorf("eval: --svg %s: %s is not a directory", svg, filepath.Dir(svg))
+				}
+			}
 			rep, err := eval.Run(cmd.Context(), args[0], args[1], opts)
 			if err != nil {
 				return err
@@ -88,7 +94,7 @@ func writeFileAtomic(path string, b []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.kitchen-tmp-%d", filepath.Base(path), os.Getpid()))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
@@ -99,6 +105,7 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return err
+	return nil
 }

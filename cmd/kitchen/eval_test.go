@@ -49,6 +49,14 @@ func TestEval(t *testing.T) {
 			t.Errorf("--tokens %s: %v", n, err)
 		}
 	}
+	// An SVG into a directory that does not exist is refused before the
+	// run; a quantized file given as the original is named as such.
+	if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--svg", filepath.Join(dir, "none", "e.svg")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("--svg into a missing directory: %v", err)
+	}
+	if _, err := runCLI(t, "eval", q, q); err == nil || !strings.Contains(err.Error(), "the original must be the checkpoint before quantization") {
+		t.Errorf("eval of a quantized file against itself: %v", err)
+	}
 	// The original is not a quantized checkpoint.
 	if _, err := runCLI(t, "eval", q, "../../testdata/tiny-dit.safetensors"); err == nil || !strings.Contains(err.Error(), "not a quantized checkpoint") {
 		t.Errorf("eval of an unquantized file: %v", err)
