@@ -24,6 +24,16 @@ func FuzzBackendsAgree(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 1, 1, 0, 1, 3, 0}, uint8(1), uint8(4), uint16(257), int64(0))
 	f.Add([]byte{7, 0x7f, 0xc0, 7, 0xff, 0x80}, uint8(0), uint8(2), uint16(31), int64(0)) // NaN and -Inf bits
 	f.Add([]byte{4, 255, 0}, uint8(2), uint8(8), uint16(63), int64(1<<40+7))
+	// Rows of 128 or more make the matrix products large, reaching the cpu
+	// backend's few- and many-row paths: a dozen of them.
+	for sel, added := 0, 0; sel < 256 && added < 12; sel++ {
+		raw := []byte{byte(sel * 29), 5, 1, 9, byte(sel), 200, 3}
+		rows, k := uint8(128+sel%128), uint16(sel*97)
+		if c := backendtest.FuzzCall(raw, uint8(sel), rows, k, 0); c.Op == "mm_int8" || c.Op == "int8_linear" {
+			f.Add(raw, uint8(sel), rows, k, int64(0))
+			added++
+		}
+	}
 	f.Fuzz(func(t *testing.T, raw []byte, sel, rows uint8, k uint16, seed int64) {
 		c := backendtest.FuzzCall(raw, sel, rows, k, seed)
 		compared := 0

@@ -48,6 +48,9 @@ func mmGolden(c *golden.Case) (Call, []output, bool) {
 // mmRandom multiplies random int8 matrices, -128 included.
 func mmRandom(g *gen) Call {
 	m, k, n := 1+g.pick(9), 1+g.pick(300), 1+g.pick(20)
+	if g.large {
+		m, k, n = 1+g.pick(100), 1+g.pick(1200), 1+g.pick(160)
+	}
 	return mmCall(hostTensor(dtype.Int8, g.int8s(m*k), m, k), hostTensor(dtype.Int8, g.int8s(k*n), k, n))
 }
 
@@ -129,20 +132,24 @@ func linearGolden(c *golden.Case) (Call, []output, bool) {
 // without activation, rotation and bias, every scale form.
 func linearRandom(g *gen) Call {
 	group := []int{0, 0, 0, 4, 16}[g.pick(5)]
-	k := 1 + g.pick(200)
+	size := 1 // the large shapes: up to about 6 times the rows, k and n
+	if g.large {
+		size = 6
+	}
+	k := 1 + g.pick(200*size)
 	if group > 0 {
-		k = group * (1 + g.pick(4))
+		k = group * (1 + g.pick(4*size))
 	}
 	act := []string{"", "", op.ActGeluTanh, op.ActSwiGLU}[g.pick(4)]
 	kx := k
 	if act == op.ActSwiGLU {
 		kx = 2 * k
 	}
-	rows := 1 + g.pick(7)
+	rows := 1 + g.pick(7*size)
 	shape := [][]int{{kx}, {rows, kx}, {2, rows, kx}}[g.pick(3)]
 	g.shape = shape
 	x := hostTensor(g.dt, g.values(g.dt, tensor.Numel(shape), kx, true), shape...)
-	n := 1 + g.pick(17)
+	n := 1 + g.pick(17*size)
 	w := hostTensor(dtype.Int8, g.int8s(n*k), n, k)
 	sshape := [][]int{{}, {1}, {n}, {n, 1}}[g.pick(4)]
 	sv := make([]float32, tensor.Numel(sshape))

@@ -20,6 +20,10 @@ type gen struct {
 	seed  int64
 	sel   uint64
 	group int // a ConvRot group size, set by the cases that need one
+	// large asks the matrix products for shapes that reach the cpu
+	// backend's few-row and many-row paths (FuzzCall sets it; the suite's
+	// random cases stay small, for CI's time).
+	large bool
 }
 
 // pick returns a choice in [0, n), taken from the case's choices.
@@ -56,8 +60,9 @@ func randomGen(rng *rand.Rand, dt dtype.DType, stochastic bool) *gen {
 
 // FuzzCall builds a call of one of the suite's operations from fuzz input:
 // sel chooses the float dtype, the operation and the rank, rows and k the
-// shape (up to 9 rows of up to 300), seed > 0 stochastic rounding, and raw
-// the values (see values).
+// shape (up to 9 rows of up to 300; rows of 128 or more also make the
+// matrix products' shapes large: up to about 100 rows, 1200 deep and 160
+// wide), seed > 0 stochastic rounding, and raw the values (see values).
 func FuzzCall(raw []byte, sel, rows uint8, k uint16, seed int64) Call {
 	g := &gen{raw: raw, dt: dtype.Floats()[int(sel)%3], shape: []int{1 + int(rows)%9, 1 + int(k)%300}}
 	if sel&0x80 != 0 {
@@ -66,6 +71,7 @@ func FuzzCall(raw []byte, sel, rows uint8, k uint16, seed int64) Call {
 		g.shape = []int{2, g.shape[0], g.shape[1]}
 	}
 	g.seed = max(seed, 0) % (1 << 45)
+	g.large = rows >= 128
 	// The further choices: a mix of every input, so that each is varied by
 	// the fuzzer independently of the shape.
 	g.sel = uint64(rows)<<40 | uint64(k)<<24 | uint64(sel)<<16 | uint64(len(raw))
