@@ -15,8 +15,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/comfyquant"
@@ -239,10 +242,6 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts O
 			return l, err
 		}
 	}
-	wv, err := w.Float32s()
-	if err != nil {
-		return l, err
-	}
 	var bv []float32
 	if bias != nil {
 		if bv, err = bias.Float32s(); err != nil {
@@ -271,7 +270,11 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts O
 			return l, fmt.Errorf("eval: %s: %w", p, err)
 		}
 		yv, _ := y.Float32s()
-		e := relError(yv, reference(xr, wv, bv, opts.Tokens, l.K, l.N))
+		want, err := reference(ctx, xr, w, bv, opts.Tokens)
+		if err != nil {
+			return l, err
+		}
+		e := relError(yv, want)
 		if i == 0 {
 			l.PlainError = e
 		} else {
@@ -301,24 +304,73 @@ func activations(o Options, k, outliers int, name string) []float32 {
 	return x
 }
 
-// reference computes x·wᵀ + b in float64.
-func reference(x, w, b []float32, m, k, n int) []float64 {
-	y := make([]float64, m*n)
-	for i := range m {
-		xr := x[i*k : (i+1)*k]
-		for j := range n {
-			wr := w[j*k : (j+1)*k]
-			var s float64
-			for p, v := range xr {
-				s += float64(v) * float64(wr[p])
-			}
-			if b != nil {
-				s += float64(b[j])
-			}
-			y[i*n+j] = s
-		}
+// reference computes x·wᵀ + b in float64, for x [m, k] and the original
+// weight w [n, k] (any float dtype): each product of two float32 values is
+// exact in float64, each sum runs in k's order, and the bias comes last.
+// The weight's rows are shared out among the processors, each widened to
+// float64 once and met with four rows of x at a time: the weight is read
+// once whatever m is, and four independent sums keep the adder busy (eight
+// spill registers and were slower).
+func reference(ctx context.Context, x []float32, w *tensor.Tensor, b []float32, m int) ([]float64, error) {
+	wb, err := w.Bytes()
+	if err != nil {
+		return nil, err
 	}
-	return y
+	n, k, dt := w.Dim(0), w.Dim(1), w.DType()
+	xd := make([]float64, len(x))
+	for i, v := range x {
+		xd[i] = float64(v)
+	}
+	y := make([]float64, m*n)
+	const rows = 8 // weight rows a worker takes at a time
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (n+rows-1)/rows) {
+		wg.Go(func() {
+			wr := make([]float64, k)
+			for ctx.Err() == nil {
+				j0 := int(next.Add(rows)) - rows
+				if j0 >= n {
+					return
+				}
+				for j := j0; j < min(n, j0+rows); j++ {
+					for p := range wr {
+						wr[p] = float64(dtype.Load(wb, dt, j*k+p))
+					}
+					sums := func(i int, s ...float64) {
+						for r, v := range s {
+							if b != nil {
+								v += float64(b[j])
+							}
+							y[(i+r)*n+j] = v
+						}
+					}
+					i := 0
+					for ; i+4 <= m; i += 4 {
+						x0, x1, x2, x3 := xd[i*k:][:k], xd[(i+1)*k:][:k], xd[(i+2)*k:][:k], xd[(i+3)*k:][:k]
+						var s0, s1, s2, s3 float64
+						for p, f := range wr {
+							s0 += x0[p] * f
+							s1 += x1[p] * f
+							s2 += x2[p] * f
+							s3 += x3[p] * f
+						}
+						sums(i, s0, s1, s2, s3)
+					}
+					for ; i < m; i++ {
+						xi := xd[i*k:][:k]
+						var s float64
+						for p, f := range wr {
+							s += xi[p] * f
+						}
+						sums(i, s)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return y, ctx.Err()
 }
 
 // relError is ||got - want|| / ||want||.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,8 +14,10 @@ import (
 	"testing"
 
 	"github.com/gokitchen/kitchen/convert"
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/eval"
 	"github.com/gokitchen/kitchen/safetensors"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 const tiny = "../testdata/tiny-dit.safetensors"
@@ -168,5 +171,61 @@ func TestOptionsRefused(t *testing.T) {
 	}
 	if _, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Tokens: eval.MaxTokens}); errors.Is(err, eval.ErrOptions) || err == nil {
 		t.Errorf("MaxTokens: got %v, want the missing file's error", err)
+	}
+}
+
+// TestReference: the parallel float64 reference gives the bits of the
+// plain one (each row of x by each weight row, products in float64, summed
+// in k's order, then the bias) for every weight dtype, with and without a
+// bias, for row counts that are not multiples of four and weights whose
+// rows do not share out evenly.
+func TestReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, s := range [][3]int{{1, 7, 3}, {5, 64, 17}, {8, 33, 8}, {67, 129, 45}} {
+		m, k, n := s[0], s[1], s[2]
+		x := make([]float32, m*k)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		wv, bv := make([]float32, n*k), make([]float32, n)
+		for i := range wv {
+			wv[i] = float32(rng.NormFloat64() * 1e-2)
+		}
+		for i := range bv {
+			bv[i] = float32(rng.NormFloat64())
+		}
+		for _, dt := range dtype.Floats() {
+			w, err := tensor.FromFloat32(dt, wv, n, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wr, _ := w.Float32s() // the weight as stored
+			for _, b := range [][]float32{nil, bv} {
+				got, err := eval.Reference(context.Background(), x, w, b, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range m {
+					for j := range n {
+						var want float64
+						for p := range k {
+							want += float64(x[i*k+p]) * float64(wr[j*k+p])
+						}
+						if b != nil {
+							want += float64(b[j])
+						}
+						if got[i*n+j] != want {
+							t.Fatalf("%dx%dx%d, %v, bias %v: [%d, %d] = %v, want %v", m, k, n, dt, b != nil, i, j, got[i*n+j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w, _ := tensor.FromFloat32(dtype.Float32, make([]float32, 64*8), 64, 8)
+	if _, err := eval.Reference(ctx, make([]float32, 8), w, nil, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
 	}
 }

@@ -2,3 +2,6 @@ package eval
 
 // SortWorstFirst is sortWorstFirst, for the tests.
 var SortWorstFirst = sortWorstFirst
+
+// Reference is reference, for the tests.
+var Reference = reference
