@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/gokitchen/kitchen/convert"
@@ -333,10 +334,14 @@ func (b *progressBar) finish() {
 // syncing a file of the output's size, in the same rounds.
 func benchConvert(cmd *cobra.Command, file string, asJSON bool) error {
 	cfg := convbench.Config{Input: file}
-	for _, name := range []string{"shape", "dtype", "device", "backends", "op", "warmup", "convrot", "input-act"} {
-		if cmd.Flags().Changed(name) {
-			return fmt.Errorf("bench: --%s does not apply to --convert (it takes --runs and --json)", name)
+	var other []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if !slices.Contains([]string{"convert", "runs", "json", "verbose"}, f.Name) {
+			other = append(other, "--"+f.Name)
 		}
+	})
+	if len(other) > 0 {
+		return fmt.Errorf("bench: --convert takes --runs and --json, not %s", strings.Join(other, ", "))
 	}
 	if cmd.Flags().Changed("runs") {
 		if cfg.Runs, _ = cmd.Flags().GetInt("runs"); cfg.Runs < 1 {
