@@ -42,6 +42,10 @@ type Options struct {
 	OutlierScale float64
 	// Backend, if set, names the backend int8_linear runs on.
 	Backend string
+	// Progress, if set, is called after each layer, in the converter's
+	// terms: Tensor is the layer's name, the tensor counts count layers
+	// and the bytes are their int8 weights' (the work goes as N·K).
+	Progress func(convert.Progress)
 }
 
 // MaxTokens is the most activation rows Options.Tokens may ask for: each
@@ -147,24 +151,37 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		return nil, err
 	}
 	defer cq.Close()
-	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens}
+	// The layers first, for the progress's totals.
+	var layers []string
+	var prog convert.Progress
 	for _, fq := range cq.Files {
 		for _, t := range fq.Tensors {
-			if !strings.HasSuffix(t.Name, comfyquant.MarkerSuffix) {
-				continue
+			if p, ok := strings.CutSuffix(t.Name, comfyquant.MarkerSuffix); ok {
+				layers = append(layers, p)
+				if _, w, ok := cq.Tensor(p + comfyquant.WeightSuffix); ok {
+					prog.BytesTotal += w.Size()
+				}
 			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			l, err := evalLayer(ctx, co, cq, strings.TrimSuffix(t.Name, comfyquant.MarkerSuffix), opts)
-			if err != nil {
-				return nil, err
-			}
-			rep.Layers = append(rep.Layers, l)
 		}
 	}
-	if len(rep.Layers) == 0 {
+	if len(layers) == 0 {
 		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
+	}
+	prog.TensorsTotal = len(layers)
+	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens}
+	for _, p := range layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		l, err := evalLayer(ctx, co, cq, p, opts)
+		if err != nil {
+			return nil, err
+		}
+		rep.Layers = append(rep.Layers, l)
+		if opts.Progress != nil {
+			prog.Tensor, prog.TensorsDone, prog.BytesDone = p, prog.TensorsDone+1, prog.BytesDone+int64(l.N)*int64(l.K)
+			opts.Progress(prog)
+		}
 	}
 	sortWorstFirst(rep.Layers)
 	return rep, nil

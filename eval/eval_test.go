@@ -229,3 +229,36 @@ func TestReference(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// TestProgress: Progress is called once a layer, counting up to every
+// layer of the report and the bytes of all their int8 weights.
+func TestProgress(t *testing.T) {
+	ctx := context.Background()
+	q := filepath.Join(t.TempDir(), "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []convert.Progress
+	rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Progress: func(p convert.Progress) { calls = append(calls, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bytes int64
+	names := map[string]bool{}
+	for _, l := range rep.Layers {
+		bytes += int64(l.N) * int64(l.K)
+		names[l.Name] = true
+	}
+	if len(calls) != len(rep.Layers) {
+		t.Fatalf("%d calls for %d layers", len(calls), len(rep.Layers))
+	}
+	for i, p := range calls {
+		if p.TensorsDone != i+1 || p.TensorsTotal != len(rep.Layers) || p.BytesTotal != bytes || !names[p.Tensor] ||
+			p.BytesDone <= 0 || i > 0 && p.BytesDone <= calls[i-1].BytesDone {
+			t.Errorf("call %d: %+v (total bytes %d)", i, p, bytes)
+		}
+	}
+	if last := calls[len(calls)-1]; last.BytesDone != bytes {
+		t.Errorf("last call: %+v, want %d bytes done", last, bytes)
+	}
+}

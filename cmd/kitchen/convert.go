@@ -186,7 +186,7 @@ func runConvert(cmd *cobra.Command, in string, f convertFlags, opts convert.Opti
 	stderr := cmd.ErrOrStderr()
 	var bar *progressBar
 	if !f.quiet && !f.asJSON && !f.dryRun && isTerminal(stderr) {
-		bar = newProgressBar(stderr)
+		bar = newProgressBar(stderr, "tensors")
 		opts.Progress = bar.update
 	}
 	sum, err := run(cmd.Context(), in, f.out, opts)
@@ -280,16 +280,20 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// progressBar draws one line on a terminal, at most ten times a second.
+// progressBar draws one line on a terminal, at most ten times a second,
+// counting units (tensors, or eval's layers).
 type progressBar struct {
 	mu    sync.Mutex
 	w     io.Writer
+	unit  string
 	start time.Time
 	last  time.Time
 	drawn bool
 }
 
-func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w, start: time.Now()} }
+func newProgressBar(w io.Writer, unit string) *progressBar {
+	return &progressBar{w: w, unit: unit, start: time.Now()}
+}
 
 func (b *progressBar) update(p convert.Progress) {
 	b.mu.Lock()
@@ -311,8 +315,8 @@ func (b *progressBar) update(p convert.Progress) {
 	if p.BytesDone > 0 {
 		eta = (time.Duration(elapsed/frac*(1-frac)) * time.Second).Round(time.Second).String()
 	}
-	fmt.Fprintf(b.w, "\r[%s%s] %d/%d tensors  %.0f/%.0f MB  %.0f MB/s  ETA %s \x1b[K",
-		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), p.TensorsDone, p.TensorsTotal,
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d %s  %.0f/%.0f MB  %.0f MB/s  ETA %s \x1b[K",
+		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), p.TensorsDone, p.TensorsTotal, b.unit,
 		float64(p.BytesDone)/1e6, float64(p.BytesTotal)/1e6, rate, eta)
 	b.drawn = true
 }

@@ -41,7 +41,13 @@ holding one index or the checkpoint's .safetensors files.`,
 					return fmt.Errorf("eval: --svg %s: %s is not a directory", svg, filepath.Dir(svg))
 				}
 			}
+			var bar *progressBar
+			if stderr := cmd.ErrOrStderr(); !asJSON && isTerminal(stderr) {
+				bar = newProgressBar(stderr, "layers")
+				opts.Progress = bar.update
+			}
 			rep, err := eval.Run(cmd.Context(), args[0], args[1], opts)
+			bar.finish()
 			if err != nil {
 				return err
 			}
