@@ -326,8 +326,9 @@ func activations(o Options, k, outliers int, name string) []float32 {
 // exact in float64, each sum runs in k's order, and the bias comes last.
 // The weight's rows are shared out among the processors, each widened to
 // float64 once and met with four rows of x at a time: the weight is read
-// once whatever m is, and four independent sums keep the adder busy (eight
-// spill registers and were slower).
+// once whatever m is, and four independent sums keep the adder busy
+// (eight rows at a time spill registers and were slower). Since every
+// product is exact, a fused multiply-add gives the same sums.
 func reference(ctx context.Context, x []float32, w *tensor.Tensor, b []float32, m int) ([]float64, error) {
 	wb, err := w.Bytes()
 	if err != nil {
