@@ -28,6 +28,9 @@ type Checkpoint struct {
 // such index or, without one, the .safetensors files of a checkpoint,
 // which must not hold the same tensor name twice.
 func OpenCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
+	if ctx == nil {
+		return nil, errors.New("convert: OpenCheckpoint: nil context")
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err

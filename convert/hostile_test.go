@@ -484,3 +484,25 @@ func TestSummaryOperation(t *testing.T) {
 		t.Errorf("%v %q", err, sum.Operation)
 	}
 }
+
+// TestNilContext: a nil context is an error naming the call, not a panic
+// deep inside it, as it is for kitchen's operations.
+func TestNilContext(t *testing.T) {
+	var ctx context.Context
+	out := filepath.Join(t.TempDir(), "out.safetensors")
+	const in = "../testdata/tiny-dit.safetensors"
+	for name, call := range map[string]func() error{
+		"quantize":   func() error { _, err := convert.Quantize(ctx, in, out, convert.Options{}); return err },
+		"dequantize": func() error { _, err := convert.Dequantize(ctx, in, out, convert.Options{}); return err },
+		"inspect":    func() error { _, err := convert.Inspect(ctx, in); return err },
+		"OpenCheckpoint": func() error {
+			_, err := convert.OpenCheckpoint(ctx, in)
+			return err
+		},
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), name+": nil context") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	assertOnly(t, filepath.Dir(out))
+}

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gokitchen/kitchen/safetensors"
@@ -82,6 +83,9 @@ func (l *LayerReport) Describe() string {
 // (LayerReport.Problem, Report.Problems), not an error. It returns
 // ctx.Err() if ctx ends first.
 func Inspect(ctx context.Context, path string) (*Report, error) {
+	if ctx == nil {
+		return nil, errors.New("inspect: nil context")
+	}
 	var files []*safetensors.File
 	defer func() {
 		for _, f := range files {

@@ -360,6 +360,9 @@ type planner func(f *safetensors.File, opts Options, shardOf func(name string) (
 
 // convertAny runs a conversion of a single file or of a sharded checkpoint.
 func convertAny(ctx context.Context, operation, in, out string, opts Options, plan planner) (*Summary, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%s: nil context", operation)
+	}
 	sum := &Summary{Operation: operation, Input: in, Output: out}
 	if isIndex(in) {
 		if err := convertIndex(ctx, in, out, opts, plan, sum); err != nil {

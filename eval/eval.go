@@ -137,6 +137,9 @@ type Report struct {
 // (see convert.OpenCheckpoint); a layer's tensors are looked up by name
 // in whichever shard holds them.
 func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error) {
+	if ctx == nil {
+		return nil, errors.New("eval: nil context")
+	}
 	if err := opts.check(); err != nil {
 		return nil, err
 	}

@@ -262,3 +262,11 @@ func TestProgress(t *testing.T) {
 		t.Errorf("last call: %+v, want %d bytes done", last, bytes)
 	}
 }
+
+// TestNilContext: a nil context is an error, not a panic.
+func TestNilContext(t *testing.T) {
+	var ctx context.Context
+	if _, err := eval.Run(ctx, tiny, tiny, eval.Options{}); err == nil || !strings.Contains(err.Error(), "eval: nil context") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -22,6 +23,9 @@ func Open(path string) (*File, error) { return OpenContext(context.Background(),
 // OpenContext is Open, returning ctx.Err() if ctx ends while the header is
 // read.
 func OpenContext(ctx context.Context, path string) (*File, error) {
+	if ctx == nil {
+		return nil, errors.New("safetensors: OpenContext: nil context")
+	}
 	f, st, err := OpenRegular(path)
 	if err != nil {
 		return nil, err

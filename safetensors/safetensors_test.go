@@ -215,6 +215,10 @@ func TestOpenContextCancelled(t *testing.T) {
 	if _, err := OpenContext(ctx, path); !errors.Is(err, context.Canceled) {
 		t.Errorf("OpenContext with a cancelled context: %v", err)
 	}
+	var none context.Context
+	if _, err := OpenContext(none, path); err == nil || !strings.Contains(err.Error(), "nil context") {
+		t.Errorf("OpenContext with a nil context: %v", err)
+	}
 	f, err := Open(path)
 	if err != nil || len(f.Tensors) != 10000 {
 		t.Fatalf("Open: %v", err)
