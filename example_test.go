@@ -120,3 +120,40 @@ func ExampleInto() {
 	// true [-127 64 127 64]
 	// kitchen: quantize_int8_rowwise: out_q: bad shape: shape [4], want [2 2]
 }
+
+func ExampleMMInt8() {
+	// a [2, 3] by b [3, 2], exact in int32; -128 is a value like any other.
+	a, _ := kitchen.FromFloat32(kitchen.Int8, []float32{1, 2, 3, -128, 0, 127}, 2, 3)
+	b, _ := kitchen.FromFloat32(kitchen.Int8, []float32{-128, 1, -128, 0, 4, -1}, 3, 2)
+	c, err := kitchen.MMInt8(context.Background(), a, b)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, _ := c.Int32s()
+	fmt.Println(c.DType(), c.Shape(), v)
+	// Output:
+	// int32 [2 2] [-372 -2 16892 -255]
+}
+
+func ExampleInt8Linear() {
+	// One row of x through a layer of 2 output channels over K = 4, with
+	// one scale per channel and a bias, out in float32.
+	x, _ := kitchen.FromFloat32(kitchen.BFloat16, []float32{0.5, -1, 0.25, 2}, 1, 4)
+	w, _ := kitchen.FromFloat32(kitchen.Int8, []float32{10, 20, -30, 40, -128, 127, 0, 1}, 2, 4)
+	ws, _ := kitchen.FromFloat32(kitchen.Float32, []float32{0.01, 0.02}, 2, 1)
+	bias, _ := kitchen.FromFloat32(kitchen.Float32, []float32{1, -1}, 2)
+	y, err := kitchen.Int8Linear(context.Background(), x, w, ws, kitchen.WithBias(bias), kitchen.WithOutDType(kitchen.Float32))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, _ := y.Float32s()
+	fmt.Printf("%v %.4f\n", y.Shape(), v)
+	// x quantizes to [32 -64 16 127] with scale 2/127, whose int32 dot
+	// products with w's rows are 3640 and -12097; y[n] is that times 2/127
+	// times ws[n], plus bias[n].
+
+	// Output:
+	// [1 2] [1.5732 -4.8101]
+}

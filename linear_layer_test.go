@@ -38,6 +38,7 @@ func ExamplePrepareInt8Linear() {
 	fmt.Println(errors.Is(err, op.ErrReleased))
 	// Each row quantizes exactly (its scale is 127/127 = 1), so y[n] is
 	// 127 · w[n][k] · ws[n]: 127·1·0.5, 127·-128·0.25; 127·4·0.5, 127·-1·0.25.
+
 	// Output:
 	// [63.5 -4064]
 	// [254 -31.75]

@@ -7,6 +7,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -234,6 +235,22 @@ func (t *Tensor) Int8s() ([]int8, error) {
 	out := make([]int8, len(b))
 	for i, v := range b {
 		out[i] = int8(v)
+	}
+	return out, nil
+}
+
+// Int32s returns the values of a host int32 tensor (mm_int8's output).
+func (t *Tensor) Int32s() ([]int32, error) {
+	if t.dtype != dtype.Int32 {
+		return nil, fmt.Errorf("tensor: Int32s of a %v tensor", t.dtype)
+	}
+	b, err := t.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return out, nil
 }

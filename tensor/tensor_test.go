@@ -50,6 +50,13 @@ func TestConstructorsAndAccessors(t *testing.T) {
 	if _, err := x.Int8s(); err == nil {
 		t.Error("Int8s of a bfloat16 tensor")
 	}
+	i32, _ := tensor.FromBytes(dtype.Int32, []byte{0, 0, 0, 0x80, 0xff, 0xff, 0xff, 0x7f, 0xfe, 0xff, 0xff, 0xff})
+	if v, err := i32.Int32s(); err != nil || !slices.Equal(v, []int32{math.MinInt32, math.MaxInt32, -2}) {
+		t.Errorf("Int32s = %v, %v", v, err)
+	}
+	if _, err := q.Int32s(); err == nil {
+		t.Error("Int32s of an int8 tensor")
+	}
 	c, err := x.To(tensor.CPU())
 	if err != nil || c != x {
 		t.Errorf("To(same device) = %v, %v", c, err)
