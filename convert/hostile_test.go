@@ -506,3 +506,29 @@ func TestNilContext(t *testing.T) {
 	}
 	assertOnly(t, filepath.Dir(out))
 }
+
+// TestOutputNames: an empty output path, or an index's name for the
+// output of a single file (which would then be read as an index), is
+// refused before anything is converted, and nothing is written.
+func TestOutputNames(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	writeRaw(t, in, nil, rawTensor{"blocks.0.a.weight", "F32", []int{2, 2}, f32s(1, 2, 3, 4)})
+	ctx := context.Background()
+	for _, c := range []struct{ out, want string }{
+		{"", "quantize: no output path"},
+		{filepath.Join(dir, "m.safetensors.index.json"), "the input " + in + " is a single file"},
+	} {
+		if _, err := convert.Quantize(ctx, in, c.out, convert.Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("output %q: %v", c.out, err)
+		}
+		if _, err := convert.Dequantize(ctx, in, c.out, convert.Options{}); err == nil {
+			t.Errorf("dequantize to %q: no error", c.out)
+		}
+	}
+	assertOnly(t, dir, "in.safetensors")
+	// A dry run needs no output.
+	if _, err := convert.Quantize(ctx, in, "", convert.Options{DryRun: true}); err != nil {
+		t.Errorf("dry run without an output: %v", err)
+	}
+}

@@ -363,6 +363,13 @@ func convertAny(ctx context.Context, operation, in, out string, opts Options, pl
 	if ctx == nil {
 		return nil, fmt.Errorf("%s: nil context", operation)
 	}
+	switch {
+	case out == "" && !opts.DryRun:
+		return nil, fmt.Errorf("%s: no output path", operation)
+	case out != "" && isIndex(out) && !isIndex(in):
+		// A single file under an index's name would be read as an index.
+		return nil, fmt.Errorf("%s: the output's name ends in %s, an index's, but the input %s is a single file", out, IndexSuffix, in)
+	}
 	sum := &Summary{Operation: operation, Input: in, Output: out}
 	if isIndex(in) {
 		if err := convertIndex(ctx, in, out, opts, plan, sum); err != nil {
