@@ -40,6 +40,9 @@ holding one index or the checkpoint's .safetensors files.`,
 				if fi, err := os.Stat(filepath.Dir(svg)); err != nil || !fi.IsDir() {
 					return fmt.Errorf("eval: --svg %s: %s is not a directory", svg, filepath.Dir(svg))
 				}
+				if fi, err := os.Stat(svg); err == nil && !fi.Mode().IsRegular() {
+					return fmt.Errorf("eval: --svg %s exists and is not a regular file", svg)
+				}
 			}
 			var bar *progressBar
 			if stderr := cmd.ErrOrStderr(); !asJSON && isTerminal(stderr) {

@@ -54,6 +54,9 @@ func TestEval(t *testing.T) {
 	if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--svg", filepath.Join(dir, "none", "e.svg")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Errorf("--svg into a missing directory: %v", err)
 	}
+	if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--svg", dir); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("--svg onto a directory: %v", err)
+	}
 	if _, err := runCLI(t, "eval", q, q); err == nil || !strings.Contains(err.Error(), "the original must be the checkpoint before quantization") {
 		t.Errorf("eval of a quantized file against itself: %v", err)
 	}
