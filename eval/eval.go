@@ -125,10 +125,15 @@ func (l Layer) Worst() float64 { return max(l.PlainError, l.OutlierError) }
 
 // Report is an evaluation, layers worst first.
 type Report struct {
-	Original  string  `json:"original"`
-	Quantized string  `json:"quantized"`
-	Tokens    int     `json:"tokens"`
-	Layers    []Layer `json:"layers"`
+	Original  string `json:"original"`
+	Quantized string `json:"quantized"`
+	// The activations, as Options made them (defaults filled in), so
+	// that a report says how to reproduce it.
+	Tokens       int     `json:"tokens"`
+	Seed         uint64  `json:"seed"`
+	Outliers     int     `json:"outliers"`
+	OutlierScale float64 `json:"outlier_scale"`
+	Layers       []Layer `json:"layers"`
 }
 
 // Run evaluates every int8 layer of the quantized checkpoint quant against
@@ -171,7 +176,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
 	}
 	prog.TensorsTotal = len(layers)
-	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens}
+	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens, Seed: opts.Seed, Outliers: opts.Outliers, OutlierScale: opts.OutlierScale}
 	for _, p := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -32,8 +33,14 @@ relative errors are listed worst first: the figures to compare when choosing bet
 holding one index or the checkpoint's .safetensors files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Tokens < 1 || opts.Tokens > eval.MaxTokens {
+			// The library reads 0 as its default; here each must be set.
+			switch {
+			case opts.Tokens < 1 || opts.Tokens > eval.MaxTokens:
 				return fmt.Errorf("eval: --tokens must be 1 to %d, got %d", eval.MaxTokens, opts.Tokens)
+			case opts.Outliers < 1:
+				return fmt.Errorf("eval: --outliers must be at least 1, got %d (the plain activations have none)", opts.Outliers)
+			case !(opts.OutlierScale > 0) || math.IsInf(opts.OutlierScale, 0):
+				return fmt.Errorf("eval: --outlier-scale must be a finite number above 0, got %v", opts.OutlierScale)
 			}
 			if svg != "" {
 				// Before the run, which may take minutes, rather than after.
@@ -72,6 +79,8 @@ holding one index or the checkpoint's .safetensors files.`,
 	f := cmd.Flags()
 	f.IntVar(&opts.Tokens, "tokens", 64, "activation rows per layer")
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the activations")
+	f.IntVar(&opts.Outliers, "outliers", 4, "outlier channels in the second set of activations")
+	f.Float64Var(&opts.OutlierScale, "outlier-scale", 50, "how many times larger the outlier channels are")
 	f.StringVar(&opts.Backend, "backend", "", "backend to run int8_linear on (default: the registry's choice)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&svg, "svg", "", "also write a bar chart of the errors to this SVG file")
@@ -91,8 +100,8 @@ func printEval(w io.Writer, rep *eval.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each; relative output error ||y_int8 - y|| / ||y|| against %s in float64\n",
-		len(rep.Layers), rep.Tokens, rep.Original)
+	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each (seed %d; outliers: %d channels × %g); relative output error ||y_int8 - y|| / ||y|| against %s in float64\n",
+		len(rep.Layers), rep.Tokens, rep.Seed, rep.Outliers, rep.OutlierScale, printable(rep.Original))
 	return err
 }
 

@@ -28,7 +28,7 @@ func TestEval(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(rep.Layers) != 10 || rep.Tokens != 16 {
+	if len(rep.Layers) != 10 || rep.Tokens != 16 || rep.Seed != 1 || rep.Outliers != 4 || rep.OutlierScale != 50 {
 		t.Fatalf("%d layers, %d tokens: %s", len(rep.Layers), rep.Tokens, out)
 	}
 	for i, l := range rep.Layers {
@@ -44,6 +44,11 @@ func TestEval(t *testing.T) {
 	}
 	// Tokens out of range are refused before anything is read (the largest
 	// once made a slice too long, a panic).
+	for _, bad := range [][]string{{"--outliers", "0"}, {"--outlier-scale", "0"}, {"--outlier-scale", "NaN"}, {"--outlier-scale", "+Inf"}} {
+		if _, err := runCLI(t, append([]string{"eval", "../../testdata/tiny-dit.safetensors", q}, bad...)...); err == nil || !strings.Contains(err.Error(), bad[0]+" must be") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
 	for _, n := range []string{"0", "-5", "65537", "999999999999"} {
 		if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--tokens", n); err == nil || !strings.Contains(err.Error(), "--tokens must be 1 to 65536, got "+n) {
 			t.Errorf("--tokens %s: %v", n, err)
