@@ -51,7 +51,7 @@ type Options struct {
 // MaxTokens is the most activation rows Options.Tokens may ask for: each
 // layer holds tokens × K activations twice (float32), so 65536 rows of a
 // 3072-wide layer already take 1.5 GiB, and its float64 reference
-// computes tokens × N × K products one at a time.
+// computes tokens × N × K products (scalar Go).
 const MaxTokens = 1 << 16
 
 // ErrOptions is the error for Options out of their range.
