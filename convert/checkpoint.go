@@ -61,13 +61,13 @@ func OpenCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 	return c, nil
 }
 
-// openDir opens the checkpoint in a directory.
-func openDir(ctx context.Context, dir string) (*Checkpoint, error) {
+// dirContents lists a directory's sharded checkpoint indexes and
+// .safetensors files, by name.
+func dirContents(dir string) (indexes, files []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var indexes, files []string
 	for _, e := range entries {
 		switch name := e.Name(); {
 		case e.IsDir():
@@ -77,11 +77,37 @@ func openDir(ctx context.Context, dir string) (*Checkpoint, error) {
 			files = append(files, name)
 		}
 	}
+	if len(indexes) > 1 {
+		return nil, nil, fmt.Errorf("%s: %d index files (%s): name the one to read", dir, len(indexes), strings.Join(indexes, ", "))
+	}
+	return indexes, files, nil
+}
+
+// inputPath resolves an input that is a directory to the one index it
+// holds, for Quantize, Dequantize and Inspect, which read a file or an
+// index; any other path comes back as it is, for its opener to judge.
+func inputPath(path string) (string, error) {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return path, nil
+	}
+	indexes, files, err := dirContents(path)
 	switch {
+	case err != nil:
+		return "", err
+	case len(indexes) == 0:
+		return "", fmt.Errorf("%s: a directory with no *%s: name the file to read (it holds %d .safetensors files)", path, IndexSuffix, len(files))
+	}
+	return filepath.Join(path, indexes[0]), nil
+}
+
+// openDir opens the checkpoint in a directory.
+func openDir(ctx context.Context, dir string) (*Checkpoint, error) {
+	indexes, files, err := dirContents(dir)
+	switch {
+	case err != nil:
+		return nil, err
 	case len(indexes) == 1:
 		return OpenCheckpoint(ctx, filepath.Join(dir, indexes[0]))
-	case len(indexes) > 1:
-		return nil, fmt.Errorf("%s: %d index files (%s): name the one to read", dir, len(indexes), strings.Join(indexes, ", "))
 	case len(files) == 0:
 		return nil, fmt.Errorf("%s: no .safetensors files", dir)
 	}

@@ -61,7 +61,7 @@ type Summary struct {
 	// Operation is "quantize" or "dequantize".
 	Operation string `json:"operation"`
 	// Input and Output are the paths as given: a file, or a sharded
-	// checkpoint's index.
+	// checkpoint's index (the index, where the input was its directory).
 	Input  string `json:"input"`
 	Output string `json:"output"`
 	// Shards is the number of files converted (1 for a single file).

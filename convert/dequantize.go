@@ -20,7 +20,8 @@ import (
 var ErrOverflow = errors.New("dequantized values overflow the output type")
 
 // Dequantize converts every int8_tensorwise layer of the checkpoint at in
-// back to opts.OutDType (bfloat16 by default), dropping the scales and
+// (a file, an index or a directory holding one, as for Quantize) back to
+// opts.OutDType (bfloat16 by default), dropping the scales and
 // comfy_quant markers, and copies everything else. It reads every variant
 // ComfyUI reads: configs in comfy_quant markers or in
 // __metadata__["_quantization_metadata"] (which it then drops, since no

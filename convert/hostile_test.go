@@ -532,3 +532,37 @@ func TestOutputNames(t *testing.T) {
 		t.Errorf("dry run without an output: %v", err)
 	}
 }
+
+// TestDirectoryInput: a directory holding one index stands for that index
+// (quantize, dequantize, inspect); one with none, or with two, is refused
+// naming what to pass.
+func TestDirectoryInput(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	os.Mkdir(model, 0o755)
+	shardFile(t, model, "a.safetensors", map[string][]float32{"b.0.fc.weight": make([]float32, 64*64)}, map[string][]int{"b.0.fc.weight": {64, 64}})
+	opts := convert.Options{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}}
+	// No index yet.
+	if _, err := convert.Inspect(ctx, model); err == nil || !strings.Contains(err.Error(), "a directory with no *.safetensors.index.json") {
+		t.Errorf("inspect of a directory without an index: %v", err)
+	}
+	writeIndex(t, filepath.Join(model, "m.safetensors.index.json"), map[string]string{"b.0.fc.weight": "a.safetensors"})
+	r, err := convert.Inspect(ctx, model)
+	if err != nil || len(r.Tensors) != 1 {
+		t.Fatalf("inspect of a directory with an index: %v", err)
+	}
+	out := filepath.Join(dir, "q", "m.safetensors.index.json")
+	os.Mkdir(filepath.Dir(out), 0o755)
+	sum, err := convert.Quantize(ctx, model, out, opts)
+	if err != nil || sum.Quantized != 1 || sum.Input != filepath.Join(model, "m.safetensors.index.json") {
+		t.Fatalf("quantize of a directory: %+v, %v", sum, err)
+	}
+	if _, err := convert.Dequantize(ctx, filepath.Dir(out), filepath.Join(dir, "d.safetensors.index.json"), convert.Options{}); err != nil {
+		t.Errorf("dequantize of a directory: %v", err)
+	}
+	writeIndex(t, filepath.Join(model, "n.safetensors.index.json"), map[string]string{"b.0.fc.weight": "a.safetensors"})
+	if _, err := convert.Quantize(ctx, model, filepath.Join(dir, "x.safetensors.index.json"), opts); err == nil || !strings.Contains(err.Error(), "2 index files") {
+		t.Errorf("quantize of a directory with two indexes: %v", err)
+	}
+}

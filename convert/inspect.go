@@ -77,7 +77,8 @@ func (l *LayerReport) Describe() string {
 }
 
 // Inspect reads and checks a checkpoint: a file, or a sharded index with
-// its shards, which the index must describe exactly (every tensor of every
+// its shards (or a directory holding one index), which the index must
+// describe exactly (every tensor of every
 // shard listed, in that shard, and nothing else). Quantized layers are read
 // as ComfyUI's loader reads them; what kitchen would not load is reported
 // (LayerReport.Problem, Report.Problems), not an error. It returns
@@ -85,6 +86,10 @@ func (l *LayerReport) Describe() string {
 func Inspect(ctx context.Context, path string) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("inspect: nil context")
+	}
+	path, err := inputPath(path)
+	if err != nil {
+		return nil, err
 	}
 	var files []*safetensors.File
 	defer func() {

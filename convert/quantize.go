@@ -96,8 +96,9 @@ func checkNotQuantized(f *safetensors.File) error {
 	return nil
 }
 
-// Quantize converts the checkpoint at in (a .safetensors file or a
-// .safetensors.index.json with its shards) to int8_tensorwise at out. The
+// Quantize converts the checkpoint at in (a .safetensors file, or a
+// .safetensors.index.json with its shards, or a directory holding one
+// such index) to int8_tensorwise at out. The
 // output appears only when complete; on error or cancellation nothing is
 // left behind, and the input is never modified. An input that is quantized
 // already is refused (*AlreadyQuantizedError). An output whose header
@@ -362,6 +363,10 @@ type planner func(f *safetensors.File, opts Options, shardOf func(name string) (
 func convertAny(ctx context.Context, operation, in, out string, opts Options, plan planner) (*Summary, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%s: nil context", operation)
+	}
+	in, err := inputPath(in)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case out == "" && !opts.DryRun:
