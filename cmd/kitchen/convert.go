@@ -55,7 +55,7 @@ func newQuantize() *cobra.Command {
 		Use:   "quantize IN.safetensors -o OUT.safetensors",
 		Short: "Convert a safetensors checkpoint to ComfyUI's int8_tensorwise format",
 		Long: `quantize converts the linear weights of a checkpoint's repeated blocks (a .safetensors
-file, or a .safetensors.index.json with its shards) to int8 with float32 scales, one per
+file, or a .safetensors.index.json with its shards, or its directory) to int8 with float32 scales, one per
 output row ([N, 1]) unless --per-tensor, in ComfyUI's int8_tensorwise layout with the
 markers ComfyUI itself writes, and copies every other tensor unchanged.
 
@@ -139,7 +139,7 @@ func newDequantize() *cobra.Command {
 		Use:   "dequantize IN.safetensors -o OUT.safetensors [--dtype bf16|fp16|fp32] [--allow-inf]",
 		Short: "Convert int8_tensorwise layers back to floating point",
 		Long: `dequantize converts every int8_tensorwise layer of a checkpoint (a .safetensors file, or a
-.safetensors.index.json with its shards) back to floating point, q * scale (rotated back
+.safetensors.index.json with its shards, or its directory) back to floating point, q * scale (rotated back
 for ConvRot layers) rounded to --dtype, drops the scales, the comfy_quant markers and
 _quantization_metadata, and copies every other tensor.
 
