@@ -18,13 +18,13 @@ func newInspect() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
 		Short: "List a checkpoint's tensors and quantized layers, and flag what would not load",
-		Long: `inspect reads a .safetensors file, or a .safetensors.index.json with its shards (or its
-directory), checks it thoroughly, and lists its tensors, then its quantized layers as ComfyUI's loader
-reads them: format, scales (one per tensor, or per output channel), ConvRot group, where
-the config is written (comfy_quant marker, _quantization_metadata). A layer kitchen would
-not load (dequantize refuses it) is flagged with the reason, and notes say where ComfyUI
-reads a layer otherwise than written (a 1-D scale, ConvRot under "params" on an
-embedding).`,
+		Long: `inspect reads a .safetensors file, or a .safetensors.index.json with its shards (or
+its directory), checks it thoroughly, and lists its tensors, then its quantized layers as
+ComfyUI's loader reads them: format, scales (one per tensor, or per output channel),
+ConvRot group, where the config is written (comfy_quant marker, _quantization_metadata).
+A layer kitchen would not load (dequantize refuses it) is flagged with the reason, and
+notes say where ComfyUI reads a layer otherwise than written (a 1-D scale, ConvRot under
+"params" on an embedding).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := convert.Inspect(cmd.Context(), args[0])
