@@ -97,6 +97,14 @@ func printEval(w io.Writer, rep *eval.Report) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.5f\t%.5f\n", printable(l.Name), l.N, l.K, l.Scales, rot, l.PlainError, l.OutlierError)
 	}
+	// The means: one figure a checkpoint, to set per-tensor, per-channel
+	// and ConvRot files side by side.
+	var plain, outliers float64
+	for _, l := range rep.Layers {
+		plain, outliers = plain+l.PlainError, outliers+l.OutlierError
+	}
+	n := float64(len(rep.Layers))
+	fmt.Fprintf(tw, "(mean)\t\t\t\t%.5f\t%.5f\n", plain/n, outliers/n)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

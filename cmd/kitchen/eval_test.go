@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,21 @@ func TestEval(t *testing.T) {
 	}
 	if b, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), rep.Layers[0].Name) {
 		t.Errorf("svg: %v %.80q", err, b)
+	}
+	// The text lists every layer, then the means over them.
+	text, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--tokens", "16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain, outliers float64
+	for _, l := range rep.Layers {
+		plain, outliers = plain+l.PlainError, outliers+l.OutlierError
+		if !strings.Contains(text, l.Name+" ") {
+			t.Errorf("no line for %s in %s", l.Name, text)
+		}
+	}
+	if want := fmt.Sprintf("%.5f  %.5f\n", plain/10, outliers/10); !strings.Contains(text, "(mean)") || !strings.Contains(text, want) {
+		t.Errorf("no means %q in %s", want, text)
 	}
 	// Tokens out of range are refused before anything is read (the largest
 	// once made a slice too long, a panic).
