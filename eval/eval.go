@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -42,6 +43,9 @@ type Options struct {
 	OutlierScale float64
 	// Backend, if set, names the backend int8_linear runs on.
 	Backend string
+	// Include, if set, limits the evaluation to the layers whose names
+	// (without ".weight") it matches.
+	Include *regexp.Regexp
 	// Progress, if set, is called after each layer, in the converter's
 	// terms: Tensor is the layer's name, the tensor counts count layers
 	// and the bytes are their int8 weights' (the work goes as N·K).
@@ -164,7 +168,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	var prog convert.Progress
 	for _, fq := range cq.Files {
 		for _, t := range fq.Tensors {
-			if p, ok := strings.CutSuffix(t.Name, comfyquant.MarkerSuffix); ok {
+			if p, ok := strings.CutSuffix(t.Name, comfyquant.MarkerSuffix); ok && (opts.Include == nil || opts.Include.MatchString(p)) {
 				layers = append(layers, p)
 				if _, w, ok := cq.Tensor(p + comfyquant.WeightSuffix); ok {
 					prog.BytesTotal += w.Size()
@@ -173,6 +177,9 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		}
 	}
 	if len(layers) == 0 {
+		if opts.Include != nil {
+			return nil, fmt.Errorf("eval: no quantized layer of %s matches %q", quant, opts.Include)
+		}
 		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
 	}
 	prog.TensorsTotal = len(layers)

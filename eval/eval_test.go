@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -268,5 +269,30 @@ func TestNilContext(t *testing.T) {
 	var ctx context.Context
 	if _, err := eval.Run(ctx, tiny, tiny, eval.Options{}); err == nil || !strings.Contains(err.Error(), "eval: nil context") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestInclude: Include limits the layers to those it matches, and one that
+// matches none is an error saying so.
+func TestInclude(t *testing.T) {
+	ctx := context.Background()
+	q := filepath.Join(t.TempDir(), "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile(`^blocks\.1\.`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Layers) != 5 {
+		t.Errorf("%d layers, want the 5 of blocks.1", len(rep.Layers))
+	}
+	for _, l := range rep.Layers {
+		if !strings.HasPrefix(l.Name, "blocks.1.") {
+			t.Errorf("layer %s does not match", l.Name)
+		}
+	}
+	if _, err := eval.Run(ctx, tiny, q, eval.Options{Include: regexp.MustCompile(`nothing`)}); err == nil || !strings.Contains(err.Error(), `no quantized layer of `+q+` matches "nothing"`) {
+		t.Errorf("an Include that matches nothing: %v", err)
 	}
 }

@@ -16,9 +16,10 @@ import (
 
 func newEval() *cobra.Command {
 	var (
-		opts   eval.Options
-		asJSON bool
-		svg    string
+		opts    eval.Options
+		asJSON  bool
+		svg     string
+		include string
 	)
 	cmd := &cobra.Command{
 		Use:   "eval ORIG QUANT",
@@ -33,6 +34,10 @@ relative errors are listed worst first: the figures to compare when choosing bet
 holding one index or the checkpoint's .safetensors files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if opts.Include, err = compileFlag("include", include); err != nil {
+				return err
+			}
 			// The library reads 0 as its default; here each must be set.
 			switch {
 			case opts.Tokens < 1 || opts.Tokens > eval.MaxTokens:
@@ -84,6 +89,7 @@ holding one index or the checkpoint's .safetensors files.`,
 	f.StringVar(&opts.Backend, "backend", "", "backend to run int8_linear on (default: the registry's choice)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&svg, "svg", "", "also write a bar chart of the errors to this SVG file")
+	f.StringVar(&include, "include", "", "evaluate only the layers whose names match this regular expression")
 	return cmd
 }
 

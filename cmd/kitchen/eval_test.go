@@ -58,6 +58,13 @@ func TestEval(t *testing.T) {
 	if want := fmt.Sprintf("%.5f  %.5f\n", plain/10, outliers/10); !strings.Contains(text, "(mean)") || !strings.Contains(text, want) {
 		t.Errorf("no means %q in %s", want, text)
 	}
+	// --include narrows the layers; a bad expression is refused.
+	if out, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--tokens", "4", "--include", `attn\.qkv`, "--json"); err != nil || strings.Count(out, `"name"`) != 2 {
+		t.Errorf("--include: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--include", "("); err == nil || !strings.Contains(err.Error(), "--include") {
+		t.Errorf("--include '(': %v", err)
+	}
 	// Tokens out of range are refused before anything is read (the largest
 	// once made a slice too long, a panic).
 	for _, bad := range [][]string{{"--outliers", "0"}, {"--outlier-scale", "0"}, {"--outlier-scale", "NaN"}, {"--outlier-scale", "+Inf"}} {
