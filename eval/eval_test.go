@@ -235,10 +235,7 @@ func TestReference(t *testing.T) {
 // layer of the report and the bytes of all their int8 weights.
 func TestProgress(t *testing.T) {
 	ctx := context.Background()
-	q := filepath.Join(t.TempDir(), "q.safetensors")
-	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	q := quantizedTiny(t)
 	var calls []convert.Progress
 	rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Progress: func(p convert.Progress) { calls = append(calls, p) }})
 	if err != nil {
@@ -276,10 +273,7 @@ func TestNilContext(t *testing.T) {
 // matches none is an error saying so.
 func TestInclude(t *testing.T) {
 	ctx := context.Background()
-	q := filepath.Join(t.TempDir(), "q.safetensors")
-	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	q := quantizedTiny(t)
 	rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile(`^blocks\.1\.`)})
 	if err != nil {
 		t.Fatal(err)
@@ -295,4 +289,15 @@ func TestInclude(t *testing.T) {
 	if _, err := eval.Run(ctx, tiny, q, eval.Options{Include: regexp.MustCompile(`nothing`)}); err == nil || !strings.Contains(err.Error(), `no quantized layer of `+q+` matches "nothing"`) {
 		t.Errorf("an Include that matches nothing: %v", err)
 	}
+}
+
+// quantizedTiny quantizes the shipped tiny DiT with the defaults into the
+// test's directory and returns the file's path.
+func quantizedTiny(t *testing.T) string {
+	t.Helper()
+	q := filepath.Join(t.TempDir(), "q.safetensors")
+	if _, err := convert.Quantize(context.Background(), tiny, q, convert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
