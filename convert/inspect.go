@@ -78,11 +78,10 @@ func (l *LayerReport) Describe() string {
 
 // Inspect reads and checks a checkpoint: a file, or a sharded index with
 // its shards (or a directory holding one index), which the index must
-// describe exactly (every tensor of every
-// shard listed, in that shard, and nothing else). Quantized layers are read
-// as ComfyUI's loader reads them; what kitchen would not load is reported
-// (LayerReport.Problem, Report.Problems), not an error. It returns
-// ctx.Err() if ctx ends first.
+// describe exactly (every tensor of every shard listed, in that shard, and
+// nothing else). Quantized layers are read as ComfyUI's loader reads them;
+// what kitchen would not load is reported (LayerReport.Problem,
+// Report.Problems), not an error. It returns ctx.Err() if ctx ends first.
 func Inspect(ctx context.Context, path string) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("inspect: nil context")

@@ -98,12 +98,12 @@ func checkNotQuantized(f *safetensors.File) error {
 
 // Quantize converts the checkpoint at in (a .safetensors file, or a
 // .safetensors.index.json with its shards, or a directory holding one
-// such index) to int8_tensorwise at out. The
-// output appears only when complete; on error or cancellation nothing is
-// left behind, and the input is never modified. An input that is quantized
-// already is refused (*AlreadyQuantizedError). An output whose header
-// would be over safetensors.MaxHeaderSize is refused before anything is
-// written (*safetensors.HeaderSizeError). On Unix, hidden temporary files
+// such index) to int8_tensorwise at out. The output appears only when
+// complete; on error or cancellation nothing is left behind, and the input
+// is never modified. An input that is quantized already is refused
+// (*AlreadyQuantizedError). An output whose header would be over
+// safetensors.MaxHeaderSize is refused before anything is written
+// (*safetensors.HeaderSizeError). On Unix, hidden temporary files
 // of the output left by a run that was killed (.NAME.kitchen-tmp-*, which
 // a running conversion keeps locked) are removed first, and listed in the
 // Summary. The Summary lists each quantized layer's weight error.
