@@ -47,10 +47,8 @@ func mmGolden(c *golden.Case) (Call, []output, bool) {
 
 // mmRandom multiplies random int8 matrices, -128 included.
 func mmRandom(g *gen) Call {
-	m, k, n := 1+g.pick(9), 1+g.pick(300), 1+g.pick(20)
-	if g.large {
-		m, k, n = 1+g.pick(100), 1+g.pick(1200), 1+g.pick(160)
-	}
+	size := g.size()
+	m, k, n := 1+g.pick(9*size), 1+g.pick(300*size), 1+g.pick(20*size)
 	return mmCall(hostTensor(dtype.Int8, g.int8s(m*k), m, k), hostTensor(dtype.Int8, g.int8s(k*n), k, n))
 }
 
@@ -132,10 +130,7 @@ func linearGolden(c *golden.Case) (Call, []output, bool) {
 // without activation, rotation and bias, every scale form.
 func linearRandom(g *gen) Call {
 	group := []int{0, 0, 0, 4, 16}[g.pick(5)]
-	size := 1 // the large shapes: up to about 6 times the rows, k and n
-	if g.large {
-		size = 6
-	}
+	size := g.size()
 	k := 1 + g.pick(200*size)
 	if group > 0 {
 		k = group * (1 + g.pick(4*size))

@@ -33,6 +33,15 @@ func (g *gen) pick(n int) int {
 	return v
 }
 
+// size is how many times the usual rows, depth and width the matrix
+// products' shapes may take: 6 where large is set, else 1.
+func (g *gen) size() int {
+	if g.large {
+		return 6
+	}
+	return 1
+}
+
 // k is the length of the shape's rows.
 func (g *gen) k() int { return g.shape[len(g.shape)-1] }
 
@@ -61,8 +70,8 @@ func randomGen(rng *rand.Rand, dt dtype.DType, stochastic bool) *gen {
 // FuzzCall builds a call of one of the suite's operations from fuzz input:
 // sel chooses the float dtype, the operation and the rank, rows and k the
 // shape (up to 9 rows of up to 300; rows of 128 or more also make the
-// matrix products' shapes large: up to about 100 rows, 1200 deep and 160
-// wide), seed > 0 stochastic rounding, and raw the values (see values).
+// matrix products' shapes up to six times their usual rows, depth and
+// width), seed > 0 stochastic rounding, and raw the values (see values).
 func FuzzCall(raw []byte, sel, rows uint8, k uint16, seed int64) Call {
 	g := &gen{raw: raw, dt: dtype.Floats()[int(sel)%3], shape: []int{1 + int(rows)%9, 1 + int(k)%300}}
 	if sel&0x80 != 0 {
