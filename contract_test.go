@@ -20,8 +20,16 @@ import (
 
 // call is one public function with its operands bound.
 type call struct {
-	op  string
+	op  string // the operation, which errors name
+	via string // the function, where it is not the operation's own
 	run func(ctx context.Context, opts ...kitchen.Option) ([]*tensor.Tensor, error)
+}
+
+func (c call) String() string {
+	if c.via != "" {
+		return c.op + " (" + c.via + ")"
+	}
+	return c.op
 }
 
 // publicCalls returns a valid call of every public operation.
@@ -30,23 +38,57 @@ func publicCalls() []call {
 	q := must(tensor.FromInt8([]int8{1, 2, 3, 4, 5, 6}, 2, 3))
 	s := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5, 2}, 2, 1))
 	x16 := must(tensor.FromFloat32(kitchen.BFloat16, make([]float32, 32), 2, 16))
+	q16 := must(tensor.FromInt8(make([]int8, 32), 2, 16))
+	qt := must(tensor.FromInt8([]int8{1, -128, 3, 127, -5, 6}, 3, 2))
+	idx := must(tensor.FromFloat32(kitchen.Int32, []float32{1, 0, 1}, 3))
+	ws := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5, 2}, 2))
+	layer := must(kitchen.PrepareInt8Linear(context.Background(), q, ws))
 	two := func(a, b *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a, b}, err }
 	one := func(a *tensor.Tensor, err error) ([]*tensor.Tensor, error) { return []*tensor.Tensor{a}, err }
 	return []call{
-		{op.QuantizeRowwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+		{op: op.QuantizeRowwise.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return two(kitchen.QuantizeInt8Rowwise(ctx, x, o...))
 		}},
-		{op.QuantizeTensorwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+		{op: op.QuantizeTensorwise.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return two(kitchen.QuantizeInt8Tensorwise(ctx, x, o...))
 		}},
-		{op.Dequantize.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+		{op: op.Dequantize.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return one(kitchen.DequantizeInt8(ctx, q, s, o...))
 		}},
-		{op.DequantizeDType.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+		{op: op.DequantizeDType.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return one(kitchen.DequantizeInt8To(ctx, q, s, kitchen.Float16, o...))
 		}},
-		{op.QuantizeAndRotateRowwise.Name(), func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+		{op: op.QuantizeAndRotateRowwise.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
 			return two(kitchen.QuantizeInt8AndRotateRowwise(ctx, x16, append([]kitchen.Option{kitchen.WithConvRotGroup(16)}, o...)...))
+		}},
+		{op: op.QuantizeConvRotWeight.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return two(kitchen.QuantizeInt8ConvRotWeight(ctx, x16, append([]kitchen.Option{kitchen.WithConvRotGroup(16)}, o...)...))
+		}},
+		{op: op.DequantizeConvRotWeight.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.DequantizeInt8ConvRotWeight(ctx, q16, s, append([]kitchen.Option{kitchen.WithConvRotGroup(16)}, o...)...))
+		}},
+		{op: op.DequantizeConvRotWeightDType.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.DequantizeInt8ConvRotWeightTo(ctx, q16, s, kitchen.BFloat16, append([]kitchen.Option{kitchen.WithConvRotGroup(16)}, o...)...))
+		}},
+		{op: op.DequantizeEmbedding.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.DequantizeInt8Embedding(ctx, q, s, idx, kitchen.Float32, o...))
+		}},
+		{op: op.MMInt8.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.MMInt8(ctx, q, qt, o...))
+		}},
+		{op: op.Int8Linear.Name(), run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(kitchen.Int8Linear(ctx, x, q, ws, o...))
+		}},
+		{op: op.Int8Linear.Name(), via: "PrepareInt8Linear", run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			l, err := kitchen.PrepareInt8Linear(ctx, q, ws, o...)
+			if err != nil {
+				return nil, err
+			}
+			defer l.Release()
+			return one(l.Forward(ctx, x))
+		}},
+		{op: op.Int8Linear.Name(), via: "Int8Layer.Forward", run: func(ctx context.Context, o ...kitchen.Option) ([]*tensor.Tensor, error) {
+			return one(layer.Forward(ctx, x, o...))
 		}},
 	}
 }
@@ -71,6 +113,7 @@ func TestOptionErrors(t *testing.T) {
 		op.QuantizeRowwise.Name():          {"stochastic_rounding"},
 		op.QuantizeTensorwise.Name():       {"stochastic_rounding", "scale"},
 		op.QuantizeAndRotateRowwise.Name(): {"stochastic_rounding"},
+		op.QuantizeConvRotWeight.Name():    {"stochastic_rounding"},
 	}
 	options := []struct {
 		name  string
@@ -94,21 +137,21 @@ func TestOptionErrors(t *testing.T) {
 			outs, err := c.run(ctx, o.opt)
 			if o.valid && strings.Contains(strings.Join(takes[c.op], " "), o.param) {
 				if err != nil {
-					t.Errorf("%s with %s: %v", c.op, o.name, err)
+					t.Errorf("%s with %s: %v", c, o.name, err)
 				}
 				continue
 			}
 			var ae *backend.ArgError
 			if !errors.As(err, &ae) || !errors.Is(err, backend.ErrOption) || ae.Op != c.op || ae.Param != o.param {
-				t.Errorf("%s with %s: got %v, want %v on %s", c.op, o.name, err, backend.ErrOption, o.param)
+				t.Errorf("%s with %s: got %v, want %v on %s", c, o.name, err, backend.ErrOption, o.param)
 			}
-			noOutputs(t, c.op+" with "+o.name, outs)
+			noOutputs(t, c.String()+" with "+o.name, outs)
 		}
 		outs, err := c.run(ctx, kitchen.Option{})
 		if !errors.Is(err, backend.ErrOption) {
-			t.Errorf("%s with the zero Option: got %v, want %v", c.op, err, backend.ErrOption)
+			t.Errorf("%s with the zero Option: got %v, want %v", c, err, backend.ErrOption)
 		}
-		noOutputs(t, c.op+" with the zero Option", outs)
+		noOutputs(t, c.String()+" with the zero Option", outs)
 	}
 }
 
@@ -118,9 +161,9 @@ func TestNilContext(t *testing.T) {
 		outs, err := c.run(nil) //nolint:staticcheck // the point of the test
 		var ae *backend.ArgError
 		if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNil) || ae.Param != "ctx" || ae.Op != c.op {
-			t.Errorf("%s: got %v, want %v on ctx", c.op, err, backend.ErrNil)
+			t.Errorf("%s: got %v, want %v on ctx", c, err, backend.ErrNil)
 		}
-		noOutputs(t, c.op, outs)
+		noOutputs(t, c.String(), outs)
 	}
 }
 
@@ -137,9 +180,9 @@ func TestCancelledContext(t *testing.T) {
 			}
 			outs, err := c.run(ctx, opts...)
 			if !errors.Is(err, context.Canceled) {
-				t.Errorf("%s on %q: got %v, want %v", c.op, name, err, context.Canceled)
+				t.Errorf("%s on %q: got %v, want %v", c, name, err, context.Canceled)
 			}
-			noOutputs(t, c.op, outs)
+			noOutputs(t, c.String(), outs)
 		}
 	}
 }
@@ -153,17 +196,17 @@ func TestContextOverride(t *testing.T) {
 		_, err := c.run(kitchen.WithBackend(context.Background(), "nosuch"), kitchen.ReportBackend(&ran))
 		var nf *backend.BackendNotFoundError
 		if !errors.As(err, &nf) || nf.Name != "nosuch" {
-			t.Errorf("%s under WithBackend(nosuch): %v", c.op, err)
+			t.Errorf("%s under WithBackend(nosuch): %v", c, err)
 		}
 		ctx := kitchen.WithBackend(context.Background(), "eager")
 		if _, err := c.run(ctx, kitchen.ReportBackend(&ran)); err != nil || ran != "eager" {
-			t.Errorf("%s under WithBackend(eager): ran on %q, %v", c.op, ran, err)
+			t.Errorf("%s under WithBackend(eager): ran on %q, %v", c, ran, err)
 		}
 		if _, err := c.run(ctx, kitchen.UsingBackend("cpu"), kitchen.ReportBackend(&ran)); err != nil || ran != "cpu" {
-			t.Errorf("%s: UsingBackend(cpu) under WithBackend(eager): ran on %q, %v", c.op, ran, err)
+			t.Errorf("%s: UsingBackend(cpu) under WithBackend(eager): ran on %q, %v", c, ran, err)
 		}
 		if _, err := c.run(context.Background(), kitchen.ReportBackend(&ran)); err != nil || ran != "cpu" {
-			t.Errorf("%s: the automatic choice for host tensors ran on %q, want cpu: %v", c.op, ran, err)
+			t.Errorf("%s: the automatic choice for host tensors ran on %q, want cpu: %v", c, ran, err)
 		}
 	}
 }
@@ -178,12 +221,12 @@ func TestWithRegistry(t *testing.T) {
 	for _, c := range publicCalls() {
 		var ran string
 		if _, err := c.run(context.Background(), kitchen.WithRegistry(reg), kitchen.ReportBackend(&ran)); err != nil || ran != "eager" {
-			t.Errorf("%s with a registry of eager alone: ran on %q, %v", c.op, ran, err)
+			t.Errorf("%s with a registry of eager alone: ran on %q, %v", c, ran, err)
 		}
 		_, err := c.run(context.Background(), kitchen.WithRegistry(reg), kitchen.UsingBackend("cpu"))
 		var nf *backend.BackendNotFoundError
 		if !errors.As(err, &nf) || nf.Name != "cpu" {
-			t.Errorf("%s: cpu from a registry without it: %v", c.op, err)
+			t.Errorf("%s: cpu from a registry without it: %v", c, err)
 		}
 	}
 }

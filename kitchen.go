@@ -46,6 +46,7 @@ const (
 	BFloat16 = dtype.BFloat16
 	Int8     = dtype.Int8
 	Int32    = dtype.Int32
+	Int64    = dtype.Int64
 	Uint8    = dtype.Uint8
 )
 
@@ -195,9 +196,15 @@ type settings struct {
 }
 
 // settle applies opts for the operation named op, which takes the
-// operation-specific options in accepts (backend, registry and report
-// options are always accepted).
+// operation-specific options in accepts (the backend, registry, report and
+// Into options are always accepted).
 func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind) (*settings, error) {
+	return settleFor(ctx, op, op, opts, accepts...)
+}
+
+// settleFor is settle for a call of op through the function named caller,
+// which an option it does not take is "not an option of".
+func settleFor(ctx context.Context, op, caller string, opts []Option, accepts ...optionKind) (*settings, error) {
 	if ctx == nil {
 		return nil, &backend.ArgError{Op: op, Param: "ctx", Row: -1, Err: backend.ErrNil, Detail: "nil context"}
 	}
@@ -217,7 +224,7 @@ func settle(ctx context.Context, op string, opts []Option, accepts ...optionKind
 				accepted = accepted || k == o.kind
 			}
 			if !accepted {
-				return nil, bad(o, "not an option of "+op)
+				return nil, bad(o, "not an option of "+caller)
 			}
 		}
 		switch o.kind {

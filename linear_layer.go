@@ -97,9 +97,9 @@ func (l *Int8Layer) args(x *Tensor) *op.LinearArgs {
 // ReportBackend); without the latter the layer's defaults apply (a
 // context's WithBackend before them).
 func (l *Int8Layer) Forward(ctx context.Context, x *Tensor, opts ...Option) (*Tensor, error) {
-	// Named for the method: the layer's own options are fixed, so an
-	// int8_linear option given here is "not an option of" Forward.
-	s, err := settle(ctx, "Int8Layer.Forward", opts)
+	// The layer's own options are fixed, so an int8_linear option given
+	// here is "not an option of" Forward.
+	s, err := settleFor(ctx, op.Int8Linear.Name(), "Int8Layer.Forward", opts)
 	if err != nil {
 		return nil, err
 	}

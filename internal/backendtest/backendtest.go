@@ -203,7 +203,14 @@ func (tl *tally) count(t testing.TB, c Call, declined bool, err error) {
 // check fails t if every case was declined, and logs the counts.
 func (tl *tally) check(t testing.TB, part string) {
 	t.Helper()
-	if tl.ran == 0 {
+	switch {
+	case tl.ran == 0 && tl.declined == 0 && part == "golden":
+		t.Errorf("%s golden: no golden vectors for it (a file in testdata/golden, listed in goldenCases)", tl.op)
+		return
+	case tl.ran == 0 && tl.declined == 0:
+		t.Errorf("%s %s: the suite made no cases", tl.op, part)
+		return
+	case tl.ran == 0:
 		t.Errorf("%s %s: the backend declined every case (%d), e.g. %s", tl.op, part, tl.declined, tl.firstDeclination)
 		return
 	}

@@ -21,14 +21,18 @@ import (
 // To add an operation: in the file of its family (a new one, named after
 // it, for a new family), call add from init with the operation's
 // declaration (package op) and its cases. Every field must be set: a
-// backend that implements an operation is tested on all four parts.
+// backend that implements an operation is tested on all five parts
+// (see the package doc). golden needs vectors: a generator in
+// tools/golden/ writes them to a file in testdata/golden/, listed in
+// goldenCases.
 type cases struct {
 	// golden turns a golden vector into a call of the operation and the
 	// outputs it must give; ok is false for vectors that are not for it.
 	golden func(c *golden.Case) (call Call, want []output, ok bool)
 	// random builds a call from generated inputs (see gen). The suite
-	// runs it for every float dtype, with g.seed 0 and, when stochastic is
-	// set, with a seed > 0, and compares it with the reference.
+	// runs it for every float dtype (g.dt: an operation without a float
+	// input has nothing to use it for), with g.seed 0 and, when stochastic
+	// is set, with a seed > 0, and compares it with the reference.
 	random     func(g *gen) Call
 	stochastic bool
 	// bad lists calls that must fail, each with the parameter, the
