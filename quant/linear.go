@@ -30,8 +30,22 @@ func Silu(v float32) float32 {
 // LinearOut is the epilogue of int8_linear for one output element: the
 // int32 accumulator acc scaled back by the activation row's scale xs and
 // the weight channel's scale ws, each product rounded on its own in
-// float32 (no fused multiply-add): float32(float32(acc) · float32(xs·ws)).
+// float32 (no fused multiply-add): float32(AccFloat(acc) · float32(xs·ws)).
 func LinearOut(acc int32, xs, ws float32) float32 {
 	c := float32(xs * ws)
-	return float32(float32(acc) * c)
+	return float32(AccFloat(acc) * c)
+}
+
+// AccFloat is int8_linear's int32 sum as float32, rounded to nearest
+// even, with -2^31 read as 2^31: K is at most op.MaxK (131,072), where the
+// smallest true sum is -128·127·K, far above -2^31, and the only sum
+// that wraps is a row of -128 times a column of -128 at K = 131,072,
+// 2^31, which int32 arithmetic (mm_int8's, and PyTorch's _int_mm's)
+// wraps to -2^31. Reading it back keeps the layer's output exact rather
+// than of the wrong sign.
+func AccFloat(acc int32) float32 {
+	if acc == math.MinInt32 {
+		return 1 << 31
+	}
+	return float32(acc)
 }

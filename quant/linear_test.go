@@ -44,3 +44,28 @@ func TestLinearOutRoundsEachProduct(t *testing.T) {
 		t.Errorf("LinearOut(2^24+1) = %v, want 2^24", got)
 	}
 }
+
+// TestAccFloatWrapped checks that the one sum int32 wraps, 2^31 (a row of
+// -128 times a column of -128 at K = 131,072), is read back as 2^31, and
+// that every other int32 converts as Go converts it.
+func TestAccFloatWrapped(t *testing.T) {
+	sum, k := int32(0), 131072
+	for range k {
+		sum += -128 * -128 // wraps as int32 arithmetic does
+	}
+	wrapped := sum
+	if wrapped != math.MinInt32 {
+		t.Fatalf("the sum wrapped to %d", wrapped)
+	}
+	if got := LinearOut(wrapped, 1, 1); got != 1<<31 {
+		t.Errorf("LinearOut(-2^31) = %v, want 2^31", got)
+	}
+	if got := LinearOut(wrapped, 0.5, 0.25); got != 1<<28 {
+		t.Errorf("LinearOut(-2^31, 0.5, 0.25) = %v, want 2^28", got)
+	}
+	for _, v := range []int32{math.MinInt32 + 1, math.MaxInt32, -128 * 127 * 131072, 0, -1} {
+		if got := AccFloat(v); got != float32(v) {
+			t.Errorf("AccFloat(%d) = %v, want %v", v, got, float32(v))
+		}
+	}
+}

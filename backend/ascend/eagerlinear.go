@@ -296,5 +296,5 @@ func (s *session) linearEpilogue(acc, xs, ws, bias *tensor.Tensor, outDT dtype.D
 		}
 		b = &ba
 	}
-	return out, s.epilogue(acca, xsa, wsa, b, o.as(m, n))
+	return out, s.epilogue(acca, xsa, wsa, b, o.as(m, n), true) // eager's K may be op.MaxK
 }

@@ -3,6 +3,7 @@ package ascend
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
@@ -266,7 +267,7 @@ func (s *session) linear(q, w, xs, ws arr, bias *arr, out arr) error {
 	if err := s.quantMatmul(q, w, true, one, nil, acc); err != nil {
 		return err
 	}
-	return s.epilogue(acc, xs, ws, bias, out)
+	return s.epilogue(acc, xs, ws, bias, out, false) // K <= 65,535: no sum wraps
 }
 
 // epilogue is the contract's epilogue of the int32 sums acc [M, N] with
@@ -274,7 +275,12 @@ func (s *session) linear(q, w, xs, ws arr, bias *arr, out arr) error {
 // (aclnnMul, the M row scales along rows and the weight scales along
 // columns), y = rOut(f32(f32(acc) * c)) (aclnnCast, aclnnMul, aclnnCast),
 // then the bias (addBias).
-func (s *session) epilogue(acc, xs, ws arr, bias *arr, out arr) error {
+//
+// With wraps (K may be op.MaxK), a sum of -2^31 is read as 2^31
+// (quant.AccFloat): aclnnEqScalar finds it (the smallest true sum,
+// -128·127·K, is far from it, whatever precision the comparison takes)
+// and aclnnInplaceMaskedFillScalar writes 2^31 over its float32.
+func (s *session) epilogue(acc, xs, ws arr, bias *arr, out arr, wraps bool) error {
 	m, n, cn := int(out.shape[0]), int(out.shape[1]), int(count(ws))
 	var accf, c arr
 	if err := first(
@@ -294,6 +300,12 @@ func (s *session) epilogue(acc, xs, ws arr, bias *arr, out arr) error {
 	}
 	return first(
 		func() error { return s.cast(acc, accf) },
+		func() error {
+			if !wraps {
+				return nil
+			}
+			return s.unwrap(acc, accf)
+		},
 		func() error { return s.mul(xs.as(m, 1), ws.as(1, cn), c) },
 		func() error { return s.narrow(y, func(dst arr) error { return s.mul(accf, c, dst) }) },
 		func() error {
@@ -302,6 +314,24 @@ func (s *session) epilogue(acc, xs, ws arr, bias *arr, out arr) error {
 			}
 			return s.addBias(y, *bias, out)
 		},
+	)
+}
+
+// unwrap writes 2^31 over the elements of accf whose int32 sum in acc is
+// -2^31 (see epilogue).
+func (s *session) unwrap(acc, accf arr) error {
+	mask, err := s.temp(aclBool, int(count(acc)))
+	if err != nil {
+		return err
+	}
+	c, err := s.f32(1 << 31)
+	if err != nil {
+		return err
+	}
+	mask = mask.as(int(acc.shape[0]), int(acc.shape[1])) // acc is [M, N]
+	return first(
+		func() error { return s.eqScalar(acc, math.MinInt32, mask) },
+		func() error { return s.maskedFill(accf, mask, c) },
 	)
 }
 

@@ -519,6 +519,11 @@ type linearFinish struct {
 	n        int
 	xs       []byte    // float32 row scales
 	ws, bias []float32 // per channel; bias rounded to out, or nil
+	// wraps: K is op.MaxK, where one sum can wrap to -2^31, which the
+	// epilogue must read as 2^31 (quant.AccFloat): the Go epilogue does,
+	// the kernels' conversion does not, and the case is too rare to
+	// teach them.
+	wraps bool
 }
 
 func (f *linearFinish) finish(r0, c0, rows, cols int, sums []byte, lds int) {
@@ -531,6 +536,10 @@ func (f *linearFinish) finish(r0, c0, rows, cols int, sums []byte, lds int) {
 		r := r0 + i
 		xs := math.Float32frombits(binary.LittleEndian.Uint32(f.xs[4*r:]))
 		at := (r*f.n + c0) * size
+		if f.wraps {
+			linearOutGeneric(f.out, sums[i*lds:i*lds+4*cols], xs, f.ws[c0:c0+cols], bias, f.dst[at:at+cols*size])
+			continue
+		}
 		linearOut(f.out, sums[i*lds:i*lds+4*cols], xs, f.ws[c0:c0+cols], bias, f.dst[at:at+cols*size])
 	}
 }
@@ -635,7 +644,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err := prod.setWeight(ctx, wb, false); err != nil {
 		return res, err
 	}
-	f := &linearFinish{out: a.OutDType, n: n, xs: p.scales, ws: floats.get(n)}
+	f := &linearFinish{out: a.OutDType, n: n, xs: p.scales, ws: floats.get(n), wraps: k == op.MaxK}
 	defer floats.put(f.ws)
 	sdt := a.WeightScale.DType()
 	if a.WeightScale.Numel() == 1 {

@@ -67,7 +67,8 @@ func widenInt8(q, dst []byte) {
 }
 
 // linearOut is int8_linear's epilogue on a row of int32 sums: see
-// linearOutGeneric.
+// linearOutGeneric. The kernels convert a sum of -2^31 as it is; the
+// driver sends sums that can be it (K = op.MaxK) to linearOutGeneric.
 func linearOut(out dtype.DType, acc []byte, xs float32, ws, bias []float32, dst []byte) {
 	size := out.Size()
 	var n int

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/internal/golden"
 	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -235,6 +237,37 @@ func linearPaths(t *testing.T, e *env, tl *tally) {
 		}
 	}
 	linearPreparedPaths(t, e, tl)
+	linearWrapPath(t, e, tl)
+}
+
+// linearWrapPath: a row of x that quantizes to all -128 times a weight
+// channel of -128 at K = op.MaxK sums to 2^31, which int32 wraps to -2^31;
+// the epilogue must read it as 2^31 (quant.AccFloat), not give the
+// output the wrong sign. Channel 1 (all 127) sums to -128·127·K.
+func linearWrapPath(t *testing.T, e *env, tl *tally) {
+	const v = -1.328125 // exact in bfloat16
+	xb := make([]float32, op.MaxK)
+	for i := range xb {
+		xb[i] = v
+	}
+	// The contract's row quantization, to check that x does give -128:
+	// y = rT(-1.328125 / rT(1.328125/127)) is -127.5, which rounds to -128.
+	bf := dtype.BFloat16
+	xs := float32(-v) / 127
+	if q := quant.RoundHalfEven(bf.Round(float32(v) / bf.Round(xs))); q != -128 {
+		t.Fatalf("x quantizes to %d, want -128", q)
+	}
+	w := make([]byte, 2*op.MaxK)
+	for i := range op.MaxK {
+		w[i], w[op.MaxK+i] = 0x80, 0x7f
+	}
+	ws := floats(dtype.Float32, []float32{0.01, 0.01}, 2)
+	c := float32(xs * 0.01)
+	want := make([]byte, 8)
+	binary.LittleEndian.PutUint32(want, math.Float32bits(float32(float32(1<<31)*c)))
+	binary.LittleEndian.PutUint32(want[4:], math.Float32bits(float32(float32(-128*127*op.MaxK)*c)))
+	call := linearCall(floats(bf, xb, 1, op.MaxK), hostTensor(dtype.Int8, w, 2, op.MaxK), ws, nil, dtype.Float32, 0, "")
+	e.expect(t, tl, call, []output{{dtype.Float32, []int{1, 2}, want}})
 }
 
 // How a prepared-weight case uses its op.PackedWeight.
