@@ -195,6 +195,10 @@ func TestDequantizeRefuses(t *testing.T) {
 		{"a 4-D weight", append(without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), rawTensor{"blk.weight", "I8", []int{2, 4, 1, 1}, make([]byte, 8)}), nil,
 			"ComfyUI loads int8 only into Linear and Embedding layers"},
 		{"no weight", without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), nil, "no blk.weight"},
+		{"an empty weight", int8Layer("blk", 0, 4, scaleOf("F32", []int{0, 1}), `{"format": "int8_tensorwise"}`), nil, "blk.weight is empty (shape [0 4])"},
+		{"metadata naming the layer twice, differently", without(int8Layer("model.diffusion_model.blk", 2, 16, rows, "x"), 2),
+			map[string]string{"_quantization_metadata": `{"layers": {"blk": {"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 16}, "model.diffusion_model.blk": {"format": "int8_tensorwise"}}}`},
+			`_quantization_metadata names it twice, as "blk" (int8_tensorwise with ConvRot 16) and "model.diffusion_model.blk" (int8_tensorwise without ConvRot)`},
 		{"marker and metadata disagree", int8Layer("blk", 2, 16, rows, `{"format": "int8_tensorwise"}`),
 			map[string]string{"_quantization_metadata": `{"layers": {"blk": {"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 16}}}`},
 			"its comfy_quant marker says int8_tensorwise without ConvRot but _quantization_metadata says int8_tensorwise with ConvRot 16"},
@@ -433,5 +437,35 @@ func TestComfyKitchenFixture(t *testing.T) {
 		if checked != 32*256+64*192+32*128+40*64 {
 			t.Errorf("checked %d ConvRot values", checked)
 		}
+	}
+}
+
+// TestShardedMetadataPrefixed: shards that share one _quantization_metadata
+// naming layers without ComfyUI's diffusion-model prefix, one shard holding
+// a plain layer and the other a prefixed one: each shard leaves the other's
+// layer to it, and both dequantize.
+func TestShardedMetadataPrefixed(t *testing.T) {
+	dir := t.TempDir()
+	meta := map[string]string{"_quantization_metadata": `{"layers": {"k": {"format": "int8_tensorwise"}, "j": {"format": "int8_tensorwise"}}}`}
+	rows := scaleOf("F32", []int{2, 1}, 0.5, 0.25)
+	c := without(int8Layer("k", 2, 4, rows, "x"), 2)
+	d := without(int8Layer("model.diffusion_model.j", 2, 4, rows, "x"), 2)
+	writeRaw(t, filepath.Join(dir, "c.safetensors"), meta, c...)
+	writeRaw(t, filepath.Join(dir, "d.safetensors"), meta, d...)
+	wm := map[string]string{}
+	for _, r := range c {
+		wm[r.name] = "c.safetensors"
+	}
+	for _, r := range d {
+		wm[r.name] = "d.safetensors"
+	}
+	in := filepath.Join(dir, "n.safetensors.index.json")
+	writeIndex(t, in, wm)
+	sum, err := convert.Dequantize(context.Background(), in, filepath.Join(t.TempDir(), "o.safetensors.index.json"), convert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Dequantized != 2 {
+		t.Errorf("dequantized %d layers, want 2: %+v", sum.Dequantized, sum)
 	}
 }

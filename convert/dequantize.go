@@ -36,9 +36,10 @@ var ErrOverflow = errors.New("dequantized values overflow the output type")
 // marker and the metadata state differently, a layer without a scale
 // (ComfyUI reads 1.0 for an Embedding but refuses a Linear; kitchen cannot
 // tell them apart), a scale of another shape, an int8 weight with a scale
-// but no config, a legacy scaled_fp8 checkpoint. A scale that is not a
-// finite number > 0 is an error naming the scale tensor, as is (unless
-// opts.AllowInf) a value too large for the output type (ErrOverflow).
+// but no config, a legacy scaled_fp8 checkpoint, an empty weight. A
+// scale that is not a finite number > 0 is a *LayerError wrapping
+// backend.ErrScale that names the scale tensor; a value too large for the
+// output type is an error (ErrOverflow) unless opts.AllowInf.
 func Dequantize(ctx context.Context, in, out string, opts Options) (*Summary, error) {
 	if opts.OutDType == dtype.Invalid {
 		opts.OutDType = dtype.BFloat16

@@ -165,9 +165,17 @@ func TestDequantizeBadScale(t *testing.T) {
 			in := filepath.Join(dir, "in.safetensors")
 			writeRaw(t, in, nil, int8Layer("blk", 4, 8, c.scale, marker)...)
 			_, err := convert.Dequantize(context.Background(), in, filepath.Join(dir, "out.safetensors"), convert.Options{})
-			var ae *backend.ArgError
-			if !errors.As(err, &ae) || !errors.Is(err, backend.ErrScale) || !strings.Contains(err.Error(), `"blk.weight_scale"`) {
-				t.Fatalf("got %v, want ErrScale naming blk.weight_scale", err)
+			var le *convert.LayerError
+			if !errors.As(err, &le) || le.Layer != "blk" || !errors.Is(err, backend.ErrScale) || !strings.Contains(err.Error(), `"blk.weight_scale"`) {
+				t.Fatalf("got %v, want a LayerError on blk, ErrScale naming blk.weight_scale", err)
+			}
+			// inspect says the same before anything is converted.
+			sum, err := convert.Inspect(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ls := sum.Layers; len(ls) != 1 || !strings.Contains(ls[0].Problem, `"blk.weight_scale"`) {
+				t.Errorf("inspect: %+v, want the scale's problem", ls)
 			}
 			assertOnly(t, dir, "in.safetensors")
 		})

@@ -2,10 +2,13 @@ package convert
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/comfyquant"
+	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
@@ -17,7 +20,11 @@ type LayerError struct {
 	Path    string // the file holding the layer (or its marker)
 	Layer   string // the layer's name, without suffix
 	Problem string
+	Err     error // what the problem is an instance of, if any (backend.ErrScale)
 }
+
+// Unwrap returns Err.
+func (e *LayerError) Unwrap() error { return e.Err }
 
 func (e *LayerError) Error() string {
 	if e.Layer == "" {
@@ -43,6 +50,7 @@ type qlayer struct {
 	marker, weight, scale    int // indices into the file's tensors (-1: none)
 	perRow                   bool
 	problem                  string // why kitchen does not read the layer
+	problemErr               error  // LayerError.Err for it
 	note                     string // how ComfyUI may read it otherwise
 }
 
@@ -73,7 +81,7 @@ func (qi *quantInfo) firstProblem(path string) error {
 	}
 	for _, l := range qi.layers {
 		if l.problem != "" {
-			return &LayerError{Path: path, Layer: l.name, Problem: l.problem}
+			return &LayerError{Path: path, Layer: l.name, Problem: l.problem, Err: l.problemErr}
 		}
 	}
 	return nil
@@ -133,12 +141,15 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 			names = append(names, n)
 		}
 		slices.Sort(names)
+		keyOf := map[string]string{} // the entry each layer took its config from
 		for _, n := range names {
 			base := n
 			if _, ok := f.Tensor(base + weightSuffix); !ok {
+				_, other := shardOf(n + weightSuffix)
+				_, otherPrefixed := shardOf(diffusionPrefix + n + weightSuffix)
 				if _, ok := f.Tensor(diffusionPrefix + n + weightSuffix); ok {
 					base = diffusionPrefix + n
-				} else if _, other := shardOf(n + weightSuffix); other {
+				} else if other || otherPrefixed {
 					continue // that shard's own markers or metadata decide
 				} else {
 					fileProblem(n, "%s names this layer, but the checkpoint holds no %s", comfyquant.MetadataKey, n+weightSuffix)
@@ -146,8 +157,17 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 				}
 			}
 			l := get(base)
-			l.fromMetadata = true
 			mc := confs[n]
+			if first, ok := keyOf[base]; ok {
+				// Both "P" and "model.diffusion_model.P" name the layer.
+				if fc := confs[first]; l.problem == "" && (fc.RotationGroup() != mc.RotationGroup() || fc.Format != mc.Format) {
+					l.problem = fmt.Sprintf("%s names it twice, as %q (%s) and %q (%s)",
+						comfyquant.MetadataKey, first, describe(fc), n, describe(mc))
+				}
+				continue
+			}
+			keyOf[base] = n
+			l.fromMetadata = true
 			switch {
 			case l.marker >= 0 && l.problem == "" && l.conf.RotationGroup() != mc.RotationGroup():
 				l.problem = fmt.Sprintf("its comfy_quant marker says %s but %s says %s (ComfyUI would follow the metadata)",
@@ -158,7 +178,9 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 		}
 	}
 	for _, l := range qi.layers {
-		checkLayer(f, l, shardOf)
+		if err := checkLayer(f, l, shardOf); err != nil {
+			return nil, err
+		}
 		if l.problem == "" && nested[l.name] && !l.fromMetadata && isEmbeddingTable(l.name+weightSuffix) {
 			l.note = `ConvRot under "params": ComfyUI's int8 Embedding reads only flat keys and would not undo the rotation`
 		}
@@ -176,11 +198,12 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 	return qi, nil
 }
 
-// checkLayer checks a layer's tensors as ComfyUI loads them, unless its
-// config already has a problem.
-func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bool)) {
+// checkLayer checks a layer's tensors as ComfyUI loads them, and its
+// scales' values as kitchen dequantize reads them, unless its config
+// already has a problem. Only reading the scales can fail.
+func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bool)) error {
 	if l.problem != "" {
-		return
+		return nil
 	}
 	find := func(name string) int {
 		if i := f.Index(name); i >= 0 {
@@ -195,22 +218,25 @@ func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bo
 		if l.problem == "" {
 			l.problem = fmt.Sprintf("no %s", l.name+weightSuffix)
 		}
-		return
+		return nil
 	}
 	w := f.Tensors[l.weight]
 	switch {
 	case w.DType != "I8":
 		l.problem = fmt.Sprintf("%s has dtype %s, want I8", w.Name, w.DType)
-		return
+		return nil
 	case len(w.Shape) != 2:
 		l.problem = fmt.Sprintf("%s has shape %v: ComfyUI loads int8 only into Linear and Embedding layers, whose weights are [N, K]", w.Name, w.Shape)
-		return
+		return nil
+	case w.Numel() == 0:
+		l.problem = fmt.Sprintf("%s is empty (shape %v): there is nothing to dequantize", w.Name, w.Shape)
+		return nil
 	}
 	if l.scale = find(l.name + scaleSuffix); l.scale < 0 {
 		if l.problem == "" {
 			l.problem = fmt.Sprintf("no %s: ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding; kitchen cannot tell which this is, so it does not guess", l.name+scaleSuffix)
 		}
-		return
+		return nil
 	}
 	s := f.Tensors[l.scale]
 	n, k := w.Shape[0], w.Shape[1]
@@ -229,6 +255,28 @@ func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bo
 	if g := l.conf.RotationGroup(); l.problem == "" && g > 0 && k%g != 0 {
 		l.problem = fmt.Sprintf("ConvRot group %d does not divide K = %d (ComfyUI fails on it)", g, k)
 	}
+	if l.problem != "" {
+		return nil
+	}
+	// The values, one or N of them: a scale that is not a finite number
+	// > 0 is one dequantize refuses (and ComfyUI would multiply by).
+	b, err := f.Data(s)
+	if err != nil {
+		return err
+	}
+	defer f.Release(s)
+	dt, err := dtype.Parse(s.DType)
+	if err != nil {
+		return err
+	}
+	for i := range int(s.Numel()) {
+		if v := dtype.Load(b, dt, i); !(v > 0) || math.IsInf(float64(v), 1) {
+			l.problem = fmt.Sprintf("scale tensor %q element %d is %v: a scale must be a finite number > 0", s.Name, i, v)
+			l.problemErr = backend.ErrScale
+			break
+		}
+	}
+	return nil
 }
 
 // describe is a config in words.
