@@ -76,23 +76,30 @@ func exitCode(w io.Writer, err, cause error) int {
 // printable, without saying "kitchen: " twice (the library's argument
 // errors start with it).
 func message(err error) string {
-	return "kitchen: " + strings.TrimPrefix(printable(err.Error()), "kitchen: ")
+	return "kitchen: " + strings.TrimPrefix(printableLines(err.Error()), "kitchen: ")
 }
 
 // printable returns s with every character that a terminal would not
-// print as itself (control characters, escape sequences, invalid UTF-8,
-// bidirectional overrides) escaped as in a Go string literal, so that a
-// file's tensor names or metadata cannot write to the terminal. Newlines
-// are kept.
-func printable(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return r != '\n' && (r == utf8.RuneError || !unicode.IsPrint(r)) }) < 0 {
+// print as itself (control characters, newlines included, escape
+// sequences, invalid UTF-8, bidirectional overrides) escaped as in a Go
+// string literal, so that a file's tensor names or metadata can neither
+// write to the terminal nor forge lines of a table.
+func printable(s string) string { return escape(s, false) }
+
+// printableLines is printable keeping newlines: for error messages, whose
+// lines are kitchen's.
+func printableLines(s string) string { return escape(s, true) }
+
+func escape(s string, lines bool) string {
+	keep := func(r rune) bool { return lines && r == '\n' }
+	if strings.IndexFunc(s, func(r rune) bool { return !keep(r) && (r == utf8.RuneError || !unicode.IsPrint(r)) }) < 0 {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == '\n':
+		case keep(r):
 			b.WriteByte('\n')
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])

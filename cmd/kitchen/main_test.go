@@ -293,3 +293,23 @@ func TestBenchGEMM(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintable: names and metadata from a file are printed on one line,
+// their control characters escaped, so a name cannot forge rows of a
+// table; error messages keep their own lines.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"blocks.0.attn":          "blocks.0.attn",
+		"l\nx.weight  F32":       `l\nx.weight  F32`,
+		"a\x1b[2Jb\r\x00":        `a\x1b[2Jb\r\x00`,
+		"bad\xffutf8 \u202eevil": `bad\xffutf8 \u202eevil`,
+		"ünïcode":                "ünïcode",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := printableLines("line one\nline\x1btwo"); got != "line one\nline\\x1btwo" {
+		t.Errorf("printableLines = %q", got)
+	}
+}

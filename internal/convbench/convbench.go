@@ -120,16 +120,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := dropCaches(files); err != nil {
 		res.Cold, res.ColdNote = false, "input read warm: "+err.Error()
 	}
-	// A sharded input converts to a sharded output: the index and its
-	// shards, all named from this prefix.
-	prefix := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-convert-%d", os.Getpid()))
-	out := prefix + ".safetensors"
-	if strings.HasSuffix(cfg.Input, convert.IndexSuffix) {
-		out = prefix + convert.IndexSuffix
+	// The outputs (a sharded input converts to an index and its shards)
+	// and the write floor's file go in a directory of the bench's own,
+	// made afresh in cfg.Dir and removed whole: nothing else in cfg.Dir is
+	// named, matched or touched.
+	work, err := os.MkdirTemp(cfg.Dir, "kitchen-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench --convert: %w", err)
 	}
-	defer removeOutputs(prefix)
-	floor := filepath.Join(cfg.Dir, fmt.Sprintf("kitchen-bench-write-%d", os.Getpid()))
-	defer os.Remove(floor)
+	defer os.RemoveAll(work)
+	outDir := filepath.Join(work, "out")
+	out := filepath.Join(outDir, "convert.safetensors")
+	if strings.HasSuffix(cfg.Input, convert.IndexSuffix) {
+		out = filepath.Join(outDir, "convert"+convert.IndexSuffix)
+	}
+	floor := filepath.Join(work, "write-floor")
 	opts := cfg.Options
 	opts.Force, opts.DryRun, opts.Progress = true, false, nil
 	for range cfg.Runs {
@@ -145,6 +150,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
+		if err := os.Mkdir(outDir, 0o755); err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		sum, err := convert.Quantize(ctx, cfg.Input, out, opts)
 		if err != nil {
@@ -152,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.Convert = time.Since(start).Seconds()
 		res.OutputBytes = sum.BytesOut
-		if err := removeOutputs(prefix); err != nil {
+		if err := os.RemoveAll(outDir); err != nil {
 			return nil, err
 		}
 		if r.Write, err = timeWrite(ctx, floor, sum.BytesOut); err != nil {
@@ -222,25 +230,6 @@ func inputFiles(ctx context.Context, input string) ([]string, error) {
 func dropCaches(files []string) error {
 	for _, f := range files {
 		if err := dropCache(f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeOutputs removes the files a conversion to prefix wrote: the
-// output, or an index and its shards.
-func removeOutputs(prefix string) error {
-	var names []string
-	for _, pattern := range []string{prefix + ".*", prefix + "-*"} { // the output or index; shards
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			return err
-		}
-		names = append(names, m...)
-	}
-	for _, n := range names {
-		if err := os.Remove(n); err != nil {
 			return err
 		}
 	}
@@ -339,7 +328,7 @@ func timeWrite(ctx context.Context, path string, n int64) (float64, error) {
 // floorFile creates the file a write floor is measured on, and returns it
 // with the function that closes and removes it.
 func floorFile(path string) (*os.File, func(), error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,7 +18,17 @@ import (
 // conversion over the floors, the output's size is the converter's, and
 // no temporary file is left.
 func TestRun(t *testing.T) {
-	dir := t.TempDir()
+	// A directory whose name is a glob pattern, holding a file of its own
+	// that a pattern built from the name would match: the bench leaves
+	// both alone and nothing of its own behind.
+	dir := filepath.Join(t.TempDir(), "run[1]*")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "kitchen-bench-x.safetensors")
+	if err := os.WriteFile(theirs, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Run(context.Background(), Config{Input: "../../testdata/tiny-dit.safetensors", Dir: dir, Runs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +42,8 @@ func TestRun(t *testing.T) {
 			t.Errorf("round %+v", r)
 		}
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
+	if left, _ := os.ReadDir(dir); len(left) != 1 || left[0].Name() != filepath.Base(theirs) {
+		t.Errorf("the directory holds %v, want only %s", left, filepath.Base(theirs))
 	}
 	var b bytes.Buffer
 	if err := res.WriteText(&b); err != nil || !strings.Contains(b.String(), "median") {
