@@ -109,11 +109,13 @@ func noOutputs(t *testing.T, what string, outs []*tensor.Tensor) {
 // ignored.
 func TestOptionErrors(t *testing.T) {
 	s1 := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5}))
-	takes := map[string][]string{ // the operation-specific options each takes
-		op.QuantizeRowwise.Name():          {"stochastic_rounding"},
-		op.QuantizeTensorwise.Name():       {"stochastic_rounding", "scale"},
-		op.QuantizeAndRotateRowwise.Name(): {"stochastic_rounding"},
-		op.QuantizeConvRotWeight.Name():    {"stochastic_rounding"},
+	takes := map[string][]string{ // the operation-specific options each call takes, by call
+		op.QuantizeRowwise.Name():                     {"stochastic_rounding"},
+		op.QuantizeTensorwise.Name():                  {"stochastic_rounding", "scale"},
+		op.QuantizeAndRotateRowwise.Name():            {"stochastic_rounding"},
+		op.QuantizeConvRotWeight.Name():               {"stochastic_rounding"},
+		op.Int8Linear.Name():                          {"out_dtype", "input_act"},
+		op.Int8Linear.Name() + " (PrepareInt8Linear)": {"out_dtype", "input_act"},
 	}
 	options := []struct {
 		name  string
@@ -128,6 +130,10 @@ func TestOptionErrors(t *testing.T) {
 		{"WithScaleTensor(s)", kitchen.WithScaleTensor(s1), "scale", true},
 		{"WithScaleTensor(nil)", kitchen.WithScaleTensor(nil), "scale", false},
 		{"WithRegistry(nil)", kitchen.WithRegistry(nil), "registry", false},
+		{"WithOutDType(0)", kitchen.WithOutDType(0), "out_dtype", false},
+		{"WithInputAct(\"\")", kitchen.WithInputAct(""), "input_act", false},
+		{"WithOutDType(Float16)", kitchen.WithOutDType(kitchen.Float16), "out_dtype", true},
+		{"WithInputAct(gelu_tanh)", kitchen.WithInputAct("gelu_tanh"), "input_act", true},
 		{"Into()", kitchen.Into(), "out", false},
 		{"Into(nil, nil, nil)", kitchen.Into(nil, nil, nil), "out", false}, // more outputs than any operation has
 	}
@@ -135,7 +141,7 @@ func TestOptionErrors(t *testing.T) {
 	for _, c := range publicCalls() {
 		for _, o := range options {
 			outs, err := c.run(ctx, o.opt)
-			if o.valid && strings.Contains(strings.Join(takes[c.op], " "), o.param) {
+			if o.valid && strings.Contains(strings.Join(takes[c.String()], " "), o.param) {
 				if err != nil {
 					t.Errorf("%s with %s: %v", c, o.name, err)
 				}

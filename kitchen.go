@@ -261,8 +261,15 @@ func settleFor(ctx context.Context, op, caller string, opts []Option, accepts ..
 			}
 			s.bias = o.tensor
 		case optOutDType:
+			if DType(o.n) == dtype.Invalid {
+				// The zero DType would read as the default, bfloat16.
+				return nil, bad(o, "WithOutDType of the zero DType")
+			}
 			s.outDType = DType(o.n) // checked by the operation
 		case optInputAct:
+			if o.name == "" {
+				return nil, bad(o, `WithInputAct(""): leave the option out for none`)
+			}
 			s.act = o.name
 		case optScaleTensor:
 			if o.tensor == nil {

@@ -103,6 +103,10 @@ func (l *Int8Layer) Forward(ctx context.Context, x *Tensor, opts ...Option) (*Te
 	if err != nil {
 		return nil, err
 	}
+	if l == nil {
+		return nil, &backend.ArgError{Op: op.Int8Linear.Name(), Param: "weight", Row: -1, Err: backend.ErrNil,
+			Detail: "Forward of a nil *Int8Layer (PrepareInt8Linear failed?)"}
+	}
 	if s.backend == "" {
 		s.backend = l.backend
 	}
@@ -118,9 +122,10 @@ func (l *Int8Layer) Forward(ctx context.Context, x *Tensor, opts ...Option) (*Te
 }
 
 // Release frees the layer's prepared layout; the layer cannot be used
-// afterwards. Its tensors are the caller's and are not released.
+// afterwards. Its tensors are the caller's and are not released. Release
+// of a nil layer does nothing, as Tensor.Release does.
 func (l *Int8Layer) Release() {
-	if l.packed != nil {
+	if l != nil && l.packed != nil {
 		l.packed.Release()
 	}
 }

@@ -174,3 +174,16 @@ func TestInt8LayerErrors(t *testing.T) {
 		t.Errorf("after Release: %v, want an ArgError on weight wrapping op.ErrReleased", err)
 	}
 }
+
+// TestNilLayer: a nil layer (what a failed PrepareInt8Linear returns) is
+// an error on Forward and nothing on Release, not a panic.
+func TestNilLayer(t *testing.T) {
+	var l *kitchen.Int8Layer
+	x, _ := kitchen.FromFloat32(kitchen.BFloat16, []float32{1, 2}, 1, 2)
+	_, err := l.Forward(context.Background(), x)
+	var ae *backend.ArgError
+	if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNil) || ae.Op != "int8_linear" {
+		t.Errorf("Forward of a nil layer: %v, want an ArgError wrapping backend.ErrNil", err)
+	}
+	l.Release()
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -723,6 +724,15 @@ func TestSharded(t *testing.T) {
 	os.WriteFile(in, idx, 0o644)
 	if _, err := convert.Quantize(context.Background(), in, filepath.Join(t.TempDir(), "x.safetensors.index.json"), convert.Options{}); err == nil || !strings.Contains(err.Error(), "ghost.weight") {
 		t.Errorf("inconsistent index: %v", err)
+	}
+	// A shard the index lists that is not there: the error names the
+	// index and the shard, and is fs.ErrNotExist.
+	weightMap["ghost.weight"] = "m-00003-of-00002.safetensors"
+	idx, _ = json.Marshal(map[string]any{"weight_map": weightMap})
+	os.WriteFile(in, idx, 0o644)
+	_, err = convert.Quantize(context.Background(), in, filepath.Join(t.TempDir(), "x.safetensors.index.json"), convert.Options{})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), in+": shard m-00003-of-00002.safetensors") {
+		t.Errorf("a missing shard: %v", err)
 	}
 }
 

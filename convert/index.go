@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,6 +120,9 @@ func openShards(ctx context.Context, path string, idx *index, shards []string) (
 	}
 	for _, shard := range shards {
 		f, err := safetensors.OpenContext(ctx, filepath.Join(dir, shard))
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail(fmt.Errorf("%s: shard %s, which the index lists: %w", path, shard, err))
+		}
 		if err != nil {
 			return fail(err)
 		}

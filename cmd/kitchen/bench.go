@@ -61,7 +61,7 @@ or one with an input activation runs.`,
 				return err
 			}
 			if cfg.DType, err = dtype.Parse(dt); err != nil {
-				return err
+				return fmt.Errorf("--dtype: %w", err)
 			}
 			cfg.Backends = backends
 			if cfg.Device, err = benchDevice(device); err != nil {

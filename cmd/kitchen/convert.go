@@ -155,7 +155,7 @@ be written as an infinity, as PyTorch (and ComfyUI) would.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := dtype.Parse(dt)
 			if err != nil {
-				return err
+				return fmt.Errorf("--dtype: %w", err)
 			}
 			return runConvert(cmd, args[0], f, convert.Options{OutDType: out, AllowInf: allowInf}, convert.Dequantize)
 		},
