@@ -3,6 +3,7 @@ package kitchen_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -253,11 +254,28 @@ func TestReleasedTensors(t *testing.T) {
 			t.Errorf("n=%d: Bytes of a released tensor: %v, want %v", n, err, tensor.ErrReleased)
 		}
 		var ae *backend.ArgError
-		if _, err := kitchen.DequantizeInt8(ctx, q, s); !errors.As(err, &ae) || ae.Param != "q" || !errors.Is(err, backend.ErrNil) {
+		if _, err := kitchen.DequantizeInt8(ctx, q, s); !errors.As(err, &ae) || ae.Param != "q" || !errors.Is(err, backend.ErrNil) || !errors.Is(err, tensor.ErrReleased) {
 			t.Errorf("n=%d: a released input: %v, want an ArgError on q", n, err)
 		}
-		if _, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.Into(q, s)); !errors.As(err, &ae) || ae.Param != "out_q" || !errors.Is(err, backend.ErrNil) {
+		if _, _, err := kitchen.QuantizeInt8Rowwise(ctx, x, kitchen.Into(q, s)); !errors.As(err, &ae) || ae.Param != "out_q" || !errors.Is(err, backend.ErrNil) || !errors.Is(err, tensor.ErrReleased) {
 			t.Errorf("n=%d: a released output: %v, want an ArgError on out_q", n, err)
 		}
+	}
+}
+
+// TestRotationOverflowExplained: a finite weight whose rotation overflows
+// its dtype is refused as not finite after the rotation (the contract),
+// and the error says the rotation may be why.
+func TestRotationOverflowExplained(t *testing.T) {
+	w := must(tensor.FromFloat32(kitchen.Float32, []float32{3e38, 3e38, 1, 1, 1, 1, 1, 1}, 2, 4))
+	_, _, err := kitchen.QuantizeInt8ConvRotWeight(context.Background(), w, kitchen.WithConvRotGroup(4))
+	var ae *backend.ArgError
+	if !errors.As(err, &ae) || !errors.Is(err, backend.ErrNonFinite) || ae.Row != 0 || !strings.Contains(err.Error(), "rotation") {
+		t.Errorf("got %v, want ErrNonFinite in row 0 naming the rotation", err)
+	}
+	// Without a rotation a NaN is just a NaN.
+	x := must(tensor.FromFloat32(kitchen.Float32, []float32{1, float32(math.NaN())}, 1, 2))
+	if _, _, err := kitchen.QuantizeInt8Rowwise(context.Background(), x); !errors.Is(err, backend.ErrNonFinite) || strings.Contains(err.Error(), "rotation") {
+		t.Errorf("got %v", err)
 	}
 }

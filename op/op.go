@@ -26,6 +26,10 @@ func argError(op, param string, err error, format string, a ...any) error {
 	return &backend.ArgError{Op: op, Param: param, Row: -1, Err: err, Detail: fmt.Sprintf(format, a...)}
 }
 
+// errReleased is a released tensor given to an operation: as good as
+// missing (backend.ErrNil), and tensor.ErrReleased for errors.Is.
+var errReleased = fmt.Errorf("%w: %w", backend.ErrNil, tensor.ErrReleased)
+
 // checkTensor checks that a tensor parameter is present, usable, not empty,
 // on the call's device dev (nil: any) and, when float is set, of a float
 // dtype.
@@ -36,7 +40,7 @@ func checkTensor(op, param string, t *tensor.Tensor, float bool, dev tensor.Devi
 	case t.Device() == nil || !t.DType().Valid():
 		return argError(op, param, backend.ErrNil, "uninitialised tensor")
 	case t.Released():
-		return argError(op, param, backend.ErrNil, "released tensor")
+		return argError(op, param, errReleased, "")
 	case t.Numel() == 0:
 		return argError(op, param, backend.ErrEmpty, "shape %v has no elements", t.Shape())
 	case float && !t.DType().IsFloat():

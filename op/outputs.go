@@ -92,7 +92,7 @@ func checkOuts(name string, dev tensor.Device, l outList, ins ...*tensor.Tensor)
 		case t.Device() == nil || !t.DType().Valid():
 			return argError(name, o.param, backend.ErrNil, "uninitialised tensor")
 		case t.Released():
-			return argError(name, o.param, backend.ErrNil, "released tensor")
+			return argError(name, o.param, errReleased, "")
 		case t.Device() != dev:
 			return argError(name, o.param, backend.ErrDevice, "on %v, but the call runs on %v", t.Device(), dev)
 		case t.DType() != o.dt:
