@@ -170,6 +170,9 @@ func paths(t *testing.T, f func(t *testing.T, v variant)) {
 // and of the registers: row a holds a+k and channel b holds b+3k (mod 256),
 // so each sum mixes all 256 values of each side, checked against dotInt8.
 func TestProductPairsExhaustive(t *testing.T) {
+	// The inputs, their transposes and the mixed reference, made once for
+	// every kernel set (under -race each costs seconds).
+	plain, mixed := map[int]*pairInputs{}, map[int]*pairInputs{}
 	forEachProductSet(t, true, func(t *testing.T) {
 		ks := []int{4096, 131072}
 		switch {
@@ -179,27 +182,61 @@ func TestProductPairsExhaustive(t *testing.T) {
 			ks = ks[:1]
 		}
 		for _, k := range ks {
-			t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { testPairs(t, k) })
+			if plain[k] == nil {
+				plain[k] = newPairInputs(k, false)
+			}
+			t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) { testPairs(t, plain[k]) })
 		}
-		t.Run(fmt.Sprintf("mixed,K=%d", ks[0]), func(t *testing.T) { testPairsMixed(t, ks[0]) })
+		k := ks[0]
+		if mixed[k] == nil {
+			mixed[k] = newPairInputs(k, true)
+		}
+		t.Run(fmt.Sprintf("mixed,K=%d", k), func(t *testing.T) { testPairsMixed(t, mixed[k]) })
 	})
 }
 
-// testPairs checks every pair of values, each repeated k times.
-func testPairs(t *testing.T, k int) {
+// pairInputs are 256 rows of A and 256 channels of W, k long: row a all
+// the byte a and channel b all the byte b, or (mixed) row a holding a+k
+// and channel b holding b+3k (mod 256), with the mixed sums' reference.
+type pairInputs struct {
+	k    int
+	a, w []byte
+	cols func() []byte // w transposed, for the cols paths, made once
+	want []int32       // mixed only
+}
+
+func newPairInputs(k int, mixed bool) *pairInputs {
 	a, w := make([]byte, 256*k), make([]byte, 256*k)
 	for v := range 256 {
 		for p := range k {
-			a[v*k+p], w[v*k+p] = byte(v), byte(v)
+			if mixed {
+				a[v*k+p], w[v*k+p] = byte(v+p), byte(v+3*p)
+			} else {
+				a[v*k+p], w[v*k+p] = byte(v), byte(v)
+			}
 		}
 	}
-	cols := sync.OnceValue(func() []byte { return transpose(w, 256, k) }) // once for every cols path
-	paths(t, func(t *testing.T, v variant) {
-		wt := w
-		if v.cols {
-			wt = cols()
+	in := &pairInputs{k: k, a: a, w: w, cols: sync.OnceValue(func() []byte { return transpose(w, 256, k) })}
+	if mixed {
+		in.want = make([]int32, 256*256)
+		for i := range 256 {
+			for j := range 256 {
+				in.want[i*256+j] = dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k])
+			}
 		}
-		got := multiply(t, a, wt, 256, k, 256, v)
+	}
+	return in
+}
+
+// testPairs checks every pair of values, each repeated k times.
+func testPairs(t *testing.T, in *pairInputs) {
+	k := in.k
+	paths(t, func(t *testing.T, v variant) {
+		wt := in.w
+		if v.cols {
+			wt = in.cols()
+		}
+		got := multiply(t, in.a, wt, 256, k, 256, v)
 		for i := range 256 {
 			for j := range 256 {
 				want := int32(int64(k) * int64(int8(i)) * int64(int8(j)))
@@ -215,30 +252,16 @@ func testPairs(t *testing.T, k int) {
 }
 
 // testPairsMixed checks sums that mix all 256 values on each side.
-func testPairsMixed(t *testing.T, k int) {
-	a, w := make([]byte, 256*k), make([]byte, 256*k)
-	for v := range 256 {
-		for p := range k {
-			a[v*k+p], w[v*k+p] = byte(v+p), byte(v+3*p)
-		}
-	}
-	// The reference once, for every path (under -race it costs seconds).
-	want := make([]int32, 256*256)
-	for i := range 256 {
-		for j := range 256 {
-			want[i*256+j] = dotInt8(a[i*k:(i+1)*k], w[j*k:(j+1)*k])
-		}
-	}
-	cols := sync.OnceValue(func() []byte { return transpose(w, 256, k) })
+func testPairsMixed(t *testing.T, in *pairInputs) {
 	paths(t, func(t *testing.T, v variant) {
-		wt := w
+		wt := in.w
 		if v.cols {
-			wt = cols()
+			wt = in.cols()
 		}
-		got := multiply(t, a, wt, 256, k, 256, v)
+		got := multiply(t, in.a, wt, 256, in.k, 256, v)
 		for i, g := range got {
-			if g != want[i] {
-				t.Fatalf("row %d, channel %d: %d, want %d", i/256, i%256, g, want[i])
+			if g != in.want[i] {
+				t.Fatalf("row %d, channel %d: %d, want %d", i/256, i%256, g, in.want[i])
 			}
 		}
 	})
@@ -249,45 +272,45 @@ func testPairsMixed(t *testing.T, k int) {
 // registers, the blocks or the passes of k; each path starts with the
 // scratch pools poisoned (poisonPools).
 func TestProductRagged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	type shape struct{ m, k, n int }
+	var shapes []shape
+	for _, m := range []int{1, 2, 3, 4, 5, 7, 17} {
+		for _, k := range []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 65, 255, 256, 257} {
+			for _, n := range []int{1, 3, 5, 17, 63} {
+				shapes = append(shapes, shape{m, k, n})
+			}
+		}
+	}
+	shapes = append(shapes, shape{63, 513, 65}, shape{65, 1030, 257}, shape{97, 1025, 300}, shape{200, 600, 33},
+		shape{16, 4099, 100}, shape{3, 8193, 50})
+	// Inputs and their reference once, for every kernel set and path
+	// (under -race the reference costs seconds).
+	type input struct {
+		a, w, wt []byte
+		want     []int32
+	}
+	inputs := make([]input, len(shapes))
+	for n, s := range shapes {
+		a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
+		for i := range a {
+			a[i] = byte(rng.Uint32())
+		}
+		for i := range w {
+			w[i] = byte(rng.Uint32())
+		}
+		if s.k > 2 {
+			a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
+		}
+		want := make([]int32, s.m*s.n)
+		for i := range s.m {
+			for j := range s.n {
+				want[i*s.n+j] = dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k])
+			}
+		}
+		inputs[n] = input{a, w, transpose(w, s.n, s.k), want}
+	}
 	forEachProductSet(t, true, func(t *testing.T) {
-		rng := rand.New(rand.NewPCG(11, 12))
-		type shape struct{ m, k, n int }
-		var shapes []shape
-		for _, m := range []int{1, 2, 3, 4, 5, 7, 17} {
-			for _, k := range []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 65, 255, 256, 257} {
-				for _, n := range []int{1, 3, 5, 17, 63} {
-					shapes = append(shapes, shape{m, k, n})
-				}
-			}
-		}
-		shapes = append(shapes, shape{63, 513, 65}, shape{65, 1030, 257}, shape{97, 1025, 300}, shape{200, 600, 33},
-			shape{16, 4099, 100}, shape{3, 8193, 50})
-		// Inputs and their reference once, for every path (under -race
-		// the reference costs seconds).
-		type input struct {
-			a, w, wt []byte
-			want     []int32
-		}
-		inputs := make([]input, len(shapes))
-		for n, s := range shapes {
-			a, w := make([]byte, s.m*s.k), make([]byte, s.n*s.k)
-			for i := range a {
-				a[i] = byte(rng.Uint32())
-			}
-			for i := range w {
-				w[i] = byte(rng.Uint32())
-			}
-			if s.k > 2 {
-				a[s.k-1], w[0] = 0x80, 0x80 // -128 at both ends of k
-			}
-			want := make([]int32, s.m*s.n)
-			for i := range s.m {
-				for j := range s.n {
-					want[i*s.n+j] = dotInt8(a[i*s.k:(i+1)*s.k], w[j*s.k:(j+1)*s.k])
-				}
-			}
-			inputs[n] = input{a, w, transpose(w, s.n, s.k), want}
-		}
 		paths(t, func(t *testing.T, v variant) {
 			poisonPools()
 			for n, s := range shapes {
