@@ -53,7 +53,8 @@ const (
 )
 
 // FromFloat32 makes a host tensor of dtype dt from v, rounding each value
-// to dt. With no shape it is 1-D.
+// to dt (an integer dtype truncates, and refuses a value it cannot hold
+// with an error wrapping tensor.ErrRange). With no shape it is 1-D.
 func FromFloat32(dt DType, v []float32, shape ...int) (*Tensor, error) {
 	return tensor.FromFloat32(dt, v, shape...)
 }

@@ -24,6 +24,9 @@ var ErrNotHost = errors.New("tensor is not in host memory")
 // It is the one shape error of kitchen: operations wrap it too.
 var ErrShape = errors.New("bad shape")
 
+// ErrRange reports a value that the tensor's integer dtype cannot hold.
+var ErrRange = errors.New("value out of range")
+
 // Tensor is a contiguous row-major array. The zero value is not usable;
 // create tensors with the constructors in this package or a Device's Alloc.
 type Tensor struct {
@@ -289,8 +292,10 @@ func Zeros(dt dtype.DType, shape ...int) (*Tensor, error) {
 }
 
 // FromFloat32 makes a host tensor of dtype dt holding v, each value rounded
-// to dt (nearest, ties to even; integer types truncate). With no shape it is
-// 1-D.
+// to dt (nearest, ties to even; integer types truncate toward zero). A
+// value an integer dtype cannot hold (NaN, or beyond its range after
+// truncation) is an error wrapping ErrRange, not a wrapped number. With no
+// shape it is 1-D.
 func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	if shape == nil {
 		shape = []int{len(v)}
@@ -301,6 +306,13 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	if Numel(shape) != len(v) {
 		return nil, fmt.Errorf("tensor: shape %v holds %d values, got %d: %w", shape, Numel(shape), len(v), ErrShape)
 	}
+	if lo, hi, ok := intRange(dt); ok {
+		for i, x := range v {
+			if t := math.Trunc(float64(x)); !(t >= lo && t <= hi) {
+				return nil, fmt.Errorf("tensor: element %d, %v, as %v: %w [%v, %v]", i, x, dt, ErrRange, lo, hi)
+			}
+		}
+	}
 	t, err := Zeros(dt, shape...)
 	if err != nil {
 		return nil, err
@@ -310,6 +322,22 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 		dtype.Store(b, dt, i, x)
 	}
 	return t, nil
+}
+
+// intRange is the range of an integer dtype, as float64 (exact for all
+// but int64's top, which no float32 below 2^63 reaches).
+func intRange(dt dtype.DType) (lo, hi float64, ok bool) {
+	switch dt {
+	case dtype.Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case dtype.Uint8:
+		return 0, math.MaxUint8, true
+	case dtype.Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case dtype.Int64:
+		return math.MinInt64, 1<<63 - 1024, true // the largest float64 below 2^63
+	}
+	return 0, 0, false
 }
 
 // FromInt8 makes a host int8 tensor holding a copy of v. With no shape it

@@ -89,3 +89,29 @@ func TestConstructorErrors(t *testing.T) {
 		t.Error("invalid dtype accepted")
 	}
 }
+
+// TestFromFloat32Range: an integer tensor refuses what it cannot hold
+// rather than wrap it (300 as int8 was 44), and truncates fractions.
+func TestFromFloat32Range(t *testing.T) {
+	for _, c := range []struct {
+		dt dtype.DType
+		v  float32
+	}{
+		{dtype.Int8, 300}, {dtype.Int8, -129}, {dtype.Int8, float32(math.NaN())}, {dtype.Uint8, -1}, {dtype.Uint8, 256},
+		{dtype.Int32, 1 << 31}, {dtype.Int32, float32(math.Inf(-1))}, {dtype.Int64, 1 << 63},
+	} {
+		if _, err := tensor.FromFloat32(c.dt, []float32{0, c.v}); !errors.Is(err, tensor.ErrRange) {
+			t.Errorf("%v as %v: %v, want %v", c.v, c.dt, err, tensor.ErrRange)
+		}
+	}
+	x, err := tensor.FromFloat32(dtype.Int8, []float32{-128, 127, -128.9, 127.9, 2.5, -0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := x.Int8s(); !slices.Equal(v, []int8{-128, 127, -128, 127, 2, 0}) {
+		t.Errorf("int8 %v", v)
+	}
+	if _, err := tensor.FromFloat32(dtype.Int32, []float32{-1 << 31, 1<<31 - 128}); err != nil {
+		t.Errorf("int32 extremes: %v", err)
+	}
+}
