@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -182,6 +183,11 @@ func compileFlag(name, expr string) (*regexp.Regexp, error) {
 // terminal, then a summary, the plan, JSON, or nothing.
 func runConvert(cmd *cobra.Command, in string, f convertFlags, opts convert.Options,
 	run func(ctx context.Context, in, out string, opts convert.Options) (*convert.Summary, error)) error {
+	if f.out == "-" {
+		// A checkpoint is written whole and renamed into place, and its
+		// header goes first: there is no streaming it to a pipe.
+		return errors.New("-o -: kitchen writes a file, not standard output; name one (./- for a file called -)")
+	}
 	opts.Backend, opts.Force, opts.DryRun = f.backend, f.force, f.dryRun
 	stderr := cmd.ErrOrStderr()
 	var bar *progressBar

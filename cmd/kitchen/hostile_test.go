@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/gokitchen/kitchen/backend"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/safetensors"
 )
 
@@ -198,5 +198,25 @@ func TestStdoutFails(t *testing.T) {
 		if _, serr := os.Stat(out); serr != nil {
 			t.Errorf("%v: %v", args, serr)
 		}
+	}
+}
+
+// TestOutputDash: "-o -" is not standard output; it is refused rather than
+// written as a file named "-".
+func TestOutputDash(t *testing.T) {
+	in, err := filepath.Abs("../../testdata/tiny-dit.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, cmd := range []string{"quantize", "dequantize"} {
+		_, err := runCLI(t, cmd, in, "-o", "-")
+		if err == nil || !strings.Contains(err.Error(), "standard output") {
+			t.Errorf("%s -o -: %v", cmd, err)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("left %v", left)
 	}
 }
