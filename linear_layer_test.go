@@ -13,6 +13,7 @@ import (
 	"github.com/gokitchen/kitchen"
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/op"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 func ExamplePrepareInt8Linear() {
@@ -129,8 +130,9 @@ func TestInt8LayerErrors(t *testing.T) {
 		t.Errorf("nil weight: %v, want an ArgError on weight wrapping ErrNil", err)
 	}
 	ws, _ = kitchen.FromFloat32(kitchen.Float32, []float32{1})
-	if _, err := kitchen.PrepareInt8Linear(ctx, w, ws, kitchen.WithConvRot(64)); !errors.As(err, &ae) || ae.Param != "x" {
-		t.Errorf("ConvRot group beyond K: %v, want an ArgError on x", err)
+	// Named on the weight: the caller of Prepare gave no x.
+	if _, err := kitchen.PrepareInt8Linear(ctx, w, ws, kitchen.WithConvRot(64)); !errors.As(err, &ae) || ae.Param != "weight" || !errors.Is(err, tensor.ErrShape) {
+		t.Errorf("ConvRot group beyond K: %v, want a shape error on weight", err)
 	}
 	layer, err := kitchen.PrepareInt8Linear(ctx, w, ws)
 	if err != nil {
