@@ -72,6 +72,9 @@ func randomGen(rng *rand.Rand, dt dtype.DType, stochastic bool) *gen {
 // shape (up to 9 rows of up to 300; rows of 128 or more also make the
 // matrix products' shapes up to six times their usual rows, depth and
 // width), seed > 0 stochastic rounding, and raw the values (see values).
+// The operation is an index into the sorted names, so a new operation
+// moves the saved inputs of testdata/fuzz onto others: they stay valid
+// cases, of different operations.
 func FuzzCall(raw []byte, sel, rows uint8, k uint16, seed int64) Call {
 	g := &gen{raw: raw, dt: dtype.Floats()[int(sel)%3], shape: []int{1 + int(rows)%9, 1 + int(k)%300}}
 	if sel&0x80 != 0 {
