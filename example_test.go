@@ -136,6 +136,27 @@ func ExampleMMInt8() {
 	// int32 [2 2] [-372 -2 16892 -255]
 }
 
+func ExampleDequantizeInt8Embedding() {
+	// A table of 3 rows of 2, one scale a row, looked up at indices 2 and 0.
+	q, _ := kitchen.FromFloat32(kitchen.Int8, []float32{1, 2, 3, 4, 5, -6}, 3, 2)
+	scale, _ := kitchen.FromFloat32(kitchen.Float32, []float32{0.5, 1, 2}, 3, 1)
+	idx, _ := kitchen.FromFloat32(kitchen.Int64, []float32{2, 0}, 2)
+	out, err := kitchen.DequantizeInt8Embedding(context.Background(), q, scale, idx, kitchen.BFloat16)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, _ := out.Float32s()
+	fmt.Println(out.DType(), out.Shape(), v)
+	// An index outside the table is an error naming it.
+	idx, _ = kitchen.FromFloat32(kitchen.Int64, []float32{3}, 1)
+	_, err = kitchen.DequantizeInt8Embedding(context.Background(), q, scale, idx, kitchen.BFloat16)
+	fmt.Println(err != nil)
+	// Output:
+	// bfloat16 [2 2] [10 -12 0.5 1]
+	// true
+}
+
 func ExampleInt8Linear() {
 	// One row of x through a layer of 2 output channels over K = 4, with
 	// one scale per channel and a bias, out in float32.
