@@ -145,7 +145,7 @@ func WithConvRotGroup(g int) Option { return Option{kind: optGroup, n: int64(g)}
 func WithBias(b *Tensor) Option { return Option{kind: optBias, tensor: b} }
 
 // WithOutDType sets Int8Linear's output dtype (default bfloat16, as
-// ComfyUI's).
+// ComfyUI's; the zero DType is refused rather than read as the default).
 func WithOutDType(dt DType) Option { return Option{kind: optOutDType, n: int64(dt)} }
 
 // WithConvRot makes Int8Linear rotate x by ConvRot in groups of g (a power
@@ -154,7 +154,8 @@ func WithOutDType(dt DType) Option { return Option{kind: optOutDType, n: int64(d
 func WithConvRot(g int) Option { return Option{kind: optConvRot, n: int64(g)} }
 
 // WithInputAct applies an activation function to Int8Linear's x first:
-// "gelu_tanh", or "swiglu" (x's last dimension is [gate | up]).
+// "gelu_tanh", or "swiglu" (x's last dimension is [gate | up]). For none,
+// leave the option out: "" is refused.
 func WithInputAct(name string) Option { return Option{kind: optInputAct, name: name} }
 
 // Into makes the call write its results into tensors the caller owns

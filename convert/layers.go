@@ -118,12 +118,6 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 			l.problem = fmt.Sprintf("%s has dtype %s, want U8 (the bytes of a JSON object)", t.Name, t.DType)
 			continue
 		}
-		if len(t.Shape) != 1 {
-			// ComfyUI reads it as bytes(t.tolist()), which takes a list of
-			// numbers: a 1-D tensor.
-			l.problem = fmt.Sprintf("%s has shape %v, want 1-D (ComfyUI reads its bytes as a list of numbers)", t.Name, t.Shape)
-			continue
-		}
 		b, err := f.Data(t)
 		if err != nil {
 			return nil, err

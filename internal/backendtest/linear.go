@@ -243,7 +243,9 @@ func linearPaths(t *testing.T, e *env, tl *tally) {
 // linearWrapPath: a row of x that quantizes to all -128 times a weight
 // channel of -128 at K = op.MaxK sums to 2^31, which int32 wraps to -2^31;
 // the epilogue must read it as 2^31 (quant.AccFloat), not give the
-// output the wrong sign. Channel 1 (all 127) sums to -128·127·K.
+// output the wrong sign. The other channels (all 127) sum to -128·127·K.
+// 33 channels: a whole block of a vector epilogue (16 or 32 channels) and
+// a tail, so a kernel's conversion would be caught as well as Go's.
 func linearWrapPath(t *testing.T, e *env, tl *tally) {
 	const v = -1.328125 // exact in bfloat16
 	xb := make([]float32, op.MaxK)
@@ -257,17 +259,27 @@ func linearWrapPath(t *testing.T, e *env, tl *tally) {
 	if q := quant.RoundHalfEven(bf.Round(float32(v) / bf.Round(xs))); q != -128 {
 		t.Fatalf("x quantizes to %d, want -128", q)
 	}
-	w := make([]byte, 2*op.MaxK)
-	for i := range op.MaxK {
-		w[i], w[op.MaxK+i] = 0x80, 0x7f
+	const n = 33
+	w := make([]byte, n*op.MaxK)
+	for i := range w {
+		w[i] = 0x7f
+		if i < op.MaxK {
+			w[i] = 0x80
+		}
 	}
-	ws := floats(dtype.Float32, []float32{0.01, 0.01}, 2)
+	sv := make([]float32, n)
+	for i := range sv {
+		sv[i] = 0.01
+	}
+	ws := floats(dtype.Float32, sv, n)
 	c := float32(xs * 0.01)
-	want := make([]byte, 8)
+	want := make([]byte, 4*n)
 	binary.LittleEndian.PutUint32(want, math.Float32bits(float32(float32(1<<31)*c)))
-	binary.LittleEndian.PutUint32(want[4:], math.Float32bits(float32(float32(-128*127*op.MaxK)*c)))
-	call := linearCall(floats(bf, xb, 1, op.MaxK), hostTensor(dtype.Int8, w, 2, op.MaxK), ws, nil, dtype.Float32, 0, "")
-	e.expect(t, tl, call, []output{{dtype.Float32, []int{1, 2}, want}})
+	for j := 1; j < n; j++ {
+		binary.LittleEndian.PutUint32(want[4*j:], math.Float32bits(float32(float32(-128*127*op.MaxK)*c)))
+	}
+	call := linearCall(floats(bf, xb, 1, op.MaxK), hostTensor(dtype.Int8, w, n, op.MaxK), ws, nil, dtype.Float32, 0, "")
+	e.expect(t, tl, call, []output{{dtype.Float32, []int{1, n}, want}})
 }
 
 // How a prepared-weight case uses its op.PackedWeight.
