@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -144,7 +143,11 @@ type Report struct {
 // the same layer of orig. Either may be a .safetensors file, a sharded
 // checkpoint's index (*.safetensors.index.json) or a directory of shards
 // (see convert.OpenCheckpoint); a layer's tensors are looked up by name
-// in whichever shard holds them.
+// in whichever shard holds them. The layers and their configs are read as
+// convert.Inspect reads them (comfy_quant markers or
+// _quantization_metadata, as ComfyUI does); a layer kitchen dequantize
+// would refuse is an error, not a figure for a layer ComfyUI would run
+// otherwise.
 func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("eval: nil context")
@@ -163,38 +166,50 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		return nil, err
 	}
 	defer cq.Close()
-	// The layers first, for the progress's totals.
-	var layers []string
+	// The layers as kitchen dequantize (and ComfyUI) read them: configs
+	// from the markers or _quantization_metadata, each layer checked, a
+	// layer dequantize would refuse refused here too.
+	ins, err := convert.Inspect(ctx, quant)
+	if err != nil {
+		return nil, err
+	}
+	if len(ins.Problems) > 0 {
+		return nil, fmt.Errorf("eval: %s (kitchen dequantize refuses it too)", ins.Problems[0])
+	}
+	var layers []convert.LayerReport
 	var prog convert.Progress
-	for _, fq := range cq.Files {
-		for _, t := range fq.Tensors {
-			if p, ok := strings.CutSuffix(t.Name, comfyquant.MarkerSuffix); ok && (opts.Include == nil || opts.Include.MatchString(p)) {
-				layers = append(layers, p)
-				if _, w, ok := cq.Tensor(p + comfyquant.WeightSuffix); ok {
-					prog.BytesTotal += w.Size()
-				}
-			}
+	for _, l := range ins.Layers {
+		if opts.Include != nil && !opts.Include.MatchString(l.Name) {
+			continue
+		}
+		if l.Problem != "" {
+			return nil, fmt.Errorf("eval: %s: layer %q: %s (kitchen dequantize refuses it too)", l.Shard, l.Name, l.Problem)
+		}
+		layers = append(layers, l)
+		if len(l.Shape) == 2 {
+			prog.BytesTotal += int64(l.Shape[0]) * int64(l.Shape[1])
 		}
 	}
 	if len(layers) == 0 {
-		if opts.Include != nil {
+		if opts.Include != nil && len(ins.Layers) > 0 {
 			return nil, fmt.Errorf("eval: no quantized layer of %s matches %q", quant, opts.Include)
 		}
-		return nil, fmt.Errorf("eval: %s holds no %s markers: not a quantized checkpoint", quant, comfyquant.MarkerSuffix)
+		return nil, fmt.Errorf("eval: %s holds no quantized layers (no %s markers, no %s): not a quantized checkpoint",
+			quant, comfyquant.MarkerSuffix, comfyquant.MetadataKey)
 	}
 	prog.TensorsTotal = len(layers)
 	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens, Seed: opts.Seed, Outliers: opts.Outliers, OutlierScale: opts.OutlierScale}
-	for _, p := range layers {
+	for _, lr := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		l, err := evalLayer(ctx, co, cq, p, opts)
+		l, err := evalLayer(ctx, co, cq, lr, opts)
 		if err != nil {
 			return nil, err
 		}
 		rep.Layers = append(rep.Layers, l)
 		if opts.Progress != nil {
-			prog.Tensor, prog.TensorsDone, prog.BytesDone = p, prog.TensorsDone+1, prog.BytesDone+int64(l.N)*int64(l.K)
+			prog.Tensor, prog.TensorsDone, prog.BytesDone = lr.Name, prog.TensorsDone+1, prog.BytesDone+int64(l.N)*int64(l.K)
 			opts.Progress(prog)
 		}
 	}
@@ -233,17 +248,11 @@ func hostTensor(c *convert.Checkpoint, name string) (*tensor.Tensor, error) {
 	return tensor.FromBytes(dt, b, ti.Shape...)
 }
 
-func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts Options) (Layer, error) {
+// evalLayer evaluates the layer lr of fq (as convert.Inspect read it)
+// against the same layer of fo.
+func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.LayerReport, opts Options) (Layer, error) {
+	p := lr.Name
 	l := Layer{Name: p}
-	mb, err := hostTensor(fq, p+comfyquant.MarkerSuffix)
-	if err != nil {
-		return l, err
-	}
-	raw, _ := mb.Bytes()
-	conf, err := comfyquant.Parse(raw)
-	if err != nil {
-		return l, fmt.Errorf("eval: %s: %s: %w", fq.Path, p+comfyquant.MarkerSuffix, err)
-	}
 	q, err := hostTensor(fq, p+comfyquant.WeightSuffix)
 	if err != nil {
 		return l, err
@@ -263,11 +272,7 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, p string, opts O
 		return l, fmt.Errorf("eval: %s: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
 	}
 	l.N, l.K = q.Dim(0), q.Dim(1)
-	l.Scales = "tensor"
-	if scale.Numel() > 1 {
-		l.Scales = "channel"
-	}
-	l.ConvRot = conf.RotationGroup()
+	l.Scales, l.ConvRot = lr.Scales, lr.ConvRot
 	var bias *tensor.Tensor
 	if _, _, ok := fo.Tensor(p + ".bias"); ok {
 		if bias, err = hostTensor(fo, p+".bias"); err != nil {

@@ -301,3 +301,94 @@ func quantizedTiny(t *testing.T) string {
 	}
 	return q
 }
+
+// rewrite copies the safetensors file src to dst without the tensors drop
+// says to drop, with metadata meta.
+func rewrite(t *testing.T, src, dst string, meta map[string]string, drop func(name string) bool) {
+	t.Helper()
+	f, err := safetensors.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var infos, kept []safetensors.TensorInfo
+	for _, ti := range f.Tensors {
+		if !drop(ti.Name) {
+			infos = append(infos, safetensors.TensorInfo{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+			kept = append(kept, ti)
+		}
+	}
+	var buf bytes.Buffer
+	w, err := safetensors.NewWriter(&buf, meta, infos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range kept {
+		b, err := f.Data(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteTensor(ti.Name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMetadataConfigs: eval reads a layer's config as ComfyUI and kitchen
+// dequantize do: from _quantization_metadata when the file has no markers
+// (the same report as with them), and it refuses a file whose metadata
+// and markers disagree, rather than evaluate the layer as ComfyUI would
+// not run it.
+func TestMetadataConfigs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{ConvRot: 256}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := map[string]any{}
+	for _, ti := range f.Tensors {
+		if p, ok := strings.CutSuffix(ti.Name, ".comfy_quant"); ok {
+			b, err := f.Data(ti)
+			if err != nil {
+				t.Fatal(err)
+			}
+			layers[p] = json.RawMessage(bytes.Clone(b)) // the marker's config (ConvRot where K allows it)
+		}
+	}
+	f.Close()
+	conf, _ := json.Marshal(map[string]any{"layers": layers})
+	metaOnly := filepath.Join(dir, "meta.safetensors")
+	rewrite(t, q, metaOnly, map[string]string{"_quantization_metadata": string(conf)}, func(n string) bool { return strings.HasSuffix(n, ".comfy_quant") })
+	want, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := eval.Run(ctx, tiny, metaOnly, eval.Options{Tokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Layers) != len(want.Layers) {
+		t.Fatalf("%d layers from the metadata, %d from the markers", len(got.Layers), len(want.Layers))
+	}
+	for i := range got.Layers {
+		if got.Layers[i] != want.Layers[i] {
+			t.Errorf("from the metadata %+v, from the markers %+v", got.Layers[i], want.Layers[i])
+		}
+	}
+	// Markers kept, metadata saying no rotation: ComfyUI follows the
+	// metadata, kitchen refuses the file.
+	plain, _ := json.Marshal(map[string]any{"layers": map[string]any{"blocks.0.attn.qkv": map[string]any{"format": "int8_tensorwise"}}})
+	conflict := filepath.Join(dir, "conflict.safetensors")
+	rewrite(t, q, conflict, map[string]string{"_quantization_metadata": string(plain)}, func(string) bool { return false })
+	if _, err := eval.Run(ctx, tiny, conflict, eval.Options{Tokens: 8}); err == nil || !strings.Contains(err.Error(), "ComfyUI would follow the metadata") {
+		t.Errorf("markers and metadata that disagree: %v", err)
+	}
+}
