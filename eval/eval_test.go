@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -390,5 +393,42 @@ func TestMetadataConfigs(t *testing.T) {
 	rewrite(t, q, conflict, map[string]string{"_quantization_metadata": string(plain)}, func(string) bool { return false })
 	if _, err := eval.Run(ctx, tiny, conflict, eval.Options{Tokens: 8}); err == nil || !strings.Contains(err.Error(), "ComfyUI would follow the metadata") {
 		t.Errorf("markers and metadata that disagree: %v", err)
+	}
+}
+
+// TestSVGHostileNames: the chart is well-formed XML whatever the layer
+// names hold (markup, control characters, U+FFFE, great length), and a
+// name cut to fit is whole in its tooltip.
+func TestSVGHostileNames(t *testing.T) {
+	long := strings.Repeat("block.", 500) + "end"
+	names := []string{`a<b>&"c'`, "ctl\x01\x1b[31m.x", "bad\ufffe.y", "]]>", long, "ünï😀"}
+	rep := &eval.Report{Tokens: 4}
+	for i, n := range names {
+		rep.Layers = append(rep.Layers, eval.Layer{Name: n, N: 2, K: 2, Scales: "channel", PlainError: float64(i) / 10, OutlierError: math.NaN()})
+	}
+	var b bytes.Buffer
+	if err := rep.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(&b)
+	var titles []string
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
+			var s string
+			if err := d.DecodeElement(&s, &se); err != nil {
+				t.Fatal(err)
+			}
+			titles = append(titles, s)
+		}
+	}
+	if len(titles) != len(names) || !slices.Contains(titles, long+" (channel)") || !slices.Contains(titles, `a<b>&"c' (channel)`) {
+		t.Errorf("tooltips %.200q", titles)
 	}
 }

@@ -1,10 +1,11 @@
 package eval
 
 import (
+	"encoding/xml"
 	"fmt"
-	"html"
 	"io"
 	"math"
+	"strings"
 )
 
 // WriteSVG draws the report as a horizontal bar chart: per layer, worst
@@ -48,7 +49,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		} else {
 			label += " (" + l.Scales + ")"
 		}
-		p(`<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-6, y+bar+3, html.EscapeString(label))
+		// A long label is cut to fit left of the bars; the whole one is
+		// the text's tooltip.
+		shown := label
+		if r := []rune(label); len(r) > maxLabel {
+			shown = "…" + string(r[len(r)-maxLabel+1:])
+		}
+		p(`<text x="%d" y="%d" text-anchor="end"><title>%s</title>%s</text>`+"\n", left-6, y+bar+3, xmlText(label), xmlText(shown))
 		p(`<rect x="%d" y="%d" width="%.1f" height="%d" fill="#4878a8"/>`+"\n", left, y, px(l.PlainError), bar)
 		p(`<text x="%.1f" y="%d">%.4f</text>`+"\n", float64(left)+px(l.PlainError)+4, y+bar-1, l.PlainError)
 		p(`<rect x="%d" y="%d" width="%.1f" height="%d" fill="#d9822b"/>`+"\n", left, y+bar, px(l.OutlierError), bar)
@@ -57,4 +64,16 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	}
 	p("</svg>\n")
 	return err
+}
+
+// maxLabel is the most characters of a layer's label the chart shows.
+const maxLabel = 52
+
+// xmlText escapes s for XML character data: markup characters as
+// entities, and characters XML does not allow (control characters, U+FFFE)
+// replaced, so that no tensor name makes the file unreadable.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s)) // writes to a Builder: cannot fail
+	return b.String()
 }
