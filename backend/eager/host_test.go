@@ -1,12 +1,14 @@
 package eager
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -54,5 +56,22 @@ func TestLinearConstraints(t *testing.T) {
 				t.Errorf("int8_linear's constraints do not name the rotation primitives: %q", c.Constraints.Describe())
 			}
 		}
+	}
+}
+
+// TestLinearCancelled: the linear kernels report a context that ended
+// (here before the call, which the registry would have caught; the
+// kernels check it between steps and after the product) with no result.
+func TestLinearCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	q, _ := tensor.FromInt8([]int8{1, 2, 3, 4}, 2, 2)
+	x, _ := tensor.FromFloat32(dtype.BFloat16, []float32{1, 2, 3, 4}, 2, 2)
+	ws, _ := tensor.FromFloat32(dtype.Float32, []float32{1})
+	if res, err := mmInt8(ctx, &op.MMInt8Args{A: q, B: q}); !errors.Is(err, context.Canceled) || res.Out != nil {
+		t.Errorf("mm_int8: %v, %v", res.Out, err)
+	}
+	if res, err := int8Linear(ctx, &op.LinearArgs{X: x, Weight: q, WeightScale: ws, OutDType: dtype.BFloat16}); !errors.Is(err, context.Canceled) || res.Out != nil {
+		t.Errorf("int8_linear: %v, %v", res.Out, err)
 	}
 }

@@ -68,15 +68,23 @@ var linear = backend.Constraints{
 	}},
 }
 
-func mmInt8(_ context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
+func mmInt8(ctx context.Context, a *op.MMInt8Args) (op.MMInt8Result, error) {
 	lp, _ := linearPrimitivesOf(a.A.Device())
 	t, err := lp.MatMulInt8(a.A, a.B, false)
+	if err == nil && ctx.Err() != nil {
+		// The product is one primitive: a context that ended while it ran
+		// is reported after it, with no result.
+		t.Release()
+		return op.MMInt8Result{}, ctx.Err()
+	}
 	return op.MMInt8Result{Out: t}, err
 }
 
 // int8Linear is the layer step by step: activation, rotation, row-wise
-// quantization, the exact int8 product, the float32 epilogue.
-func int8Linear(_ context.Context, a *op.LinearArgs) (op.Dequantized, error) {
+// quantization, the exact int8 product, the float32 epilogue. A context
+// that ends stops it between steps (each step is one primitive, which
+// runs to its end).
+func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	lp, _ := linearPrimitivesOf(a.X.Device())
 	T := a.X.DType()
 	var tmp temps
@@ -101,8 +109,14 @@ func int8Linear(_ context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 		return op.Dequantized{}, err
 	}
 	tmp = append(tmp, xq.Q, xq.Scale)
+	if err := ctx.Err(); err != nil {
+		return op.Dequantized{}, err
+	}
 	acc, err := tmp.keep(lp.MatMulInt8(xq.Q, a.Weight, true))
 	if err != nil {
+		return op.Dequantized{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return op.Dequantized{}, err
 	}
 	out, err := lp.LinearEpilogue(acc, xq.Scale, a.WeightScale, a.Bias, a.OutDType)
