@@ -163,6 +163,9 @@ func printBench(w io.Writer, r *bench.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, d := range r.Declined {
+		fmt.Fprintf(w, "declined, not timed: %s\n", d)
+	}
 	// The seed's table: eager against the fastest other backend, both
 	// allocating their outputs as a plain call does.
 	var rows []string

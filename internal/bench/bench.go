@@ -73,6 +73,9 @@ type Result struct {
 	// OpResult.PeakGOPS).
 	PeakGOPS float64    `json:"peak_gops,omitempty"`
 	Ops      []OpResult `json:"ops"`
+	// Declined lists what a backend's constraints refused for these
+	// tensors, one "OP on BACKEND: reason" each: those are not timed.
+	Declined []string `json:"declined,omitempty"`
 }
 
 // OpResult is one operation on one backend, with fresh or reused outputs.
@@ -261,7 +264,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		var all []*series
 		for _, o := range ops {
 			// Only what the backend accepts for these tensors, on this device.
-			if o.w.Check(ctx, backend.Default, name) != nil {
+			if err := o.w.Check(ctx, backend.Default, name); err != nil {
+				res.Declined = append(res.Declined, fmt.Sprintf("%s on %s: %v", o.name, name, err))
 				continue
 			}
 			all = append(all, &series{op: o, run: func() error { return o.w.Run(ctx, backend.Default, name) }})
@@ -412,6 +416,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			res.Ops = append(res.Ops, r)
 		}
+	}
+	if len(res.Ops) == 0 {
+		// Nothing to time is no result: say what each backend refused.
+		return nil, fmt.Errorf("bench: no backend ran any of the operations on these tensors:\n  %s", strings.Join(res.Declined, "\n  "))
 	}
 	return res, nil
 }
