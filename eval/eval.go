@@ -156,6 +156,13 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		return nil, err
 	}
 	opts.defaults()
+	if opts.Backend != "" {
+		// Every layer runs on the host: a backend that cannot run
+		// int8_linear there is refused before anything is read.
+		if err := hostLinear(ctx, opts.Backend); err != nil {
+			return nil, fmt.Errorf("eval: backend %q cannot run int8_linear on the host: %w", opts.Backend, err)
+		}
+	}
 	co, err := convert.OpenCheckpoint(ctx, orig)
 	if err != nil {
 		return nil, err
@@ -215,6 +222,26 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	}
 	sortWorstFirst(rep.Layers)
 	return rep, nil
+}
+
+// hostLinear runs a one-element int8_linear on the host on the named
+// backend.
+func hostLinear(ctx context.Context, name string) error {
+	x, err := tensor.FromFloat32(dtype.BFloat16, []float32{1}, 1, 1)
+	if err != nil {
+		return err
+	}
+	w, err := tensor.FromInt8([]int8{1}, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := tensor.FromFloat32(dtype.Float32, []float32{1}, 1)
+	if err != nil {
+		return err
+	}
+	y, err := kitchen.Int8Linear(ctx, x, w, s, kitchen.UsingBackend(name))
+	y.Release()
+	return err
 }
 
 // sortWorstFirst orders layers by their worst error, largest first. A

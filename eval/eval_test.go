@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/eval"
@@ -175,6 +176,11 @@ func TestOptionsRefused(t *testing.T) {
 	}
 	if _, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Tokens: eval.MaxTokens}); errors.Is(err, eval.ErrOptions) || err == nil {
 		t.Errorf("MaxTokens: got %v, want the missing file's error", err)
+	}
+	// An unknown backend is named before the files are read.
+	var nf *backend.BackendNotFoundError
+	if _, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Backend: "nope"}); !errors.As(err, &nf) {
+		t.Errorf("an unknown backend: got %v, want a BackendNotFoundError", err)
 	}
 }
 
