@@ -83,10 +83,11 @@ func dirContents(dir string) (indexes, files []string, err error) {
 	return indexes, files, nil
 }
 
-// inputPath resolves an input that is a directory to the one index it
-// holds, for Quantize, Dequantize and Inspect, which read a file or an
-// index; any other path comes back as it is, for its opener to judge.
-func inputPath(path string) (string, error) {
+// InputPath is the file Quantize, Dequantize and Inspect read for path:
+// a directory stands for the one index it holds (an error if it holds
+// none, or several); any other path comes back as it is, for its opener
+// to judge.
+func InputPath(path string) (string, error) {
 	if st, err := os.Stat(path); err != nil || !st.IsDir() {
 		return path, nil
 	}

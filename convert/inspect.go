@@ -86,7 +86,7 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("inspect: nil context")
 	}
-	path, err := inputPath(path)
+	path, err := InputPath(path)
 	if err != nil {
 		return nil, err
 	}

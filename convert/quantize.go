@@ -364,7 +364,7 @@ func convertAny(ctx context.Context, operation, in, out string, opts Options, pl
 	if ctx == nil {
 		return nil, fmt.Errorf("%s: nil context", operation)
 	}
-	in, err := inputPath(in)
+	in, err := InputPath(in)
 	if err != nil {
 		return nil, err
 	}

@@ -74,9 +74,10 @@ func exitCode(w io.Writer, err, cause error) int {
 
 // message is err's line on standard error: "kitchen: " and the error,
 // printable, without saying "kitchen: " twice (the library's argument
-// errors start with it).
+// errors start with it, wrapped or not).
 func message(err error) string {
-	return "kitchen: " + strings.TrimPrefix(printableLines(err.Error()), "kitchen: ")
+	msg := strings.ReplaceAll(printableLines(err.Error()), ": kitchen: ", ": ")
+	return "kitchen: " + strings.TrimPrefix(msg, "kitchen: ")
 }
 
 // printable returns s with every character that a terminal would not

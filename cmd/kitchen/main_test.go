@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -311,5 +313,20 @@ func TestPrintable(t *testing.T) {
 	}
 	if got := printableLines("line one\nline\x1btwo"); got != "line one\nline\\x1btwo" {
 		t.Errorf("printableLines = %q", got)
+	}
+}
+
+// TestMessage: the library's "kitchen: " is said once, at the start,
+// however deep the error that carries it.
+func TestMessage(t *testing.T) {
+	inner := &backend.ArgError{Op: "int8_linear", Param: "bias", Row: -1, Err: backend.ErrNil}
+	for err, want := range map[error]string{
+		inner: "kitchen: int8_linear: bias: missing",
+		fmt.Errorf("eval: blocks.0.a: %w", inner): "kitchen: eval: blocks.0.a: int8_linear: bias: missing",
+		errors.New("plain"):                       "kitchen: plain",
+	} {
+		if got := message(err); got != want {
+			t.Errorf("message(%v) = %q, want %q", err, got, want)
+		}
 	}
 }

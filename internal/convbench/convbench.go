@@ -98,6 +98,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Runs <= 0 {
 		cfg.Runs = 3
 	}
+	in, err := convert.InputPath(cfg.Input) // a directory: its index, as quantize reads it
+	if err != nil {
+		return nil, err
+	}
+	cfg.Input = in
 	if cfg.Dir == "" {
 		// Beside the input, where a real conversion writes, rather than
 		// in a temporary directory that may be memory (tmpfs), which would

@@ -89,4 +89,9 @@ func TestRunSharded(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
 	}
+	// The directory stands for its index, as for kitchen quantize.
+	res, err = Run(context.Background(), Config{Input: in, Dir: dir, Runs: 1})
+	if err != nil || res.Input != index || res.InputBytes != int64(len(src)) {
+		t.Errorf("the directory as the input: %v, %+v", err, res)
+	}
 }
