@@ -353,6 +353,8 @@ func TestOddLayout(t *testing.T) {
 		rawTensor{"flag", "BOOL", []int{3}, []byte{1, 0, 1}},
 		rawTensor{"ids", "I64", []int{3}, make([]byte, 24)},
 		rawTensor{"u", "U8", []int{5}, []byte("hello")},
+		rawTensor{"packed.f4", "F4", []int{4, 2}, []byte{0x12, 0x34, 0x56, 0x78}}, // safetensors 0.6's packed types
+		rawTensor{"packed.f6", "F6_E3M2", []int{4}, []byte{9, 8, 7}},
 		rawTensor{"blocks.0.a.bias", "BF16", []int{65}, bf(65)},
 	)
 	for _, m := range []mode{{}, {perTensor: true}, {convrot: 256}, {convrot: 4}} {

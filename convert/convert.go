@@ -266,8 +266,8 @@ func checkHeader(j *job) error {
 	var off int64
 	for i := range laid {
 		t := &laid[i]
-		size, _ := safetensors.DTypeSize(t.DType)
-		t.Begin, t.End = off, off+int64(size)*t.Numel()
+		n, _ := safetensors.TensorBytes(t.DType, t.Shape) // an input's, or a kitchen dtype's
+		t.Begin, t.End = off, off+n
 		off = t.End
 	}
 	if n := safetensors.HeaderSize(j.meta, laid); n > safetensors.MaxHeaderSize {

@@ -71,20 +71,49 @@ func (e *FormatError) Unwrap() []error {
 	return []error{ErrFormat}
 }
 
-// elementSizes are the bytes per element of the dtypes the format defines,
-// by their header names.
-var elementSizes = map[string]int{
-	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
-	"I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-	"I32": 4, "U32": 4, "F32": 4,
-	"I64": 8, "U64": 8, "F64": 8, "C64": 8,
+// elementBits are the bits per element of the dtypes the format defines,
+// by their header names: F4 and the F6 types (safetensors 0.6) are packed,
+// and a tensor of them must fill whole bytes.
+var elementBits = map[string]int{
+	"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+	"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+	"I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+	"I32": 32, "U32": 32, "F32": 32,
+	"I64": 64, "U64": 64, "F64": 64, "C64": 64,
 }
 
-// DTypeSize returns the element size of a header dtype name, and false for
-// names the format does not define.
+// DTypeSize returns the bytes an element of a header dtype takes, rounded
+// up (1 for the packed F4 and F6 types: the alignment of their data; a
+// tensor's size is TensorBytes), and false for names the format does not
+// define.
 func DTypeSize(name string) (int, bool) {
-	n, ok := elementSizes[name]
-	return n, ok
+	n, ok := elementBits[name]
+	return (n + 7) / 8, ok
+}
+
+// TensorBytes is the size in bytes of a tensor of a header dtype and
+// shape, and false for an unknown dtype, a negative dimension, a size
+// beyond an int64, or a packed tensor that does not fill whole bytes.
+func TensorBytes(name string, shape []int) (int64, bool) {
+	b, ok := elementBits[name]
+	if !ok {
+		return 0, false
+	}
+	n := uint64(b)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		n = lo
+	}
+	if n%8 != 0 {
+		return 0, false
+	}
+	return int64(n / 8), true
 }
 
 // kitchenNames pairs the header names with the kitchen dtypes they hold.
@@ -223,8 +252,8 @@ func readHeader(ctx context.Context, r io.ReaderAt, size int64, path string) (*H
 // dtypeNames maps each header dtype name to itself, so that every tensor
 // of a dtype shares one string.
 var dtypeNames = func() map[string]string {
-	m := make(map[string]string, len(elementSizes))
-	for name := range elementSizes {
+	m := make(map[string]string, len(elementBits))
+	for name := range elementBits {
 		m[name] = name
 	}
 	return m
@@ -424,20 +453,22 @@ func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
 		return TensorInfo{}, infoErrorf("data_offsets [%d, %d] out of order", offs[0], offs[1])
 	}
 	info.Begin, info.End = offs[0], offs[1]
-	size, _ := DTypeSize(info.DType)
-	nbytes := uint64(size)
+	nbits := uint64(elementBits[info.DType])
 	for _, d := range shape {
-		hi, lo := bits.Mul64(nbytes, uint64(d))
+		hi, lo := bits.Mul64(nbits, uint64(d))
 		if hi != 0 || lo > math.MaxInt64 {
 			return TensorInfo{}, infoErrorf("shape %v is too large", shape)
 		}
-		nbytes = lo
+		nbits = lo
 	}
 	info.Shape = []int{}
 	if len(shape) > 0 {
 		info.Shape = append(make([]int, 0, len(shape)), shape...)
 	}
-	if int64(nbytes) != info.Size() {
+	if nbits%8 != 0 {
+		return TensorInfo{}, infoErrorf("shape %v of %s is not a whole number of bytes", info.Shape, info.DType)
+	}
+	if nbytes := int64(nbits / 8); nbytes != info.Size() {
 		return TensorInfo{}, infoErrorf("shape %v of %s needs %d bytes but data_offsets span %d", info.Shape, info.DType, nbytes, info.Size())
 	}
 	return info, nil

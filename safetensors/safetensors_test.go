@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -28,6 +29,45 @@ func file(header string, data []byte) []byte {
 
 func parse(b []byte) (*Header, error) {
 	return ReadHeader(bytes.NewReader(b), int64(len(b)), "test.safetensors")
+}
+
+// TestPackedDTypes: the packed dtypes of safetensors 0.6 (F4, F6_*) and
+// the FNUZ float8 types are read, sized in bits, and written back.
+func TestPackedDTypes(t *testing.T) {
+	hdr := `{"a":{"dtype":"F4","shape":[3,2],"data_offsets":[0,3]},"b":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[3,6]},"c":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[6,8]}}`
+	h, err := parse(file(hdr, make([]byte, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		name string
+		size int64
+	}{{"a", 3}, {"b", 3}, {"c", 2}} {
+		if ti, ok := h.Tensor(want.name); !ok || ti.Size() != want.size {
+			t.Errorf("%s: %+v", want.name, ti)
+		}
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, nil, []TensorInfo{{Name: "a", DType: "F4", Shape: []int{3, 2}}, {Name: "b", DType: "F6_E2M3", Shape: []int{4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTensor("a", []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTensor("b", []byte{4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	back, err := parse(buf.Bytes())
+	if err != nil || len(back.Tensors) != 2 || back.Tensors[1].Size() != 3 {
+		t.Errorf("written back: %v %+v", err, back)
+	}
+	if _, err := NewWriter(io.Discard, nil, []TensorInfo{{Name: "a", DType: "F4", Shape: []int{3}}}); err == nil {
+		t.Error("an F4 tensor of half a byte accepted by the writer")
+	}
 }
 
 func TestReadHeaderValid(t *testing.T) {
@@ -101,6 +141,9 @@ func TestReadHeaderErrors(t *testing.T) {
 		{"extra data", ok(`"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}`, 4), "tensors cover 2 bytes"},
 		{"duplicate", ok(`"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}`, 2), "appears twice"},
 		{"bad metadata", ok(`"__metadata__":{"n":1}`, 0), "__metadata__ must map strings to strings"},
+		{"F4 in half a byte", ok(`"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}`, 2), "shape [3] of F4 is not a whole number of bytes"},
+		{"F6 in a byte and a half", ok(`"a":{"dtype":"F6_E2M3","shape":[2],"data_offsets":[0,2]}`, 2), "not a whole number of bytes"},
+		{"F4 of the wrong span", ok(`"a":{"dtype":"F4","shape":[4],"data_offsets":[0,4]}`, 4), "needs 2 bytes but data_offsets span 4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -419,8 +462,7 @@ func FuzzReadHeader(f *testing.F) {
 			if ti.Begin != end || ti.End < ti.Begin {
 				t.Fatalf("accepted non-contiguous data: %+v", h.Tensors)
 			}
-			size, _ := DTypeSize(ti.DType)
-			if ti.Numel()*int64(size) != ti.Size() {
+			if n, ok := TensorBytes(ti.DType, ti.Shape); !ok || n != ti.Size() {
 				t.Fatalf("accepted a size mismatch: %+v", ti)
 			}
 			end = ti.End

@@ -49,16 +49,12 @@ func layOut(out []TensorInfo) error {
 		if t.Name == "__metadata__" {
 			return fmt.Errorf("safetensors: %q cannot name a tensor", t.Name)
 		}
-		size, ok := elementSizes[t.DType]
-		if !ok {
+		if _, ok := elementBits[t.DType]; !ok {
 			return fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
 		}
-		n := int64(size)
-		for _, d := range t.Shape {
-			if d < 0 || (d > 0 && n > math.MaxInt64/int64(d)) {
-				return fmt.Errorf("safetensors: tensor %q: bad shape %v", t.Name, t.Shape)
-			}
-			n *= int64(d)
+		n, ok := TensorBytes(t.DType, t.Shape)
+		if !ok {
+			return fmt.Errorf("safetensors: tensor %q: bad shape %v for %s", t.Name, t.Shape, t.DType)
 		}
 		if n > math.MaxInt64-off {
 			return fmt.Errorf("safetensors: tensor %q: data past %d bytes", t.Name, int64(math.MaxInt64))
