@@ -448,6 +448,7 @@ func FuzzReadHeader(f *testing.F) {
 	f.Add(file(`{"__metadata__":{"k":"a","k":"b"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":[{"y":1}]}}`, make([]byte, 1)))
 	f.Add(file(`{"\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"":{"dtype":"U8","shape":[],"data_offsets":[1,2]}}`, make([]byte, 2)))
 	f.Add(file(`{"__metadata__":null,"w":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1e0]}}`, make([]byte, 1)))
+	f.Add(file(`{"p":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},"q":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[3,6]}}`, make([]byte, 6)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := parse(b)
 		if err != nil {
