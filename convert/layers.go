@@ -181,7 +181,7 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 		if err := checkLayer(f, l, shardOf); err != nil {
 			return nil, err
 		}
-		if l.problem == "" && nested[l.name] && !l.fromMetadata && isEmbeddingTable(l.name+weightSuffix) {
+		if l.problem == "" && nested[l.name] && !l.fromMetadata && IsEmbeddingTable(l.name+weightSuffix) {
 			l.note = `ConvRot under "params": ComfyUI's int8 Embedding reads only flat keys and would not undo the rotation`
 		}
 	}

@@ -60,9 +60,11 @@ func skippedComponent(name string) string {
 	return ""
 }
 
-// isEmbeddingTable reports whether the weight P.weight is an embedding
-// table's, by the name of its module (P's last component).
-func isEmbeddingTable(name string) bool {
+// IsEmbeddingTable reports whether the weight P.weight is an embedding
+// table's, by the name of its module (P's last component), as Quantize
+// tells them from linear layers (and ComfyUI loads them as Embedding
+// modules).
+func IsEmbeddingTable(name string) bool {
 	base := strings.TrimSuffix(name, weightSuffix)
 	return embeddingModule.MatchString(base[strings.LastIndexByte(base, '.')+1:])
 }
@@ -109,7 +111,7 @@ type Selection struct {
 	// with fewer rows or columns is not quantized by default; 1 for no
 	// limit.
 	MinFeatures int
-	// Embeddings also quantizes embedding tables (see isEmbeddingTable),
+	// Embeddings also quantizes embedding tables (see IsEmbeddingTable),
 	// which ComfyUI's int8 Embedding loads.
 	Embeddings bool
 }
@@ -135,7 +137,7 @@ func (s Selection) decide(t safetensors.TensorInfo) (bool, string) {
 	}
 	what := "linear weight in repeated block " + blockOf(t.Name)
 	switch {
-	case isEmbeddingTable(t.Name):
+	case IsEmbeddingTable(t.Name):
 		if !s.Embeddings {
 			return false, "embedding table (quantized with --embeddings)"
 		}

@@ -104,6 +104,10 @@ type Layer struct {
 	// output overflows float32, which JSON writes as null.
 	PlainError   float64 `json:"plain_rel_error"`
 	OutlierError float64 `json:"outlier_rel_error"`
+	// Embedding marks an embedding table (convert.IsEmbeddingTable),
+	// which looks rows up rather than multiplying activations: both
+	// errors are then its dequantized rows' ||q·s - w|| / ||w||.
+	Embedding bool `json:"embedding,omitempty"`
 }
 
 // MarshalJSON writes the layer with an error that is not finite as null,
@@ -300,6 +304,9 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 	}
 	l.N, l.K = q.Dim(0), q.Dim(1)
 	l.Scales, l.ConvRot = lr.Scales, lr.ConvRot
+	if convert.IsEmbeddingTable(p + comfyquant.WeightSuffix) {
+		return evalTable(ctx, l, q, scale, w, opts)
+	}
 	var bias *tensor.Tensor
 	if _, _, ok := fo.Tensor(p + ".bias"); ok {
 		if bias, err = hostTensor(fo, p+".bias"); err != nil {
@@ -345,6 +352,49 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 			l.OutlierError = e
 		}
 	}
+	return l, nil
+}
+
+// evalTable evaluates an embedding table: its rows dequantized as an
+// int8 embedding lookup does (rotated back if ConvRot), against the
+// original's.
+func evalTable(ctx context.Context, l Layer, q, scale, w *tensor.Tensor, opts Options) (Layer, error) {
+	l.Embedding = true
+	kopts := []kitchen.Option{}
+	if opts.Backend != "" {
+		kopts = append(kopts, kitchen.UsingBackend(opts.Backend))
+	}
+	var got *tensor.Tensor
+	var err error
+	if scale.Rank() == 1 && scale.Numel() > 1 {
+		// [N]: one scale a row, as kitchen dequantize reads it.
+		if scale, err = scale.Reshape(scale.Numel(), 1); err != nil {
+			return l, err
+		}
+	}
+	if l.ConvRot > 0 {
+		got, err = kitchen.DequantizeInt8ConvRotWeight(ctx, q, scale, append(kopts, kitchen.WithConvRotGroup(l.ConvRot))...)
+	} else {
+		got, err = kitchen.DequantizeInt8(ctx, q, scale, kopts...)
+	}
+	if err != nil {
+		return l, fmt.Errorf("eval: %s: %w", l.Name, err)
+	}
+	defer got.Release()
+	gv, err := got.Float32s()
+	if err != nil {
+		return l, err
+	}
+	wv, err := w.Float32s()
+	if err != nil {
+		return l, err
+	}
+	want := make([]float64, len(wv))
+	for i, v := range wv {
+		want[i] = float64(v)
+	}
+	l.PlainError = relError(gv, want)
+	l.OutlierError = l.PlainError
 	return l, nil
 }
 

@@ -438,3 +438,35 @@ func TestSVGHostileNames(t *testing.T) {
 		t.Errorf("tooltips %.200q", titles)
 	}
 }
+
+// TestEmbeddingTable: an embedding table is looked up, not multiplied: its
+// figure is the dequantized rows' relative error, the same as the
+// converter's weight error for it (computed apart, by the cpu backend's
+// sums), with or without ConvRot.
+func TestEmbeddingTable(t *testing.T) {
+	ctx := context.Background()
+	for _, group := range []int{0, 64} {
+		q := filepath.Join(t.TempDir(), "q.safetensors")
+		sum, err := convert.Quantize(ctx, tiny, q, convert.Options{Selection: convert.Selection{Embeddings: true}, ConvRot: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		for _, l := range sum.Layers {
+			if l.Name == "y_embedder.embedding_table" {
+				want = l.RelRMSError
+			}
+		}
+		rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Layers) != 1 || want == 0 {
+			t.Fatalf("group %d: layers %+v, converter's error %v", group, rep.Layers, want)
+		}
+		l := rep.Layers[0]
+		if !l.Embedding || l.PlainError != l.OutlierError || math.Abs(l.PlainError-want) > 1e-6*want || l.ConvRot != group {
+			t.Errorf("group %d: %+v, want an embedding at the converter's %v", group, l, want)
+		}
+	}
+}

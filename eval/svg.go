@@ -44,6 +44,9 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	y := top
 	for _, l := range r.Layers {
 		label := l.Name
+		if l.Embedding {
+			label += " embedding"
+		}
 		if l.ConvRot > 0 {
 			label += fmt.Sprintf(" (ConvRot %d)", l.ConvRot)
 		} else {

@@ -101,7 +101,11 @@ func printEval(w io.Writer, rep *eval.Report) error {
 		if l.ConvRot > 0 {
 			rot = fmt.Sprint(l.ConvRot)
 		}
-		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.5f\t%.5f\n", printable(l.Name), l.N, l.K, l.Scales, rot, l.PlainError, l.OutlierError)
+		name := printable(l.Name)
+		if l.Embedding {
+			name += " (embedding: rows)"
+		}
+		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.5f\t%.5f\n", name, l.N, l.K, l.Scales, rot, l.PlainError, l.OutlierError)
 	}
 	// The means: one figure a checkpoint, to set per-tensor, per-channel
 	// and ConvRot files side by side.
