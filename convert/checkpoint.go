@@ -83,7 +83,7 @@ func dirContents(dir string) (indexes, files []string, err error) {
 	return indexes, files, nil
 }
 
-// InputPath is the file Quantize, Dequantize and Inspect read for path:
+// InputPath is the file Quantize and Dequantize read for path:
 // a directory stands for the one index it holds (an error if it holds
 // none, or several); any other path comes back as it is, for its opener
 // to judge.
@@ -151,6 +151,15 @@ func (c *Checkpoint) Tensor(name string) (*safetensors.File, safetensors.TensorI
 	}
 	t, _ := c.Files[i].Tensor(name)
 	return c.Files[i], t, true
+}
+
+// shardOf names the file holding a tensor, as an index would.
+func (c *Checkpoint) shardOf(name string) (string, bool) {
+	i, ok := c.where[name]
+	if !ok {
+		return "", false
+	}
+	return filepath.Base(c.Files[i].Path), true
 }
 
 // Close closes every file.

@@ -542,8 +542,9 @@ func TestOutputNames(t *testing.T) {
 }
 
 // TestDirectoryInput: a directory holding one index stands for that index
-// (quantize, dequantize, inspect); one with none, or with two, is refused
-// naming what to pass.
+// (quantize, dequantize, inspect); one with two is refused naming what to
+// pass, and so is one with none, except by inspect, which reads its
+// files as eval does.
 func TestDirectoryInput(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -552,7 +553,10 @@ func TestDirectoryInput(t *testing.T) {
 	shardFile(t, model, "a.safetensors", map[string][]float32{"b.0.fc.weight": make([]float32, 64*64)}, map[string][]int{"b.0.fc.weight": {64, 64}})
 	opts := convert.Options{Selection: convert.Selection{MinElements: 1, MinFeatures: 1}}
 	// No index yet.
-	if _, err := convert.Inspect(ctx, model); err == nil || !strings.Contains(err.Error(), "a directory with no *.safetensors.index.json") {
+	if _, err := convert.Quantize(ctx, model, filepath.Join(dir, "x.safetensors"), opts); err == nil || !strings.Contains(err.Error(), "a directory with no *.safetensors.index.json") {
+		t.Errorf("quantize of a directory without an index: %v", err)
+	}
+	if r, err := convert.Inspect(ctx, model); err != nil || len(r.Tensors) != 1 || len(r.Files) != 1 {
 		t.Errorf("inspect of a directory without an index: %v", err)
 	}
 	writeIndex(t, filepath.Join(model, "m.safetensors.index.json"), map[string]string{"b.0.fc.weight": "a.safetensors"})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/gokitchen/kitchen/safetensors"
 )
 
 // Report describes a checkpoint for `kitchen inspect`.
@@ -76,46 +74,23 @@ func (l *LayerReport) Describe() string {
 	return s
 }
 
-// Inspect reads and checks a checkpoint: a file, or a sharded index with
-// its shards (or a directory holding one index), which the index must
-// describe exactly (every tensor of every shard listed, in that shard, and
-// nothing else). Quantized layers are read as ComfyUI's loader reads them;
-// what kitchen would not load is reported (LayerReport.Problem,
+// Inspect reads and checks a checkpoint, whatever OpenCheckpoint opens:
+// a file; a sharded index with its shards, which the index must describe
+// exactly (every tensor of every shard listed, in that shard, and nothing
+// else); or a directory holding one index or, without one, a checkpoint's
+// .safetensors files. Quantized layers are read as ComfyUI's loader reads
+// them; what kitchen would not load is reported (LayerReport.Problem,
 // Report.Problems), not an error. It returns ctx.Err() if ctx ends first.
 func Inspect(ctx context.Context, path string) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("inspect: nil context")
 	}
-	path, err := InputPath(path)
+	c, err := OpenCheckpoint(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	var files []*safetensors.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	shardOf := func(string) (string, bool) { return "", false }
-	if isIndex(path) {
-		idx, shards, err := readIndex(path)
-		if err != nil {
-			return nil, err
-		}
-		if files, err = openShards(ctx, path, idx, shards); err != nil {
-			return nil, err
-		}
-		shardOf = func(name string) (string, bool) {
-			shard, ok := idx.WeightMap[name]
-			return shard, ok
-		}
-	} else {
-		f, err := safetensors.OpenContext(ctx, path)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-	}
+	defer c.Close()
+	files, shardOf := c.Files, c.shardOf
 	r := &Report{DTypes: map[string]int{}, Formats: map[string]int{}}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {

@@ -108,6 +108,10 @@ type Layer struct {
 	// which looks rows up rather than multiplying activations: both
 	// errors are then its dequantized rows' ||q·s - w|| / ||w||.
 	Embedding bool `json:"embedding,omitempty"`
+	// Note says where ComfyUI may read the layer otherwise than kitchen
+	// does, and so run it otherwise than measured here
+	// (convert.LayerReport.Note).
+	Note string `json:"note,omitempty"`
 }
 
 // MarshalJSON writes the layer with an error that is not finite as null,
@@ -146,8 +150,10 @@ type Report struct {
 // Run evaluates every int8 layer of the quantized checkpoint quant against
 // the same layer of orig. Either may be a .safetensors file, a sharded
 // checkpoint's index (*.safetensors.index.json) or a directory of shards
-// (see convert.OpenCheckpoint); a layer's tensors are looked up by name
-// in whichever shard holds them. The layers and their configs are read as
+// (see convert.OpenCheckpoint). The original's tensors are found by name
+// in whichever shard holds them; a quantized layer's weight, scale and
+// marker must share a shard, as kitchen dequantize reads them. The layers
+// and their configs are read as
 // convert.Inspect reads them (comfy_quant markers or
 // _quantization_metadata, as ComfyUI does); a layer kitchen dequantize
 // would refuse is an error, not a figure for a layer ComfyUI would run
@@ -303,7 +309,7 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 		return l, fmt.Errorf("eval: %s: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
 	}
 	l.N, l.K = q.Dim(0), q.Dim(1)
-	l.Scales, l.ConvRot = lr.Scales, lr.ConvRot
+	l.Scales, l.ConvRot, l.Note = lr.Scales, lr.ConvRot, lr.Note
 	if convert.IsEmbeddingTable(p + comfyquant.WeightSuffix) {
 		return evalTable(ctx, l, q, scale, w, opts)
 	}
@@ -357,46 +363,78 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 
 // evalTable evaluates an embedding table: its rows dequantized as an
 // int8 embedding lookup does (rotated back if ConvRot), against the
-// original's.
+// original's. It goes a block of rows at a time, so that a large table
+// costs a block's memory beyond the files, not a float copy of the whole.
 func evalTable(ctx context.Context, l Layer, q, scale, w *tensor.Tensor, opts Options) (Layer, error) {
 	l.Embedding = true
 	kopts := []kitchen.Option{}
 	if opts.Backend != "" {
 		kopts = append(kopts, kitchen.UsingBackend(opts.Backend))
 	}
-	var got *tensor.Tensor
-	var err error
-	if scale.Rank() == 1 && scale.Numel() > 1 {
-		// [N]: one scale a row, as kitchen dequantize reads it.
-		if scale, err = scale.Reshape(scale.Numel(), 1); err != nil {
+	if l.ConvRot > 0 {
+		kopts = append(kopts, kitchen.WithConvRotGroup(l.ConvRot))
+	}
+	qb, err := q.Bytes()
+	if err != nil {
+		return l, err
+	}
+	sb, err := scale.Bytes()
+	if err != nil {
+		return l, err
+	}
+	wb, err := w.Bytes()
+	if err != nil {
+		return l, err
+	}
+	perRow := scale.Numel() > 1 // [N] or [N, 1]: one scale a row, as kitchen dequantize reads it
+	rows := max(1, tableBlock/l.K)
+	var d, n float64
+	for r0 := 0; r0 < l.N; r0 += rows {
+		if err := ctx.Err(); err != nil {
 			return l, err
 		}
+		r1 := min(l.N, r0+rows)
+		qr, err := tensor.FromBytes(dtype.Int8, qb[r0*l.K:r1*l.K], r1-r0, l.K)
+		if err != nil {
+			return l, err
+		}
+		sr := scale
+		if perRow {
+			size := scale.DType().Size()
+			if sr, err = tensor.FromBytes(scale.DType(), sb[r0*size:r1*size], r1-r0, 1); err != nil {
+				return l, err
+			}
+		}
+		var got *tensor.Tensor
+		if l.ConvRot > 0 {
+			got, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qr, sr, kopts...)
+		} else {
+			got, err = kitchen.DequantizeInt8(ctx, qr, sr, kopts...)
+		}
+		if err != nil {
+			return l, fmt.Errorf("eval: %s: %w", l.Name, err)
+		}
+		gb, err := got.Bytes()
+		if err != nil {
+			got.Release()
+			return l, err
+		}
+		for i := range (r1 - r0) * l.K {
+			want := float64(dtype.Load(wb, w.DType(), r0*l.K+i))
+			e := float64(dtype.Load(gb, got.DType(), i)) - want
+			d += e * e
+			n += want * want
+		}
+		got.Release()
 	}
-	if l.ConvRot > 0 {
-		got, err = kitchen.DequantizeInt8ConvRotWeight(ctx, q, scale, append(kopts, kitchen.WithConvRotGroup(l.ConvRot))...)
-	} else {
-		got, err = kitchen.DequantizeInt8(ctx, q, scale, kopts...)
-	}
-	if err != nil {
-		return l, fmt.Errorf("eval: %s: %w", l.Name, err)
-	}
-	defer got.Release()
-	gv, err := got.Float32s()
-	if err != nil {
-		return l, err
-	}
-	wv, err := w.Float32s()
-	if err != nil {
-		return l, err
-	}
-	want := make([]float64, len(wv))
-	for i, v := range wv {
-		want[i] = float64(v)
-	}
-	l.PlainError = relError(gv, want)
+	l.PlainError = relNorm(d, n)
 	l.OutlierError = l.PlainError
 	return l, nil
 }
+
+// tableBlock is how many elements of an embedding table evalTable
+// dequantizes at a time (a variable for the tests).
+var tableBlock = 1 << 20
 
 // activations makes tokens rows of k normal values, seeded by the layer's
 // name, with the given number of outlier channels scaled up.
@@ -496,6 +534,12 @@ func relError(got []float32, want []float64) float64 {
 		d += e * e
 		n += w * w
 	}
+	return relNorm(d, n)
+}
+
+// relNorm is sqrt(d / n) for the squared norms of an error and of what it
+// is relative to: the error's own norm when that is zero.
+func relNorm(d, n float64) float64 {
 	if n == 0 {
 		return math.Sqrt(d)
 	}

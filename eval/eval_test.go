@@ -111,6 +111,21 @@ func TestShardedInputs(t *testing.T) {
 		}
 	}
 
+	// The quantized shards without their index: the same.
+	qbare := filepath.Join(dir, "qbare")
+	os.Mkdir(qbare, 0o755)
+	shards, _ := filepath.Glob(filepath.Join(qdir, "*.safetensors"))
+	if len(shards) < 2 {
+		t.Fatalf("quantized shards %v", shards)
+	}
+	for _, s := range shards {
+		b, _ := os.ReadFile(s)
+		os.WriteFile(filepath.Join(qbare, filepath.Base(s)), b, 0o644)
+	}
+	if got, err := eval.Run(ctx, tiny, qbare, opts); err != nil || !reflect.DeepEqual(got.Layers, want.Layers) {
+		t.Errorf("%s without its index: %v", qdir, err)
+	}
+
 	// A tensor in two files of a directory without an index is refused.
 	dup := filepath.Join(dir, "dup")
 	os.Mkdir(dup, 0o755)
@@ -312,8 +327,9 @@ func quantizedTiny(t *testing.T) string {
 }
 
 // rewrite copies the safetensors file src to dst without the tensors drop
-// says to drop, with metadata meta.
-func rewrite(t *testing.T, src, dst string, meta map[string]string, drop func(name string) bool) {
+// says to drop, with metadata meta, and with the shapes in reshape
+// (tensor name: new shape of as many elements) in place of theirs.
+func rewrite(t *testing.T, src, dst string, meta map[string]string, drop func(name string) bool, reshape map[string][]int) {
 	t.Helper()
 	f, err := safetensors.Open(src)
 	if err != nil {
@@ -323,7 +339,11 @@ func rewrite(t *testing.T, src, dst string, meta map[string]string, drop func(na
 	var infos, kept []safetensors.TensorInfo
 	for _, ti := range f.Tensors {
 		if !drop(ti.Name) {
-			infos = append(infos, safetensors.TensorInfo{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+			shape := ti.Shape
+			if s, ok := reshape[ti.Name]; ok {
+				shape = s
+			}
+			infos = append(infos, safetensors.TensorInfo{Name: ti.Name, DType: ti.DType, Shape: shape})
 			kept = append(kept, ti)
 		}
 	}
@@ -375,7 +395,7 @@ func TestMetadataConfigs(t *testing.T) {
 	f.Close()
 	conf, _ := json.Marshal(map[string]any{"layers": layers})
 	metaOnly := filepath.Join(dir, "meta.safetensors")
-	rewrite(t, q, metaOnly, map[string]string{"_quantization_metadata": string(conf)}, func(n string) bool { return strings.HasSuffix(n, ".comfy_quant") })
+	rewrite(t, q, metaOnly, map[string]string{"_quantization_metadata": string(conf)}, func(n string) bool { return strings.HasSuffix(n, ".comfy_quant") }, nil)
 	want, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +416,7 @@ func TestMetadataConfigs(t *testing.T) {
 	// metadata, kitchen refuses the file.
 	plain, _ := json.Marshal(map[string]any{"layers": map[string]any{"blocks.0.attn.qkv": map[string]any{"format": "int8_tensorwise"}}})
 	conflict := filepath.Join(dir, "conflict.safetensors")
-	rewrite(t, q, conflict, map[string]string{"_quantization_metadata": string(plain)}, func(string) bool { return false })
+	rewrite(t, q, conflict, map[string]string{"_quantization_metadata": string(plain)}, func(string) bool { return false }, nil)
 	if _, err := eval.Run(ctx, tiny, conflict, eval.Options{Tokens: 8}); err == nil || !strings.Contains(err.Error(), "ComfyUI would follow the metadata") {
 		t.Errorf("markers and metadata that disagree: %v", err)
 	}
@@ -439,6 +459,35 @@ func TestSVGHostileNames(t *testing.T) {
 	}
 }
 
+// TestEmbeddingNote: a table whose scale is 1-D [N], which kitchen reads
+// one a row but ComfyUI's Embedding broadcasts along the row, is measured
+// as kitchen reads it (the same figure as with [N, 1]) and carries
+// inspect's note saying so.
+func TestEmbeddingNote(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{Selection: convert.Selection{Embeddings: true}}); err != nil {
+		t.Fatal(err)
+	}
+	const table = "y_embedder.embedding_table"
+	flat := filepath.Join(dir, "flat.safetensors")
+	rewrite(t, q, flat, nil, func(string) bool { return false }, map[string][]int{table + ".weight_scale": {1001}})
+	opts := eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")}
+	want, err := eval.Run(ctx, tiny, q, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := eval.Run(ctx, tiny, flat, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Layers) != 1 || len(want.Layers) != 1 || want.Layers[0].Note != "" || !strings.Contains(got.Layers[0].Note, "1-D [N] scale") ||
+		got.Layers[0].PlainError != want.Layers[0].PlainError {
+		t.Errorf("[N] scale: %+v; [N, 1]: %+v", got.Layers, want.Layers)
+	}
+}
+
 // TestEmbeddingTable: an embedding table is looked up, not multiplied: its
 // figure is the dequantized rows' relative error, the same as the
 // converter's weight error for it (computed apart, by the cpu backend's
@@ -457,16 +506,26 @@ func TestEmbeddingTable(t *testing.T) {
 				want = l.RelRMSError
 			}
 		}
-		rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Layers) != 1 || want == 0 {
-			t.Fatalf("group %d: layers %+v, converter's error %v", group, rep.Layers, want)
-		}
-		l := rep.Layers[0]
-		if !l.Embedding || l.PlainError != l.OutlierError || math.Abs(l.PlainError-want) > 1e-6*want || l.ConvRot != group {
-			t.Errorf("group %d: %+v, want an embedding at the converter's %v", group, l, want)
+		// The whole table in one block; then a row a block; then three
+		// rows a block, the last block short.
+		whole := *eval.TableBlock
+		defer func() { *eval.TableBlock = whole }()
+		for _, block := range []func(k int) int{func(int) int { return whole }, func(int) int { return 1 }, func(k int) int { return 3 * k }} {
+			*eval.TableBlock = block(192)
+			rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Layers) != 1 || want == 0 {
+				t.Fatalf("group %d: layers %+v, converter's error %v", group, rep.Layers, want)
+			}
+			l := rep.Layers[0]
+			if l.N%3 == 0 || l.K != 192 {
+				t.Fatalf("the table is %d×%d: the test wants K 192 and a short last block", l.N, l.K)
+			}
+			if !l.Embedding || l.PlainError != l.OutlierError || math.Abs(l.PlainError-want) > 1e-6*want || l.ConvRot != group {
+				t.Errorf("group %d, block %d: %+v, want an embedding at the converter's %v", group, *eval.TableBlock, l, want)
+			}
 		}
 	}
 }

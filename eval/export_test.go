@@ -5,3 +5,6 @@ var SortWorstFirst = sortWorstFirst
 
 // Reference is reference, for the tests.
 var Reference = reference
+
+// TableBlock is tableBlock, for the tests to set.
+var TableBlock = &tableBlock

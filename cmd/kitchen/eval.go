@@ -108,15 +108,30 @@ func printEval(w io.Writer, rep *eval.Report) error {
 		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.5f\t%.5f\n", name, l.N, l.K, l.Scales, rot, l.PlainError, l.OutlierError)
 	}
 	// The means: one figure a checkpoint, to set per-tensor, per-channel
-	// and ConvRot files side by side.
-	var plain, outliers float64
-	for _, l := range rep.Layers {
-		plain, outliers = plain+l.PlainError, outliers+l.OutlierError
+	// and ConvRot files side by side; linear layers' output errors and
+	// embedding tables' row errors apart, since they measure different
+	// things.
+	for _, kind := range []struct {
+		label string
+		table bool
+	}{{"(mean, linear layers)", false}, {"(mean, embedding tables)", true}} {
+		var plain, outliers, n float64
+		for _, l := range rep.Layers {
+			if l.Embedding == kind.table {
+				plain, outliers, n = plain+l.PlainError, outliers+l.OutlierError, n+1
+			}
+		}
+		if n > 0 {
+			fmt.Fprintf(tw, "%s\t\t\t\t%.5f\t%.5f\n", kind.label, plain/n, outliers/n)
+		}
 	}
-	n := float64(len(rep.Layers))
-	fmt.Fprintf(tw, "(mean)\t\t\t\t%.5f\t%.5f\n", plain/n, outliers/n)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, l := range rep.Layers {
+		if l.Note != "" {
+			fmt.Fprintf(w, "note: %s: %s (measured as kitchen reads it)\n", printable(l.Name), l.Note)
+		}
 	}
 	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each (seed %d; outliers: %d channels × %g); relative output error ||y_int8 - y|| / ||y|| against %s in float64\n",
 		len(rep.Layers), rep.Tokens, rep.Seed, rep.Outliers, rep.OutlierScale, printable(rep.Original))

@@ -55,7 +55,7 @@ func TestEval(t *testing.T) {
 			t.Errorf("no line for %s in %s", l.Name, text)
 		}
 	}
-	if want := fmt.Sprintf("%.5f  %.5f\n", plain/10, outliers/10); !strings.Contains(text, "(mean)") || !strings.Contains(text, want) {
+	if want := fmt.Sprintf("%.5f  %.5f\n", plain/10, outliers/10); !strings.Contains(text, "(mean, linear layers)") || strings.Contains(text, "embedding tables") || !strings.Contains(text, want) {
 		t.Errorf("no means %q in %s", want, text)
 	}
 	// --include narrows the layers; a bad expression is refused.
@@ -91,5 +91,26 @@ func TestEval(t *testing.T) {
 	// The original is not a quantized checkpoint.
 	if _, err := runCLI(t, "eval", q, "../../testdata/tiny-dit.safetensors"); err == nil || !strings.Contains(err.Error(), "not a quantized checkpoint") {
 		t.Errorf("eval of an unquantized file: %v", err)
+	}
+}
+
+// TestPrintEvalKinds: linear layers and embedding tables are averaged
+// apart (an output error and a row error are different measures), and a
+// layer's note is printed under the table.
+func TestPrintEvalKinds(t *testing.T) {
+	rep := &eval.Report{Original: "o", Tokens: 4, Layers: []eval.Layer{
+		{Name: "a", N: 2, K: 2, Scales: "channel", PlainError: 0.01, OutlierError: 0.03},
+		{Name: "b", N: 2, K: 2, Scales: "channel", PlainError: 0.03, OutlierError: 0.05},
+		{Name: "emb", N: 2, K: 2, Scales: "channel", PlainError: 0.5, OutlierError: 0.5, Embedding: true, Note: "a 1-D [N] scale"},
+	}}
+	var b strings.Builder
+	if err := printEval(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{"(mean, linear layers)", "0.02000  0.04000\n", "(mean, embedding tables)", "0.50000  0.50000\n", "note: emb: a 1-D [N] scale"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
 	}
 }

@@ -18,8 +18,8 @@ func newInspect() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
 		Short: "List a checkpoint's tensors and quantized layers, and flag what would not load",
-		Long: `inspect reads a .safetensors file, or a .safetensors.index.json with its shards (or
-its directory), checks it thoroughly, and lists its tensors, then its quantized layers as
+		Long: `inspect reads a .safetensors file, a .safetensors.index.json with its shards, or a
+directory holding one index or a checkpoint's .safetensors files; checks it thoroughly, and lists its tensors, then its quantized layers as
 ComfyUI's loader reads them: format, scales (one per tensor, or per output channel),
 ConvRot group, where the config is written (comfy_quant marker, _quantization_metadata).
 A layer kitchen would not load (dequantize refuses it) is flagged with the reason, and
