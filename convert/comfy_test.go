@@ -318,6 +318,7 @@ func TestQuantizeRefusesQuantized(t *testing.T) {
 		{"scaled_fp8", nil, []rawTensor{w, {"scaled_fp8", "F8_E4M3", []int{0}, nil}}, convert.SignScaledFP8, "scaled_fp8"},
 		{"int8 with a scale", nil, append(without(int8Layer("blocks.1.b", 2, 4, scaleOf("F32", []int{}, 1), "x"), 2), w), convert.SignScaledWeight, "blocks.1.b.weight"},
 		{"fp8 with scale_weight", nil, []rawTensor{w, {"c.weight", "F8_E4M3", []int{2}, []byte{1, 2}}, {"c.scale_weight", "F32", []int{}, f32s(1)}}, convert.SignScaledWeight, "c.weight"},
+		{"fp4 with a scale", nil, []rawTensor{w, {"d.weight", "F4", []int{4}, []byte{1, 2}}, {"d.weight_scale", "F32", []int{}, f32s(1)}}, convert.SignScaledWeight, "d.weight"},
 	} {
 		dir := t.TempDir()
 		in := filepath.Join(dir, "in.safetensors")

@@ -124,7 +124,7 @@ func (s Selection) decide(t safetensors.TensorInfo) (bool, string) {
 	case len(t.Shape) != 2:
 		return false, fmt.Sprintf("rank %d, not 2-D", len(t.Shape))
 	case t.DType != "F32" && t.DType != "F16" && t.DType != "BF16":
-		return false, "dtype " + t.DType + " is not a float type"
+		return false, "dtype " + t.DType + " is not float32, float16 or bfloat16"
 	case t.Numel() == 0:
 		return false, "empty"
 	case s.Exclude != nil && s.Exclude.MatchString(t.Name):

@@ -35,8 +35,10 @@ const (
 	// SignScaledFP8 is the legacy scaled_fp8 tensor of ComfyUI's fp8
 	// checkpoints.
 	SignScaledFP8 Sign = "a scaled_fp8 tensor (ComfyUI's legacy fp8 format)"
-	// SignScaledWeight is an int8 or fp8 weight with a scale beside it.
-	SignScaledWeight Sign = "an int8 or fp8 weight with a weight_scale"
+	// SignScaledWeight is a weight stored narrower than a 16-bit float
+	// (int8, fp8, the packed fp4 and fp6 types, or any integer type) with
+	// a scale beside it.
+	SignScaledWeight Sign = "a weight in an integer or sub-16-bit float type with a weight_scale"
 )
 
 // AlreadyQuantizedError is Quantize's refusal of an input that is quantized
@@ -79,7 +81,7 @@ func checkNotQuantized(f *safetensors.File) error {
 			note(SignMarker, t.Name)
 		case t.Name == "scaled_fp8" || strings.HasSuffix(t.Name, ".scaled_fp8"):
 			note(SignScaledFP8, t.Name)
-		case strings.HasSuffix(t.Name, weightSuffix) && (t.DType == "I8" || strings.HasPrefix(t.DType, "F8_")):
+		case strings.HasSuffix(t.Name, weightSuffix) && !wideFloat(t.DType):
 			base := layerName(t.Name)
 			if _, ok := f.Tensor(base + scaleSuffix); ok {
 				note(SignScaledWeight, t.Name)
@@ -94,6 +96,16 @@ func checkNotQuantized(f *safetensors.File) error {
 		}
 	}
 	return nil
+}
+
+// wideFloat reports whether a safetensors dtype is a float of 16 bits or
+// more: what a checkpoint before quantization holds its weights in.
+func wideFloat(dt string) bool {
+	switch dt {
+	case "F64", "F32", "F16", "BF16":
+		return true
+	}
+	return false
 }
 
 // Quantize converts the checkpoint at in (a .safetensors file, or a

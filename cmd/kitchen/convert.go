@@ -82,7 +82,7 @@ RMS error and SNR of the dequantized weight) is reported: --json lists every lay
 summary the five worst.
 
 An input that is quantized already (comfy_quant markers, _quantization_metadata, a
-scaled_fp8 tensor, int8 or fp8 weights with scales) is refused. The output is written to
+scaled_fp8 tensor, int8, fp8 or fp4 weights with scales) is refused. The output is written to
 a temporary file beside it and renamed into place when complete; an interrupted run
 leaves nothing behind, and the input is never modified.`,
 		Args: cobra.ExactArgs(1),
