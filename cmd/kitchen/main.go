@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gokitchen/kitchen/backend"
 )
 
 // stopSignals end a command. The first one cancels the command's context:
@@ -73,11 +75,38 @@ func exitCode(w io.Writer, err, cause error) int {
 }
 
 // message is err's line on standard error: "kitchen: " and the error,
-// printable, without saying "kitchen: " twice (the library's argument
-// errors start with it, wrapped or not).
+// printable, without saying "kitchen: " twice: the library's argument
+// errors (backend.ArgError) start with it, wrapped or not, and lose it
+// here; nothing else is touched, so a path holding ": kitchen: " stays as
+// it is.
 func message(err error) string {
-	msg := strings.ReplaceAll(printableLines(err.Error()), ": kitchen: ", ": ")
-	return "kitchen: " + strings.TrimPrefix(msg, "kitchen: ")
+	msg := err.Error()
+	for _, ae := range argErrors(err) {
+		s := ae.Error()
+		msg = strings.ReplaceAll(msg, s, strings.TrimPrefix(s, "kitchen: "))
+	}
+	return "kitchen: " + printableLines(msg)
+}
+
+// argErrors lists the *backend.ArgError values in err's tree.
+func argErrors(err error) []*backend.ArgError {
+	var out []*backend.ArgError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *backend.ArgError:
+			out = append(out, e)
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // printable returns s with every character that a terminal would not

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,8 +323,11 @@ func TestMessage(t *testing.T) {
 	inner := &backend.ArgError{Op: "int8_linear", Param: "bias", Row: -1, Err: backend.ErrNil}
 	for err, want := range map[error]string{
 		inner: "kitchen: int8_linear: bias: missing",
-		fmt.Errorf("eval: blocks.0.a: %w", inner): "kitchen: eval: blocks.0.a: int8_linear: bias: missing",
-		errors.New("plain"):                       "kitchen: plain",
+		fmt.Errorf("eval: blocks.0.a: %w", inner):                "kitchen: eval: blocks.0.a: int8_linear: bias: missing",
+		errors.New("plain"):                                      "kitchen: plain",
+		errors.Join(errors.New("a"), fmt.Errorf("b: %w", inner)): "kitchen: a\nb: int8_linear: bias: missing",
+		// Only the library's own prefix goes: not one in a path.
+		fmt.Errorf("open /m/a: kitchen: b.safetensors: %w", fs.ErrNotExist): "kitchen: open /m/a: kitchen: b.safetensors: file does not exist",
 	} {
 		if got := message(err); got != want {
 			t.Errorf("message(%v) = %q, want %q", err, got, want)
