@@ -163,8 +163,20 @@ func printBench(w io.Writer, r *bench.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// One line a backend and reason, naming the operations: a device most
+	// backends cannot reach would otherwise fill a screen with one reason.
+	type because struct{ backend, reason string }
+	var order []because
+	declined := map[because][]string{}
 	for _, d := range r.Declined {
-		fmt.Fprintf(w, "declined, not timed: %s\n", d)
+		k := because{d.Backend, d.Reason}
+		if declined[k] == nil {
+			order = append(order, k)
+		}
+		declined[k] = append(declined[k], d.Op)
+	}
+	for _, k := range order {
+		fmt.Fprintf(w, "declined by %s, not timed: %s (%s)\n", k.backend, strings.Join(declined[k], ", "), printable(k.reason))
 	}
 	// The seed's table: eager against the fastest other backend, both
 	// allocating their outputs as a plain call does.

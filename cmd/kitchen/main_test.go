@@ -15,6 +15,7 @@ import (
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/internal/bench"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/safetensors"
 )
@@ -332,5 +333,31 @@ func TestMessage(t *testing.T) {
 		if got := message(err); got != want {
 			t.Errorf("message(%v) = %q, want %q", err, got, want)
 		}
+	}
+}
+
+// TestBenchDeclinedLines: what backends refused is printed a line a
+// backend and reason, naming its operations, not a line an operation.
+func TestBenchDeclinedLines(t *testing.T) {
+	r := &bench.Result{DType: "bfloat16", Shape: []int{4, 8}, Declined: []bench.Declined{
+		{Op: "quantize_int8_rowwise", Backend: "cpu", Reason: "device: npu:0 not in [cpu]"},
+		{Op: "embedding", Backend: "ascend", Reason: "not implemented"},
+		{Op: "dequantize_int8", Backend: "cpu", Reason: "device: npu:0 not in [cpu]"},
+	}}
+	var b strings.Builder
+	if err := printBench(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{
+		"declined by cpu, not timed: quantize_int8_rowwise, dequantize_int8 (device: npu:0 not in [cpu])\n",
+		"declined by ascend, not timed: embedding (not implemented)\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	if n := strings.Count(text, "declined"); n != 2 {
+		t.Errorf("%d declined lines, want 2:\n%s", n, text)
 	}
 }

@@ -73,9 +73,39 @@ type Result struct {
 	// OpResult.PeakGOPS).
 	PeakGOPS float64    `json:"peak_gops,omitempty"`
 	Ops      []OpResult `json:"ops"`
-	// Declined lists what a backend's constraints refused for these
-	// tensors, one "OP on BACKEND: reason" each: those are not timed.
-	Declined []string `json:"declined,omitempty"`
+	// Declined lists what a backend refused for these tensors: those are
+	// not timed.
+	Declined []Declined `json:"declined,omitempty"`
+}
+
+// Declined is an operation a backend refused, and why.
+type Declined struct {
+	Op      string `json:"op"`
+	Backend string `json:"backend"`
+	// Reason is the backend's own reason (backend.Decline: the parameter
+	// and what is wrong), or the whole error where there is none.
+	Reason string `json:"reason"`
+}
+
+func (d Declined) String() string { return d.Op + " on " + d.Backend + ": " + d.Reason }
+
+// declined is op's refusal by the named backend: the reason that backend
+// gave, without the dispatcher's words around it.
+func declined(op, name string, err error) Declined {
+	d := Declined{Op: op, Backend: name, Reason: err.Error()}
+	var ni *backend.NotImplementedError
+	var nc *backend.NoCapableBackendError
+	switch {
+	case errors.As(err, &ni):
+		d.Reason = "not implemented"
+	case errors.As(err, &nc):
+		for _, dec := range nc.Declines {
+			if dec.Backend == name {
+				d.Reason = strings.TrimPrefix(dec.String(), name+": ")
+			}
+		}
+	}
+	return d
 }
 
 // OpResult is one operation on one backend, with fresh or reused outputs.
@@ -265,7 +295,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, o := range ops {
 			// Only what the backend accepts for these tensors, on this device.
 			if err := o.w.Check(ctx, backend.Default, name); err != nil {
-				res.Declined = append(res.Declined, fmt.Sprintf("%s on %s: %v", o.name, name, err))
+				res.Declined = append(res.Declined, declined(o.name, name, err))
 				continue
 			}
 			all = append(all, &series{op: o, run: func() error { return o.w.Run(ctx, backend.Default, name) }})
@@ -419,7 +449,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if len(res.Ops) == 0 {
 		// Nothing to time is no result: say what each backend refused.
-		return nil, fmt.Errorf("bench: no backend ran any of the operations on these tensors:\n  %s", strings.Join(res.Declined, "\n  "))
+		var lines []string
+		for _, d := range res.Declined {
+			lines = append(lines, d.String())
+		}
+		return nil, fmt.Errorf("bench: no backend ran any of the operations on these tensors:\n  %s", strings.Join(lines, "\n  "))
 	}
 	return res, nil
 }
