@@ -26,8 +26,19 @@ import sys
 
 import numpy as np
 
-SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2,
-         "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+# Bits an element, as the safetensors format defines them: the fp4 and fp6
+# types are packed, and a tensor of them must fill whole bytes.
+BITS = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+        "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+        "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+        "I64": 64, "U64": 64, "F64": 64}
+SIZES = {k: max(1, v // 8) for k, v in BITS.items()}  # bytes an element, for alignment
+
+
+def nbytes(info):
+    bits = BITS[info["dtype"]] * int(np.prod(info["shape"], dtype=np.int64))
+    assert bits % 8 == 0, f"shape {info['shape']} of {info['dtype']} is not a whole number of bytes"
+    return bits // 8
 
 
 def read(path):
@@ -42,7 +53,7 @@ def read(path):
     for b, e, k in spans:
         assert b == end, f"{path}: {k} starts at {b}, previous ends at {end}"
         info = header[k]
-        want = SIZES[info["dtype"]] * int(np.prod(info["shape"], dtype=np.int64))
+        want = nbytes(info)
         assert e - b == want, f"{path}: {k} spans {e - b} bytes, needs {want}"
         end = e
     assert end == len(data), f"{path}: tensors cover {end} of {len(data)} data bytes"
