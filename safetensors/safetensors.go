@@ -95,6 +95,17 @@ func DTypeSize(name string) (int, bool) {
 // shape, and false for an unknown dtype, a negative dimension, a size
 // beyond an int64, or a packed tensor that does not fill whole bytes.
 func TensorBytes(name string, shape []int) (int64, bool) {
+	n, ok := tensorBits(name, shape)
+	if !ok || n%8 != 0 {
+		return 0, false
+	}
+	return int64(n / 8), true
+}
+
+// tensorBits is the size in bits of a tensor of a header dtype and shape,
+// and false for an unknown dtype, a negative dimension or more bits than
+// an int64 holds. TensorBytes and the header's check share it.
+func tensorBits(name string, shape []int) (uint64, bool) {
 	b, ok := elementBits[name]
 	if !ok {
 		return 0, false
@@ -110,10 +121,7 @@ func TensorBytes(name string, shape []int) (int64, bool) {
 		}
 		n = lo
 	}
-	if n%8 != 0 {
-		return 0, false
-	}
-	return int64(n / 8), true
+	return n, true
 }
 
 // kitchenNames pairs the header names with the kitchen dtypes they hold.
@@ -453,13 +461,9 @@ func parseInfo(s *strictjson.Scanner, name string) (TensorInfo, error) {
 		return TensorInfo{}, infoErrorf("data_offsets [%d, %d] out of order", offs[0], offs[1])
 	}
 	info.Begin, info.End = offs[0], offs[1]
-	nbits := uint64(elementBits[info.DType])
-	for _, d := range shape {
-		hi, lo := bits.Mul64(nbits, uint64(d))
-		if hi != 0 || lo > math.MaxInt64 {
-			return TensorInfo{}, infoErrorf("shape %v is too large", shape)
-		}
-		nbits = lo
+	nbits, ok := tensorBits(info.DType, shape) // a known dtype, dimensions <= MaxInt
+	if !ok {
+		return TensorInfo{}, infoErrorf("shape %v is too large", shape)
 	}
 	info.Shape = []int{}
 	if len(shape) > 0 {
