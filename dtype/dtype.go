@@ -121,6 +121,24 @@ func (d DType) Round(f float32) float32 {
 	return f
 }
 
+// IntRange is the range of an integer type, as float64, the type a float32
+// widens to exactly: lo and hi are its smallest and largest values, but
+// for int64's top, where hi is the largest float64 below 2^63 (no float32
+// lies between them). ok is false for the float types.
+func (d DType) IntRange() (lo, hi float64, ok bool) {
+	switch d {
+	case Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case Uint8:
+		return 0, math.MaxUint8, true
+	case Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case Int64:
+		return math.MinInt64, 1<<63 - 1024, true
+	}
+	return 0, 0, false
+}
+
 // TinyNormal is the smallest positive normal value of a float type:
 // 2^-14 for float16 and 2^-126 for bfloat16 and float32. It is 0 for
 // non-float types.
@@ -250,8 +268,11 @@ func LoadInt(b []byte, dt DType, i int) int64 {
 	panic("dtype: integer load of " + dt.String())
 }
 
-// Store rounds v to dt (nearest, ties to even; integer types truncate) and
-// writes it as element i of little-endian data b.
+// Store rounds v to dt (nearest, ties to even; integer types truncate
+// toward zero) and writes it as element i of little-endian data b. For an
+// integer type v must be in range: NaN, or a value that truncates outside
+// dt.IntRange, stores whatever Go's conversion gives (300 as int8 is 44 on
+// amd64), so callers check first, as tensor.FromFloat32 does.
 func Store(b []byte, dt DType, i int, v float32) {
 	switch dt {
 	case Float32:

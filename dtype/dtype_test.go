@@ -167,6 +167,29 @@ func TestRoundAndTiny(t *testing.T) {
 	}
 }
 
+// TestIntRange: the integer types' ranges, as tensor.FromFloat32 checks
+// them (int64's top the largest float64 below 2^63), and none for floats.
+func TestIntRange(t *testing.T) {
+	for _, c := range []struct {
+		dt     DType
+		lo, hi float64
+	}{
+		{Int8, -128, 127},
+		{Uint8, 0, 255},
+		{Int32, -1 << 31, 1<<31 - 1},
+		{Int64, -1 << 63, math.Nextafter(1<<63, 0)},
+	} {
+		if lo, hi, ok := c.dt.IntRange(); !ok || lo != c.lo || hi != c.hi {
+			t.Errorf("%v: [%v, %v] %v, want [%v, %v]", c.dt, lo, hi, ok, c.lo, c.hi)
+		}
+	}
+	for _, dt := range Floats() {
+		if _, _, ok := dt.IntRange(); ok {
+			t.Errorf("%v has an integer range", dt)
+		}
+	}
+}
+
 func TestParseAndText(t *testing.T) {
 	for _, d := range []DType{Float32, Float16, BFloat16, Int8, Int32, Uint8} {
 		b, err := d.MarshalText()

@@ -306,7 +306,7 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 	if Numel(shape) != len(v) {
 		return nil, fmt.Errorf("tensor: shape %v holds %d values, got %d: %w", shape, Numel(shape), len(v), ErrShape)
 	}
-	if lo, hi, ok := intRange(dt); ok {
+	if lo, hi, ok := dt.IntRange(); ok {
 		for i, x := range v {
 			if t := math.Trunc(float64(x)); !(t >= lo && t <= hi) {
 				return nil, fmt.Errorf("tensor: element %d, %v, as %v: %w [%v, %v]", i, x, dt, ErrRange, lo, hi)
@@ -322,22 +322,6 @@ func FromFloat32(dt dtype.DType, v []float32, shape ...int) (*Tensor, error) {
 		dtype.Store(b, dt, i, x)
 	}
 	return t, nil
-}
-
-// intRange is the range of an integer dtype, as float64 (exact for all
-// but int64's top, which no float32 below 2^63 reaches).
-func intRange(dt dtype.DType) (lo, hi float64, ok bool) {
-	switch dt {
-	case dtype.Int8:
-		return math.MinInt8, math.MaxInt8, true
-	case dtype.Uint8:
-		return 0, math.MaxUint8, true
-	case dtype.Int32:
-		return math.MinInt32, math.MaxInt32, true
-	case dtype.Int64:
-		return math.MinInt64, 1<<63 - 1024, true // the largest float64 below 2^63
-	}
-	return 0, 0, false
 }
 
 // FromInt8 makes a host int8 tensor holding a copy of v. With no shape it
