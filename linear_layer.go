@@ -2,11 +2,9 @@ package kitchen
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/op"
-	"github.com/gokitchen/kitchen/quant"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -61,12 +59,6 @@ func PrepareInt8Linear(ctx context.Context, weight, weightScale *Tensor, opts ..
 	}
 	if weight != nil {
 		l.packed = op.NewPackedWeight(weight)
-	}
-	// A group that does not divide K would be named on x, which the
-	// caller of Prepare has not given: name the weight.
-	if g := l.group; weight != nil && weight.Rank() == 2 && quant.ValidGroup(g) && weight.Dim(1)%g != 0 {
-		return nil, &backend.ArgError{Op: op.Int8Linear.Name(), Param: "weight", Row: -1, Err: tensor.ErrShape,
-			Detail: fmt.Sprintf("last dimension %d is not a multiple of the ConvRot group %d", weight.Dim(1), g)}
 	}
 	// x: one row of zeros of K (2K for swiglu) on the weight's device; a
 	// weight that cannot give one is left for validation to name.

@@ -229,7 +229,10 @@ func (a *LinearArgs) Validate() error {
 		}
 	}
 	if a.Group != 0 {
-		if err := checkGroup(name, "x", a.Group, k); err != nil {
+		// Named on the weight, whose K the group must divide: x's last
+		// dimension is 2K with swiglu, and PrepareInt8Linear's caller
+		// gives no x.
+		if err := checkGroup(name, "weight", a.Group, k); err != nil {
 			return err
 		}
 	}

@@ -188,7 +188,7 @@ func linearBad() []badCall {
 		{call(x, w, ws, elsewhereTensor(dtype.Float32, 3)), "bias", backend.ErrDevice, -1},
 		{linearCall(x, w, ws, nil, dtype.Int8, 0, ""), "out_dtype", backend.ErrDType, -1},
 		{linearCall(x, w, ws, nil, dtype.BFloat16, 8, ""), "group_size", backend.ErrOption, -1},
-		{linearCall(x, w, ws, nil, dtype.BFloat16, 64, ""), "x", tensor.ErrShape, -1},
+		{linearCall(x, w, ws, nil, dtype.BFloat16, 64, ""), "weight", tensor.ErrShape, -1},
 		{linearCall(x, w, ws, nil, dtype.BFloat16, 0, "relu"), "input_act", backend.ErrOption, -1},
 		{linearCall(x, w, ws, nil, dtype.BFloat16, 0, op.ActSwiGLU), "x", tensor.ErrShape, -1},
 		{linearCall(floats(dtype.Float32, ramp(30), 2, 15), w, ws, nil, dtype.BFloat16, 0, op.ActSwiGLU), "x", tensor.ErrShape, -1},

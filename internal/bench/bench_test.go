@@ -79,7 +79,7 @@ func TestLinearOptions(t *testing.T) {
 		want string
 	}{
 		{Config{Group: 8}, "int8_linear: group_size: option not accepted: 8"},
-		{Config{Group: 256}, "int8_linear: x: bad shape: last dimension 64 is not a multiple of the group size 256"},
+		{Config{Group: 256}, "int8_linear: weight: bad shape: last dimension 64 is not a multiple of the group size 256"},
 		{Config{InputAct: "relu"}, `int8_linear: input_act: option not accepted: "relu"`},
 		{Config{Group: 16, Ops: []string{"quantize_int8_rowwise"}}, "applies to int8_linear only"},
 		{Config{Group: 16, Shape: []int{64, 64}}, "int8_linear: backend: no workload"},
