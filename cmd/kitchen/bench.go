@@ -49,7 +49,14 @@ bytes moved at that speed, the figure for products of few rows, which read their
 weight once. On the host each product and the reference start with their operands out
 of the caches (a parallel read of a 64 MiB buffer first, not timed), as a model's next
 layer finds its weight. --convrot G and --input-act run int8_linear as a ConvRot layer
-or one with an input activation runs.`,
+or one with an input activation runs.
+
+A backend that declines an operation for these tensors (cpu for --device npu, say) is
+not timed; a line a backend and reason says so, "declined by BACKEND, not timed: OP1,
+OP2 (REASON)", and --json lists each refusal in "declined" as {"op", "backend",
+"reason"}. When no backend times anything, bench fails with those lines.
+
+--convert FILE times a conversion instead: see its flag.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if convertFile != "" {
@@ -88,7 +95,7 @@ or one with an input activation runs.`,
 	f.IntVar(&cfg.Group, "convrot", 0, "int8_linear: rotate x in ConvRot groups of `G` (a power of 4 dividing K), as a ConvRot layer does")
 	f.StringVar(&cfg.InputAct, "input-act", "", "int8_linear: the input activation, gelu_tanh or swiglu (x is then [M, 2K])")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
-	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file or a sharded index) against reading it, writing+syncing its output's size, and doing both at once (--runs rounds, default 3)")
+	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file, a sharded index, or a directory holding one index and its shards) against reading it, writing+syncing its output's size, and doing both at once (--runs rounds, default 3)")
 	return cmd
 }
 
@@ -163,20 +170,8 @@ func printBench(w io.Writer, r *bench.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// One line a backend and reason, naming the operations: a device most
-	// backends cannot reach would otherwise fill a screen with one reason.
-	type because struct{ backend, reason string }
-	var order []because
-	declined := map[because][]string{}
-	for _, d := range r.Declined {
-		k := because{d.Backend, d.Reason}
-		if declined[k] == nil {
-			order = append(order, k)
-		}
-		declined[k] = append(declined[k], d.Op)
-	}
-	for _, k := range order {
-		fmt.Fprintf(w, "declined by %s, not timed: %s (%s)\n", k.backend, strings.Join(declined[k], ", "), printable(k.reason))
+	for _, l := range bench.DeclinedLines(r.Declined) {
+		fmt.Fprintln(w, printable(l))
 	}
 	// The seed's table: eager against the fastest other backend, both
 	// allocating their outputs as a plain call does.

@@ -87,10 +87,12 @@ type Declined struct {
 	Reason string `json:"reason"`
 }
 
+// String reads "OP on BACKEND: REASON".
 func (d Declined) String() string { return d.Op + " on " + d.Backend + ": " + d.Reason }
 
 // declined is op's refusal by the named backend: the reason that backend
-// gave, without the dispatcher's words around it.
+// gave (the parameter, if any, and what is wrong), without the
+// dispatcher's words around it.
 func declined(op, name string, err error) Declined {
 	d := Declined{Op: op, Backend: name, Reason: err.Error()}
 	var ni *backend.NotImplementedError
@@ -100,12 +102,40 @@ func declined(op, name string, err error) Declined {
 		d.Reason = "not implemented"
 	case errors.As(err, &nc):
 		for _, dec := range nc.Declines {
-			if dec.Backend == name {
-				d.Reason = strings.TrimPrefix(dec.String(), name+": ")
+			if dec.Backend != name {
+				continue
 			}
+			d.Reason = dec.Reason
+			if dec.Param != "" {
+				d.Reason = dec.Param + ": " + dec.Reason
+			}
+			break
 		}
 	}
 	return d
+}
+
+// DeclinedLines are ds a line a backend and reason, naming its operations,
+// in the order they first appear: "declined by BACKEND, not timed: OP1,
+// OP2 (REASON)". A device most backends cannot reach would otherwise give
+// a line an operation, all with one reason. kitchen bench prints them, and
+// they are the error of a run that timed nothing.
+func DeclinedLines(ds []Declined) []string {
+	type because struct{ backend, reason string }
+	var order []because
+	ops := map[because][]string{}
+	for _, d := range ds {
+		k := because{d.Backend, d.Reason}
+		if ops[k] == nil {
+			order = append(order, k)
+		}
+		ops[k] = append(ops[k], d.Op)
+	}
+	lines := make([]string, len(order))
+	for i, k := range order {
+		lines[i] = fmt.Sprintf("declined by %s, not timed: %s (%s)", k.backend, strings.Join(ops[k], ", "), k.reason)
+	}
+	return lines
 }
 
 // OpResult is one operation on one backend, with fresh or reused outputs.
@@ -449,11 +479,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if len(res.Ops) == 0 {
 		// Nothing to time is no result: say what each backend refused.
-		var lines []string
-		for _, d := range res.Declined {
-			lines = append(lines, d.String())
-		}
-		return nil, fmt.Errorf("bench: no backend ran any of the operations on these tensors:\n  %s", strings.Join(lines, "\n  "))
+		return nil, fmt.Errorf("bench: no backend ran any of the operations on these tensors:\n  %s", strings.Join(DeclinedLines(res.Declined), "\n  "))
 	}
 	return res, nil
 }

@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/backend/cpu"
 	"github.com/gokitchen/kitchen/dtype"
 )
@@ -127,5 +130,31 @@ func TestBadConfig(t *testing.T) {
 		if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want %q", cfg, err, c.want)
 		}
+	}
+}
+
+// TestDeclined: a refusal keeps the named backend's own parameter and
+// reason (its first, should it give several), and the lines group the
+// operations of one backend and reason.
+func TestDeclined(t *testing.T) {
+	err := fmt.Errorf("dispatch: %w", &backend.NoCapableBackendError{Op: "quantize_int8_rowwise", Device: "npu:0", Declines: []backend.Decline{
+		{Backend: "eager", Reason: "disabled"},
+		{Backend: "cpu", Param: "device", Reason: "npu:0 not in [cpu]"},
+		{Backend: "cpu", Reason: "unavailable"},
+	}})
+	ds := []Declined{
+		declined("quantize_int8_rowwise", "cpu", err),
+		declined("dequantize_int8", "ascend", &backend.NotImplementedError{Backend: "ascend", Op: "dequantize_int8"}),
+		declined("quantize_int8_tensorwise", "cpu", err),
+	}
+	if want := (Declined{Op: "quantize_int8_rowwise", Backend: "cpu", Reason: "device: npu:0 not in [cpu]"}); ds[0] != want {
+		t.Errorf("got %+v, want %+v", ds[0], want)
+	}
+	want := []string{
+		"declined by cpu, not timed: quantize_int8_rowwise, quantize_int8_tensorwise (device: npu:0 not in [cpu])",
+		"declined by ascend, not timed: dequantize_int8 (not implemented)",
+	}
+	if got := DeclinedLines(ds); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

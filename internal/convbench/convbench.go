@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		if err := os.Mkdir(outDir, 0o755); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("bench --convert: making the directory this round converts into: %w", err)
 		}
 		start := time.Now()
 		sum, err := convert.Quantize(ctx, cfg.Input, out, opts)
