@@ -82,9 +82,11 @@ RMS error and SNR of the dequantized weight) is reported: --json lists every lay
 summary the five worst.
 
 An input that is quantized already (comfy_quant markers, _quantization_metadata, a
-scaled_fp8 tensor, int8, fp8 or fp4 weights with scales) is refused. The output is written to
-a temporary file beside it and renamed into place when complete; an interrupted run
-leaves nothing behind, and the input is never modified.`,
+scaled_fp8 tensor, or a .weight in any dtype but F64, F32, F16 and BF16, such as int8,
+fp8, fp4, fp6 or another integer type, with a weight_scale or scale_weight beside it)
+is refused. The output is written to a temporary file beside it and renamed into place
+when complete; an interrupted run leaves nothing behind, and the input is never
+modified.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
