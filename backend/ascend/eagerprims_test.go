@@ -319,3 +319,43 @@ func TestDeclinedLinearRunsEagerOnNPU(t *testing.T) {
 		t.Errorf("a plain layer: ran %q, %v; want ascend", ran, err)
 	}
 }
+
+// TestLinearWrapOnNPU runs int8_linear at K = op.MaxK, which the fused
+// kernel declines, with eager on the NPU: a row of bfloat16 -85, whose
+// scale rounds down to bfloat16 by nearly half a step, quantizes to -128,
+// so that against a channel of -128 its sum is 2^31, which int32 wraps to
+// -2^31 and the epilogue must read back as 2^31; the other row and channel
+// are random, sums that do not wrap. One step short of op.MaxK nothing
+// wraps. Each output is eager's on the host, bit for bit.
+func TestLinearWrapOnNPU(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(8, 64))
+	for _, k := range []int{op.MaxK, op.MaxK - 1} {
+		xv, wv := make([]float32, 2*k), make([]int8, 2*k)
+		for i := range k {
+			xv[i], xv[k+i] = -85, float32(rng.NormFloat64())
+			wv[i], wv[k+i] = -128, int8(rng.IntN(256)-128)
+		}
+		l := layer{
+			x:   must(tensor.FromFloat32(dtype.BFloat16, xv, 2, k)),
+			w:   must(tensor.FromInt8(wv, 2, k)),
+			ws:  must(tensor.FromFloat32(dtype.Float32, []float32{1})),
+			out: dtype.Float32,
+		}
+		got, ran, err := e.linear(l, true)
+		if err != nil || ran != "eager" {
+			t.Fatalf("K = %d: ran %q, %v; want eager on the NPU", k, ran, err)
+		}
+		want, _, err := e.linear(l, false, kitchenEager())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, sum := float32(85), float32(128*128*k) // both exact
+		if w, scale := must(want.Float32s())[0], a/127; w != sum*scale {
+			t.Fatalf("K = %d: eager on the host gives %g for the row of -85, want %g, 128·128·K times its scale", k, w, sum*scale)
+		}
+		if i := firstDiff(must(got.Bytes()), must(want.Bytes()), 4); i >= 0 {
+			t.Errorf("K = %d: element %d is %g, want %g", k, i, must(got.Float32s())[i], must(want.Float32s())[i])
+		}
+	}
+}
