@@ -179,9 +179,9 @@ func TestDequantizeRefuses(t *testing.T) {
 		want    string
 	}{
 		{"no scale", without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 1), nil,
-			"no blk.weight_scale: ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding"},
+			`no "blk.weight_scale": ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding`},
 		{"a scale of another shape", int8Layer("blk", 2, 4, scaleOf("F32", []int{2, 2}, 1, 1, 1, 1), `{"format": "int8_tensorwise"}`), nil,
-			"blk.weight_scale has shape [2 2]; ComfyUI reads one scale ([] or [1]) or one per row ([2, 1])"},
+			`"blk.weight_scale" has shape [2 2]; ComfyUI reads one scale ([] or [1]) or one per row ([2, 1])`},
 		{"a 1-D scale of K", int8Layer("blk", 2, 4, scaleOf("F32", []int{4}, 1, 1, 1, 1), `{"format": "int8_tensorwise"}`), nil, "has shape [4]"},
 		{"a group that does not divide K", int8Layer("blk", 2, 16, rows, `{"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 64}`), nil,
 			"ConvRot group 64 does not divide K = 16"},
@@ -189,13 +189,14 @@ func TestDequantizeRefuses(t *testing.T) {
 			"ConvRot group 256 does not divide K = 64"},
 		{"an unknown key", int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise", "num_experts": 8}`), nil, `key "num_experts" is not understood`},
 		{"an unknown format", int8Layer("blk", 2, 4, f32, `{"format": "mxfp8"}`), nil, `format "mxfp8"`},
-		{"a float marker", append(without(int8Layer("blk", 2, 4, f32, "x"), 2), rawTensor{"blk.comfy_quant", "F32", []int{1}, f32s(1)}), nil, "has dtype F32, want U8"},
+		{"a float marker", append(without(int8Layer("blk", 2, 4, f32, "x"), 2), rawTensor{"blk.comfy_quant", "F32", []int{1}, f32s(1)}), nil, `"blk.comfy_quant" has dtype F32, want U8`},
 		{"a bfloat16 weight", append(without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), rawTensor{"blk.weight", "BF16", []int{2, 4}, make([]byte, 16)}), nil,
-			"blk.weight has dtype BF16, want I8"},
+			`"blk.weight" has dtype BF16, want I8`},
 		{"a 4-D weight", append(without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), rawTensor{"blk.weight", "I8", []int{2, 4, 1, 1}, make([]byte, 8)}), nil,
 			"ComfyUI loads int8 only into Linear and Embedding layers"},
-		{"no weight", without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), nil, "no blk.weight"},
-		{"an empty weight", int8Layer("blk", 0, 4, scaleOf("F32", []int{0, 1}), `{"format": "int8_tensorwise"}`), nil, "blk.weight is empty (shape [0 4])"},
+		{"no weight", without(int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), nil, `no "blk.weight"`},
+		{"no weight, a newline in the name", without(int8Layer("bl\nk", 2, 4, f32, `{"format": "int8_tensorwise"}`), 0), nil, `no "bl\nk.weight"`},
+		{"an empty weight", int8Layer("blk", 0, 4, scaleOf("F32", []int{0, 1}), `{"format": "int8_tensorwise"}`), nil, `"blk.weight" is empty (shape [0 4])`},
 		{"metadata naming the layer twice, differently", without(int8Layer("model.diffusion_model.blk", 2, 16, rows, "x"), 2),
 			map[string]string{"_quantization_metadata": `{"layers": {"blk": {"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 16}, "model.diffusion_model.blk": {"format": "int8_tensorwise"}}}`},
 			`_quantization_metadata names it twice, as "blk" (int8_tensorwise with ConvRot 16) and "model.diffusion_model.blk" (int8_tensorwise without ConvRot)`},
@@ -204,7 +205,7 @@ func TestDequantizeRefuses(t *testing.T) {
 			"its comfy_quant marker says int8_tensorwise without ConvRot but _quantization_metadata says int8_tensorwise with ConvRot 16"},
 		{"metadata naming a missing layer", int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`),
 			map[string]string{"_quantization_metadata": `{"layers": {"blk": {"format": "int8_tensorwise"}, "gone": {"format": "int8_tensorwise"}}}`},
-			"_quantization_metadata names this layer, but the checkpoint holds no gone.weight"},
+			`_quantization_metadata names this layer, but the checkpoint holds no "gone.weight"`},
 		{"metadata of strings", int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`),
 			map[string]string{"_quantization_metadata": `{"layers": {"blk": "int8_tensorwise"}}`}, `layer "blk" is not an object`},
 		{"metadata without layers", int8Layer("blk", 2, 4, f32, `{"format": "int8_tensorwise"}`),
@@ -213,7 +214,7 @@ func TestDequantizeRefuses(t *testing.T) {
 			map[string]string{"_quantization_metadata": `{"layers": {"blk": {"format": "float8_e4m3fn"}}}`}, `format "float8_e4m3fn"`},
 		{"an int8 weight with a scale, no marker", without(int8Layer("blk", 2, 4, f32, "x"), 2), nil, "int8 weight with a .weight_scale but no comfy_quant marker"},
 		{"scaled_fp8", []rawTensor{{"model.diffusion_model.scaled_fp8", "F8_E4M3", []int{}, []byte{0}}, {"w.weight", "F8_E4M3", []int{2}, []byte{1, 2}}}, nil,
-			"legacy scaled_fp8 marker"},
+			`"model.diffusion_model.scaled_fp8" is ComfyUI's legacy scaled_fp8 marker`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

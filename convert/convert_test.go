@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -734,6 +735,18 @@ func TestSharded(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), in+": shard m-00003-of-00002.safetensors") {
 		t.Errorf("a missing shard: %v", err)
 	}
+	// One that is there but is no safetensors file: named the same way,
+	// by every reader of the index.
+	if err := os.WriteFile(filepath.Join(dir, "m-00003-of-00002.safetensors"), []byte("not a checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = convert.Quantize(context.Background(), in, filepath.Join(t.TempDir(), "x.safetensors.index.json"), convert.Options{})
+	_, ierr := convert.Inspect(context.Background(), in)
+	for _, err := range []error{err, ierr} {
+		if !errors.Is(err, safetensors.ErrFormat) || !strings.Contains(err.Error(), in+": shard m-00003-of-00002.safetensors, which the index lists: ") {
+			t.Errorf("a shard that is not a checkpoint: %v", err)
+		}
+	}
 }
 
 func TestInspect(t *testing.T) {
@@ -743,6 +756,36 @@ func TestInspect(t *testing.T) {
 	}
 	if len(r.Tensors) != 37 || r.DTypes["BF16"] != 36 || len(r.Formats) != 0 || len(r.Layers) != 0 || len(r.Problems) != 0 || r.Metadata["model"] != "tiny-dit" {
 		t.Errorf("report %+v", r)
+	}
+}
+
+// TestInspectCheckpoint: an open checkpoint inspects as its path does,
+// quantized layers included, and stays open for its tensors to be read.
+func TestInspectCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	q := filepath.Join(t.TempDir(), "q.safetensors")
+	if _, err := convert.Quantize(ctx, tiny, q, convert.Options{ConvRot: 64, Selection: convert.Selection{Embeddings: true}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := convert.Inspect(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := convert.OpenCheckpoint(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := convert.InspectCheckpoint(ctx, c)
+	if err != nil || !reflect.DeepEqual(got, want) || len(got.Layers) != 11 {
+		t.Fatalf("got %v %+v, want %+v", err, got, want)
+	}
+	f, ti, ok := c.Tensor(got.Layers[0].Name + ".weight_scale")
+	if !ok {
+		t.Fatalf("no scale of %s", got.Layers[0].Name)
+	}
+	if _, err := f.Data(ti); err != nil {
+		t.Errorf("the checkpoint after InspectCheckpoint: %v", err)
 	}
 }
 

@@ -55,7 +55,7 @@ func dequantizeUnits(f *safetensors.File, opts Options, shardOf func(string) (st
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := qi.firstProblem(f.Path); err != nil {
+	if err := qi.firstProblem(); err != nil {
 		return nil, nil, err
 	}
 	layers := map[int]*qlayer{} // by weight

@@ -475,7 +475,7 @@ func TestLayerSplitAcrossShards(t *testing.T) {
 	writeIndex(t, in, map[string]string{"blk.weight": "a.safetensors", "blk.comfy_quant": "a.safetensors", "blk.weight_scale": "b.safetensors"})
 	_, err := convert.Dequantize(context.Background(), in, filepath.Join(t.TempDir(), "o.safetensors.index.json"), convert.Options{})
 	var le *convert.LayerError
-	if !errors.As(err, &le) || errors.Is(err, safetensors.ErrFormat) || !strings.Contains(err.Error(), "split across shards: blk.weight_scale is in b.safetensors") {
+	if !errors.As(err, &le) || errors.Is(err, safetensors.ErrFormat) || !strings.Contains(err.Error(), `split across shards: "blk.weight_scale" is in b.safetensors`) {
 		t.Fatalf("got %v, want a LayerError saying the layer is split", err)
 	}
 }

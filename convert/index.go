@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -120,11 +119,8 @@ func openShards(ctx context.Context, path string, idx *index, shards []string) (
 	}
 	for _, shard := range shards {
 		f, err := safetensors.OpenContext(ctx, filepath.Join(dir, shard))
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail(fmt.Errorf("%s: shard %s, which the index lists: %w", path, shard, err))
-		}
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("%s: shard %s, which the index lists: %w", path, shard, err))
 		}
 		files = append(files, f)
 		for _, t := range f.Tensors {
@@ -185,21 +181,17 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 	if err != nil {
 		return err
 	}
+	c := &Checkpoint{Path: in, Files: files}
+	defer c.Close()
+	if err := c.mapNames(); err != nil {
+		return err
+	}
 	var jobs []*job
 	for i, f := range files {
 		jobs = append(jobs, &job{in: f.Path, out: outShards[i], f: f})
 	}
-	defer func() {
-		for _, j := range jobs {
-			j.f.Close()
-		}
-	}()
-	shardOf := func(name string) (string, bool) {
-		shard, ok := idx.WeightMap[name]
-		return shard, ok
-	}
 	for _, j := range jobs {
-		if j.units, j.meta, err = plan(j.f, opts, shardOf); err != nil {
+		if j.units, j.meta, err = plan(j.f, opts, c.shardOf); err != nil {
 			return err
 		}
 	}

@@ -90,9 +90,18 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 		return nil, err
 	}
 	defer c.Close()
-	files, shardOf := c.Files, c.shardOf
+	return InspectCheckpoint(ctx, c)
+}
+
+// InspectCheckpoint is Inspect of a checkpoint already open, for a caller
+// that goes on to read its tensors (eval): the files are read once, and
+// what was inspected is what is read.
+func InspectCheckpoint(ctx context.Context, c *Checkpoint) (*Report, error) {
+	if ctx == nil {
+		return nil, errors.New("inspect: nil context")
+	}
 	r := &Report{DTypes: map[string]int{}, Formats: map[string]int{}}
-	for _, f := range files {
+	for _, f := range c.Files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -100,7 +109,7 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 		if r.Metadata == nil {
 			r.Metadata = f.Metadata
 		}
-		qi, err := readQuant(f, shardOf)
+		qi, err := readQuant(f, c.shardOf)
 		if err != nil {
 			return nil, err
 		}
@@ -109,12 +118,14 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 		}
 		formats := map[string]string{} // tensor -> its layer in words
 		for _, l := range qi.layers {
-			lr := LayerReport{Name: l.name, Format: l.format, Source: l.source(), Shard: f.Path, Problem: l.problem, Note: l.note}
-			if l.problem == "" {
+			lr := LayerReport{Name: l.name, Format: l.format, Source: l.source(), Shard: f.Path, Note: l.note}
+			switch {
+			case l.problem != nil:
+				lr.Problem = l.problem.Problem
+			case l.perRow:
+				lr.Scales, lr.ConvRot = "channel", l.conf.RotationGroup()
+			default:
 				lr.Scales, lr.ConvRot = "tensor", l.conf.RotationGroup()
-				if l.perRow {
-					lr.Scales = "channel"
-				}
 			}
 			if w, ok := f.Tensor(l.name + weightSuffix); ok {
 				lr.Shape = w.Shape

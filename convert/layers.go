@@ -2,14 +2,14 @@ package convert
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
 	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/comfyquant"
-	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/safetensors"
+	"github.com/gokitchen/kitchen/tensor"
 )
 
 // LayerError reports a quantized layer that kitchen does not read (its
@@ -44,14 +44,21 @@ const diffusionPrefix = "model.diffusion_model."
 type qlayer struct {
 	name   string            // P
 	format string            // the config's "format", as written
-	conf   comfyquant.Config // when problem is ""
+	conf   comfyquant.Config // when problem is nil
 	// fromMarker and fromMetadata say where the config is written.
 	fromMarker, fromMetadata bool
 	marker, weight, scale    int // indices into the file's tensors (-1: none)
 	perRow                   bool
-	problem                  string // why kitchen does not read the layer
-	problemErr               error  // LayerError.Err for it
-	note                     string // how ComfyUI may read it otherwise
+	problem                  *LayerError // why kitchen does not read the layer
+	note                     string      // how ComfyUI may read it otherwise
+}
+
+// refuse records why kitchen does not read the layer, in the file at path,
+// unless a problem is already recorded: the first one found is reported.
+func (l *qlayer) refuse(path, format string, a ...any) {
+	if l.problem == nil {
+		l.problem = &LayerError{Path: path, Layer: l.name, Problem: fmt.Sprintf(format, a...)}
+	}
 }
 
 // source says where the layer's config is written.
@@ -75,13 +82,13 @@ type quantInfo struct {
 }
 
 // firstProblem returns the first problem of the file or of a layer, or nil.
-func (qi *quantInfo) firstProblem(path string) error {
+func (qi *quantInfo) firstProblem() error {
 	if len(qi.problems) > 0 {
 		return qi.problems[0]
 	}
 	for _, l := range qi.layers {
-		if l.problem != "" {
-			return &LayerError{Path: path, Layer: l.name, Problem: l.problem, Err: l.problemErr}
+		if l.problem != nil {
+			return l.problem
 		}
 	}
 	return nil
@@ -115,7 +122,7 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 		l := get(name)
 		l.marker, l.fromMarker = i, true
 		if t.DType != "U8" && t.DType != "I8" {
-			l.problem = fmt.Sprintf("%s has dtype %s, want U8 (the bytes of a JSON object)", t.Name, t.DType)
+			l.refuse(f.Path, "%q has dtype %s, want U8 (the bytes of a JSON object)", t.Name, t.DType)
 			continue
 		}
 		b, err := f.Data(t)
@@ -127,7 +134,7 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 		l.conf, err = comfyquant.Parse(b)
 		f.Release(t)
 		if err != nil {
-			l.problem = strings.Replace(err.Error(), comfyquant.ErrMarker.Error(), "bad "+t.Name, 1)
+			l.refuse(f.Path, "%s", strings.Replace(err.Error(), comfyquant.ErrMarker.Error(), fmt.Sprintf("bad %q", t.Name), 1))
 		}
 	}
 	if raw, ok := f.Metadata[comfyquant.MetadataKey]; ok {
@@ -152,7 +159,7 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 				} else if other || otherPrefixed {
 					continue // that shard's own markers or metadata decide
 				} else {
-					fileProblem(n, "%s names this layer, but the checkpoint holds no %s", comfyquant.MetadataKey, n+weightSuffix)
+					fileProblem(n, "%s names this layer, but the checkpoint holds no %q", comfyquant.MetadataKey, n+weightSuffix)
 					continue
 				}
 			}
@@ -160,8 +167,8 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 			mc := confs[n]
 			if first, ok := keyOf[base]; ok {
 				// Both "P" and "model.diffusion_model.P" name the layer.
-				if fc := confs[first]; l.problem == "" && (fc.RotationGroup() != mc.RotationGroup() || fc.Format != mc.Format) {
-					l.problem = fmt.Sprintf("%s names it twice, as %q (%s) and %q (%s)",
+				if fc := confs[first]; fc.RotationGroup() != mc.RotationGroup() || fc.Format != mc.Format {
+					l.refuse(f.Path, "%s names it twice, as %q (%s) and %q (%s)",
 						comfyquant.MetadataKey, first, describe(fc), n, describe(mc))
 				}
 				continue
@@ -169,10 +176,10 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 			keyOf[base] = n
 			l.fromMetadata = true
 			switch {
-			case l.marker >= 0 && l.problem == "" && l.conf.RotationGroup() != mc.RotationGroup():
-				l.problem = fmt.Sprintf("its comfy_quant marker says %s but %s says %s (ComfyUI would follow the metadata)",
+			case l.marker >= 0 && l.problem == nil && l.conf.RotationGroup() != mc.RotationGroup():
+				l.refuse(f.Path, "its comfy_quant marker says %s but %s says %s (ComfyUI would follow the metadata)",
 					describe(l.conf), comfyquant.MetadataKey, describe(mc))
-			case l.marker < 0 || l.problem == "":
+			case l.marker < 0 || l.problem == nil:
 				l.conf, l.format = mc, mc.Format
 			}
 		}
@@ -181,14 +188,14 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 		if err := checkLayer(f, l, shardOf); err != nil {
 			return nil, err
 		}
-		if l.problem == "" && nested[l.name] && !l.fromMetadata && IsEmbeddingTable(l.name+weightSuffix) {
+		if l.problem == nil && nested[l.name] && !l.fromMetadata && IsEmbeddingTable(l.name+weightSuffix) {
 			l.note = `ConvRot under "params": ComfyUI's int8 Embedding reads only flat keys and would not undo the rotation`
 		}
 	}
 	for _, t := range f.Tensors {
 		switch {
 		case t.Name == "scaled_fp8" || strings.HasSuffix(t.Name, ".scaled_fp8"):
-			fileProblem("", "%s is ComfyUI's legacy scaled_fp8 marker: an fp8 checkpoint, which kitchen does not read", t.Name)
+			fileProblem("", "%q is ComfyUI's legacy scaled_fp8 marker: an fp8 checkpoint, which kitchen does not read", t.Name)
 		case strings.HasSuffix(t.Name, weightSuffix) && t.DType == "I8" && byName[layerName(t.Name)] == nil:
 			if _, ok := f.Tensor(layerName(t.Name) + scaleSuffix); ok {
 				fileProblem(layerName(t.Name), "int8 weight with a %s but no comfy_quant marker: ComfyUI would load its int8 values as plain numbers", scaleSuffix)
@@ -202,7 +209,7 @@ func readQuant(f *safetensors.File, shardOf func(string) (string, bool)) (*quant
 // scales' values as kitchen dequantize reads them, unless its config
 // already has a problem. Only reading the scales can fail.
 func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bool)) error {
-	if l.problem != "" {
+	if l.problem != nil {
 		return nil
 	}
 	find := func(name string) int {
@@ -210,39 +217,36 @@ func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bo
 			return i
 		}
 		if shard, ok := shardOf(name); ok {
-			l.problem = fmt.Sprintf("split across shards: %s is in %s; kitchen reads a layer only when its tensors share a shard", name, shard)
+			l.refuse(f.Path, "split across shards: %q is in %s; kitchen reads a layer only when its tensors share a shard", name, shard)
 		}
 		return -1
 	}
 	if l.weight = find(l.name + weightSuffix); l.weight < 0 {
-		if l.problem == "" {
-			l.problem = fmt.Sprintf("no %s", l.name+weightSuffix)
-		}
+		l.refuse(f.Path, "no %q", l.name+weightSuffix)
 		return nil
 	}
 	w := f.Tensors[l.weight]
 	switch {
 	case w.DType != "I8":
-		l.problem = fmt.Sprintf("%s has dtype %s, want I8", w.Name, w.DType)
+		l.refuse(f.Path, "%q has dtype %s, want I8", w.Name, w.DType)
 		return nil
 	case len(w.Shape) != 2:
-		l.problem = fmt.Sprintf("%s has shape %v: ComfyUI loads int8 only into Linear and Embedding layers, whose weights are [N, K]", w.Name, w.Shape)
+		l.refuse(f.Path, "%q has shape %v: ComfyUI loads int8 only into Linear and Embedding layers, whose weights are [N, K]", w.Name, w.Shape)
 		return nil
 	case w.Numel() == 0:
-		l.problem = fmt.Sprintf("%s is empty (shape %v): there is nothing to dequantize", w.Name, w.Shape)
+		l.refuse(f.Path, "%q is empty (shape %v): there is nothing to dequantize", w.Name, w.Shape)
 		return nil
 	}
 	if l.scale = find(l.name + scaleSuffix); l.scale < 0 {
-		if l.problem == "" {
-			l.problem = fmt.Sprintf("no %s: ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding; kitchen cannot tell which this is, so it does not guess", l.name+scaleSuffix)
-		}
+		l.refuse(f.Path, "no %q: ComfyUI refuses that for a Linear layer and reads a scale of 1.0 for an Embedding; kitchen cannot tell which this is, so it does not guess", l.name+scaleSuffix)
 		return nil
 	}
 	s := f.Tensors[l.scale]
 	n, k := w.Shape[0], w.Shape[1]
+	dt, _ := safetensors.KitchenDType(s.DType) // dtype.Invalid, not a float, for a name kitchen does not read
 	switch {
-	case s.DType != "F32" && s.DType != "F16" && s.DType != "BF16":
-		l.problem = fmt.Sprintf("%s has dtype %s, want a float type", s.Name, s.DType)
+	case !dt.IsFloat():
+		l.refuse(f.Path, "%q has dtype %s, want a float type", s.Name, s.DType)
 	case s.Numel() == 1:
 	case slices.Equal(s.Shape, []int{n, 1}):
 		l.perRow = true
@@ -250,12 +254,12 @@ func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bo
 		l.perRow = true
 		l.note = "a 1-D [N] scale: ComfyUI's int8 matmul reads it per row, as kitchen does, but its dequantizing path (LoRA, full_precision_matrix_mult, GPUs without int8) and its Embedding broadcast it along the row; write [N, 1]"
 	default:
-		l.problem = fmt.Sprintf("%s has shape %v; ComfyUI reads one scale ([] or [1]) or one per row ([%d, 1])", s.Name, s.Shape, n)
+		l.refuse(f.Path, "%q has shape %v; ComfyUI reads one scale ([] or [1]) or one per row ([%d, 1])", s.Name, s.Shape, n)
 	}
-	if g := l.conf.RotationGroup(); l.problem == "" && g > 0 && k%g != 0 {
-		l.problem = fmt.Sprintf("ConvRot group %d does not divide K = %d (ComfyUI fails on it)", g, k)
+	if g := l.conf.RotationGroup(); l.problem == nil && g > 0 && k%g != 0 {
+		l.refuse(f.Path, "ConvRot group %d does not divide K = %d (ComfyUI fails on it)", g, k)
 	}
-	if l.problem != "" {
+	if l.problem != nil {
 		return nil
 	}
 	// The values, one or N of them: a scale that is not a finite number
@@ -265,16 +269,17 @@ func checkLayer(f *safetensors.File, l *qlayer, shardOf func(string) (string, bo
 		return err
 	}
 	defer f.Release(s)
-	dt, err := dtype.Parse(s.DType)
+	st, err := tensor.FromBytes(dt, b, int(s.Numel()))
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: scale tensor %q: %w", f.Path, s.Name, err)
 	}
-	for i := range int(s.Numel()) {
-		if v := dtype.Load(b, dt, i); !(v > 0) || math.IsInf(float64(v), 1) {
-			l.problem = fmt.Sprintf("scale tensor %q element %d is %v: a scale must be a finite number > 0", s.Name, i, v)
-			l.problemErr = backend.ErrScale
-			break
-		}
+	i, v, err := op.FirstNotPositive(st)
+	if err != nil {
+		return fmt.Errorf("%s: scale tensor %q: %w", f.Path, s.Name, err)
+	}
+	if i >= 0 {
+		l.refuse(f.Path, "scale tensor %q element %d is %v: a scale must be a finite number > 0", s.Name, i, v)
+		l.problem.Err = backend.ErrScale
 	}
 	return nil
 }

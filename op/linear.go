@@ -215,7 +215,7 @@ func (a *LinearArgs) Validate() error {
 	if s := a.WeightScale.Shape(); a.WeightScale.Numel() != 1 && !slices.Equal(s, []int{n}) && !slices.Equal(s, []int{n, 1}) {
 		return argError(name, "weight_scale", tensor.ErrShape, "shape %v, want one element, [%d] or [%d, 1]", s, n, n)
 	}
-	if i, v, err := firstNotPositive(a.WeightScale); err != nil {
+	if i, v, err := FirstNotPositive(a.WeightScale); err != nil {
 		return err
 	} else if i >= 0 {
 		return argError(name, "weight_scale", backend.ErrScale, "element %d is %v: want finite and > 0", i, v)
@@ -253,12 +253,14 @@ func (a *LinearArgs) Result() (Dequantized, error) {
 	return Dequantized{Out: t}, err
 }
 
-// firstNotPositive returns the index and value of the first element of t
-// that is not a finite number > 0, or -1. Finite and > 0 is a range of the
-// bits (the sign clear, from 1 up to the largest finite value), so each
-// element costs one comparison and nothing is converted or allocated: a
-// per-channel weight scale is checked on every int8_linear call.
-func firstNotPositive(t *tensor.Tensor) (int, float32, error) {
+// FirstNotPositive returns the index and value of the first element of t
+// (float32, float16 or bfloat16) that is not a finite number > 0, or -1:
+// the rule for every scale, which int8_linear checks on each call and
+// convert's readers (inspect, dequantize, eval) check in files. Finite
+// and > 0 is a range of the bits (the sign clear, from 1 up to the largest
+// finite value), so each element costs one comparison and nothing is
+// converted or allocated.
+func FirstNotPositive(t *tensor.Tensor) (int, float32, error) {
 	h, err := t.To(tensor.CPU())
 	if err != nil {
 		return 0, 0, err

@@ -28,7 +28,7 @@ func TestFirstNotPositive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		i, v, err := firstNotPositive(x)
+		i, v, err := FirstNotPositive(x)
 		if err != nil {
 			t.Fatal(err)
 		}
