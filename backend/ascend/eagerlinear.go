@@ -259,12 +259,14 @@ func (s *session) matmulInt8(a, b *tensor.Tensor, transB bool) (*tensor.Tensor, 
 // LinearEpilogue scales the int32 acc [M, N] back with the float32 row
 // scales xs (M) and the weight scales ws (one or N, any float dtype), rounds
 // to out and adds the bias, if any, as the contract says: the fused
-// int8_linear's own element-wise epilogue (epilogue), exact.
-func (d *Device) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType) (*tensor.Tensor, error) {
-	return do(d, func(s *session) (*tensor.Tensor, error) { return s.linearEpilogue(acc, xs, ws, bias, out) })
+// int8_linear's own element-wise epilogue (epilogue), exact. Only where
+// wraps (K = op.MaxK) does it pay for reading -2^31 as 2^31: an [M, N]
+// mask and a masked fill.
+func (d *Device) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, wraps bool) (*tensor.Tensor, error) {
+	return do(d, func(s *session) (*tensor.Tensor, error) { return s.linearEpilogue(acc, xs, ws, bias, out, wraps) })
 }
 
-func (s *session) linearEpilogue(acc, xs, ws, bias *tensor.Tensor, outDT dtype.DType) (*tensor.Tensor, error) {
+func (s *session) linearEpilogue(acc, xs, ws, bias *tensor.Tensor, outDT dtype.DType, wraps bool) (*tensor.Tensor, error) {
 	if acc.Rank() != 2 || acc.DType() != dtype.Int32 {
 		return nil, fmt.Errorf("ascend: linear epilogue of %v: %w: want int32 [M, N]", acc, tensor.ErrShape)
 	}
@@ -296,5 +298,5 @@ func (s *session) linearEpilogue(acc, xs, ws, bias *tensor.Tensor, outDT dtype.D
 		}
 		b = &ba
 	}
-	return out, s.epilogue(acca, xsa, wsa, b, o.as(m, n), true) // eager's K may be op.MaxK
+	return out, s.epilogue(acca, xsa, wsa, b, o.as(m, n), wraps)
 }

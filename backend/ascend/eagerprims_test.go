@@ -326,10 +326,12 @@ func TestDeclinedLinearRunsEagerOnNPU(t *testing.T) {
 // so that against a channel of -128 its sum is 2^31, which int32 wraps to
 // -2^31 and the epilogue must read back as 2^31; the other row and channel
 // are random, sums that do not wrap. One step short of op.MaxK nothing
-// wraps. Each output is eager's on the host, bit for bit.
+// wraps, and the epilogue launches fewer operators: it does not look for
+// wrapped sums there. Each output is eager's on the host, bit for bit.
 func TestLinearWrapOnNPU(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(8, 64))
+	launches := map[int]int64{}
 	for _, k := range []int{op.MaxK, op.MaxK - 1} {
 		xv, wv := make([]float32, 2*k), make([]int8, 2*k)
 		for i := range k {
@@ -342,10 +344,12 @@ func TestLinearWrapOnNPU(t *testing.T) {
 			ws:  must(tensor.FromFloat32(dtype.Float32, []float32{1})),
 			out: dtype.Float32,
 		}
+		before := e.stats().Launches
 		got, ran, err := e.linear(l, true)
 		if err != nil || ran != "eager" {
 			t.Fatalf("K = %d: ran %q, %v; want eager on the NPU", k, ran, err)
 		}
+		launches[k] = e.stats().Launches - before
 		want, _, err := e.linear(l, false, kitchenEager())
 		if err != nil {
 			t.Fatal(err)
@@ -357,5 +361,9 @@ func TestLinearWrapOnNPU(t *testing.T) {
 		if i := firstDiff(must(got.Bytes()), must(want.Bytes()), 4); i >= 0 {
 			t.Errorf("K = %d: element %d is %g, want %g", k, i, must(got.Float32s())[i], must(want.Float32s())[i])
 		}
+	}
+	if launches[op.MaxK-1] >= launches[op.MaxK] {
+		t.Errorf("eager on the NPU launched %d operators at K = %d and %d at op.MaxK: want fewer where no sum can wrap",
+			launches[op.MaxK-1], op.MaxK-1, launches[op.MaxK])
 	}
 }
