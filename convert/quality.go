@@ -3,9 +3,11 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/gokitchen/kitchen"
@@ -53,11 +55,12 @@ func (e *infiniteRow) Error() string {
 }
 
 // add dequantizes q and scale (rows of a layer, rotating back with group,
-// if > 0) a step at a time and compares them with x, the same rows of
-// the original. Where a dequantized value is infinite it returns an
-// *infiniteRow naming the first such row of x.
-func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Tensor, group int) error {
-	c := p.c
+// if > 0, on the backend opts choose) a step at a time and compares them
+// with x, the same rows of the original. scale is float32: one value, or
+// one a row. The rotated rows go through *buf, grown as needed, so that
+// a caller reuses it from layer to layer. Where a dequantized value is
+// infinite it returns an *infiniteRow naming the first such row of x.
+func (e *errorSums) add(ctx context.Context, x, q, scale *tensor.Tensor, group int, buf *[]byte, opts ...kitchen.Option) error {
 	n, k := x.Dim(0), x.Dim(1)
 	xb, err := x.Bytes()
 	if err != nil {
@@ -108,21 +111,19 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 				return err
 			}
 		}
-		// The float32 rows go into the producer's buffer, the same for every
+		// The float32 rows go into the caller's buffer, the same for every
 		// step (see buffers).
-		if need := (r1 - r0) * k * 4; cap(p.errBuf) < need {
-			p.errBuf = make([]byte, need)
+		if need := (r1 - r0) * k * 4; cap(*buf) < need {
+			*buf = make([]byte, need)
 		}
-		into, err := tensor.FromBytes(kitchen.Float32, p.errBuf[:(r1-r0)*k*4], r1-r0, k)
+		into, err := tensor.FromBytes(kitchen.Float32, (*buf)[:(r1-r0)*k*4], r1-r0, k)
 		if err != nil {
 			return err
 		}
-		var ran string
-		d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(c.kitchenOptions(&ran), kitchen.Into(into), kitchen.WithConvRotGroup(group))...)
+		d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(opts, kitchen.Into(into), kitchen.WithConvRotGroup(group))...)
 		if err != nil {
 			return err
 		}
-		c.backends[ran] = true
 		db, err := d.Bytes()
 		if err != nil {
 			return err
@@ -134,6 +135,49 @@ func (e *errorSums) add(ctx context.Context, p *producer, x, q, scale *tensor.Te
 		e.diff, e.norm = e.diff+dd, e.norm+nn
 	}
 	return nil
+}
+
+// WeightErrorSums returns Σ(w' - w)² and Σw² in float64, for w the
+// original weight [N, K] (any float type) and w' its int8 form q [N, K]
+// dequantized as ComfyUI dequantizes it: q·scale in float32 (scale one
+// value, or one a row: [N] or [N, 1], any float type), rotated back with
+// the ConvRot group if it is > 0 (dequantize_int8_convrot_weight, on the
+// backend opts choose). These are the sums of the converter's weight
+// error (LayerQuality), in its order: a step of rows at a time, so that
+// beyond the tensors it holds a step's float32 rows, not the layer's.
+// diff is +Inf where a dequantized value is not finite in float32.
+func WeightErrorSums(ctx context.Context, w, q, scale *tensor.Tensor, group int, opts ...kitchen.Option) (diff, norm float64, err error) {
+	if ctx == nil {
+		return 0, 0, errors.New("convert: WeightErrorSums: nil context")
+	}
+	if w.Rank() != 2 || !w.DType().IsFloat() {
+		return 0, 0, fmt.Errorf("convert: WeightErrorSums: the weight is %v, want a 2-D float tensor", w)
+	}
+	n := w.Dim(0)
+	switch {
+	case q.DType() != kitchen.Int8 || !slices.Equal(q.Shape(), w.Shape()):
+		return 0, 0, fmt.Errorf("convert: WeightErrorSums: q is %v, want int8 of the weight's shape %v", q, w.Shape())
+	case !scale.DType().IsFloat() || scale.Numel() != 1 && !slices.Equal(scale.Shape(), []int{n}) && !slices.Equal(scale.Shape(), []int{n, 1}):
+		return 0, 0, fmt.Errorf("convert: WeightErrorSums: scale is %v, want a float of one element, [%d] or [%d, 1]", scale, n, n)
+	}
+	if scale.DType() != kitchen.Float32 {
+		// add reads float32 scales; a float16 or bfloat16 one widens
+		// exactly, and q·scale is the same float32 product.
+		v, err := scale.Float32s()
+		if err != nil {
+			return 0, 0, err
+		}
+		if scale, err = tensor.FromFloat32(kitchen.Float32, v, scale.Shape()...); err != nil {
+			return 0, 0, err
+		}
+	}
+	var e errorSums
+	var buf []byte
+	err = e.add(ctx, w, q, scale, group, &buf, opts...)
+	if ir := (*infiniteRow)(nil); errors.As(err, &ir) {
+		return math.Inf(1), e.norm, nil
+	}
+	return e.diff, e.norm, err
 }
 
 // finite reports whether a sum of squares is finite: (w' - x)² of finite

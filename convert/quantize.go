@@ -289,9 +289,14 @@ func produceQuantized(ctx context.Context, p *producer, u *unit) error {
 			at += int64(r0) * 4
 		}
 		if want := min(st.Size(), int64(r1-r0)*4); int64(len(sb)) != want {
-			return fmt.Errorf("%s: %d bytes of scales, want %d", st.Name, len(sb), want)
+			return fmt.Errorf("%q: %d bytes of scales, want %d", st.Name, len(sb), want)
 		}
-		if err := sums.add(ctx, p, xc, q, scale, int(u.group)); err != nil {
+		var ran string
+		err = sums.add(ctx, xc, q, scale, int(u.group), &p.errBuf, c.kitchenOptions(&ran)...)
+		if ran != "" {
+			c.backends[ran] = true
+		}
+		if err != nil {
 			if ir := (*infiniteRow)(nil); errors.As(err, &ir) {
 				ir.row += r0
 				return fmt.Errorf("%s: tensor %q: %w: in its int8 form, %v (its values come within rounding of float32's largest), so ComfyUI would load infinities",

@@ -149,17 +149,71 @@ func TestErrorSumsInfiniteRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &producer{c: &conv{backends: map[string]bool{}}}
+		var buf []byte
 		var sums errorSums
-		err = sums.add(context.Background(), p, x, qt, st, c.group)
+		err = sums.add(context.Background(), x, qt, st, c.group, &buf)
 		var ir *infiniteRow
 		if !errors.As(err, &ir) || ir.row != 1 {
 			t.Errorf("group %d: got %v, want row 1 dequantizing to infinity", c.group, err)
 		}
 		// Finite everywhere: the sums are.
 		st, _ = tensor.FromBytes(kitchen.Float32, floatBytes([]float32{1. / 127, 1, 1. / 127}), n, 1)
-		if err := sums.add(context.Background(), p, x, qt, st, c.group); err != nil || !finite(sums.diff) || sums.diff == 0 {
+		if err := sums.add(context.Background(), x, qt, st, c.group, &buf); err != nil || !finite(sums.diff) || sums.diff == 0 {
 			t.Errorf("group %d, finite scales: %v, diff %v", c.group, err, sums.diff)
+		}
+	}
+}
+
+// TestWeightErrorSums: the exported sums are errorSums' (the converter's),
+// whatever float type the scale is written in (a float16 or bfloat16
+// scale widens exactly to the float32 the sums read), with and without
+// ConvRot; a weight whose int8 form overflows has an infinite diff, not an
+// error; and tensors of the wrong kinds are refused.
+func TestWeightErrorSums(t *testing.T) {
+	ctx := context.Background()
+	const n, k = 5, 64
+	xb, q, scales, _ := errorFixture(n, k)
+	x, err := tensor.FromBytes(kitchen.BFloat16, xb, n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qt, err := tensor.FromBytes(kitchen.Int8, q, n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range scales {
+		scales[i] = float32(i+1) / 128 // exact in bfloat16
+	}
+	for _, group := range []int{0, 16} {
+		st, err := tensor.FromFloat32(kitchen.Float32, scales, n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf []byte
+		var want errorSums
+		if err := want.add(ctx, x, qt, st, group, &buf); err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range []dtype.DType{kitchen.Float32, kitchen.BFloat16, kitchen.Float16} {
+			s, err := tensor.FromFloat32(dt, scales, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, nn, err := WeightErrorSums(ctx, x, qt, s, group)
+			if err != nil || d != want.diff || nn != want.norm || d == 0 {
+				t.Errorf("group %d, %v scale: %v, %v, %v; want %v, %v", group, dt, d, nn, err, want.diff, want.norm)
+			}
+		}
+	}
+	huge, _ := tensor.FromFloat32(kitchen.Float32, []float32{math.MaxFloat32 / 100})
+	if d, _, err := WeightErrorSums(ctx, x, qt, huge, 0); err != nil || !math.IsInf(d, 1) {
+		t.Errorf("an overflowing scale: %v, %v; want +Inf", d, err)
+	}
+	one, _ := tensor.FromFloat32(kitchen.Float32, []float32{1})
+	wrong, _ := tensor.FromFloat32(kitchen.Float32, make([]float32, n*k), n, k)
+	for _, c := range [][3]*tensor.Tensor{{qt, qt, one}, {x, x, one}, {x, qt, wrong}, {x, qt, qt}} {
+		if _, _, err := WeightErrorSums(ctx, c[0], c[1], c[2], 0); err == nil {
+			t.Errorf("%v, %v, %v: no error", c[0], c[1], c[2])
 		}
 	}
 }

@@ -1,10 +1,12 @@
 // Package eval measures how well a quantized checkpoint reproduces its
-// original: every int8 layer of the quantized file runs through
+// original: every int8 linear layer of the quantized file runs through
 // int8_linear (with its ConvRot rotation, as ComfyUI runs it) on seeded
 // random activations, and its output is compared with the original layer's
 // computed in float64. Activations come plain (normal) and with a few
 // large outlier channels, as diffusion transformers' activations have, since
 // outliers are what separates per-tensor, per-channel and ConvRot scales.
+// An embedding table, which is looked up rather than multiplied, is
+// measured by its weight: its rows dequantized against the original's.
 package eval
 
 import (
@@ -22,9 +24,11 @@ import (
 	"sync/atomic"
 
 	"github.com/gokitchen/kitchen"
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/comfyquant"
 	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -40,7 +44,8 @@ type Options struct {
 	// by OutlierScale (default 50).
 	Outliers     int
 	OutlierScale float64
-	// Backend, if set, names the backend int8_linear runs on.
+	// Backend, if set, names the backend the layers run on: int8_linear,
+	// and dequantize_int8_convrot_weight for ConvRot embedding tables.
 	Backend string
 	// Include, if set, limits the evaluation to the layers whose names
 	// (without ".weight") it matches.
@@ -98,15 +103,17 @@ type Layer struct {
 	// none).
 	Scales  string `json:"scales"`
 	ConvRot int    `json:"convrot_group,omitempty"`
-	// PlainError and OutlierError are the relative output errors
-	// ||y_int8 - y_orig|| / ||y_orig|| on plain activations and on
-	// activations with outlier channels: +Inf where the int8 layer's
-	// output overflows float32, which JSON writes as null.
+	// PlainError and OutlierError are a linear layer's relative output
+	// errors ||y_int8 - y_orig|| / ||y_orig|| on plain activations and on
+	// activations with outlier channels, or both an embedding table's
+	// relative weight error (Embedding): +Inf where the int8 layer's
+	// output or weight overflows float32, which JSON writes as null.
 	PlainError   float64 `json:"plain_rel_error"`
 	OutlierError float64 `json:"outlier_rel_error"`
 	// Embedding marks an embedding table (convert.IsEmbeddingTable),
 	// which looks rows up rather than multiplying activations: both
-	// errors are then its dequantized rows' ||q·s - w|| / ||w||.
+	// errors are then its dequantized rows' ||w' - w|| / ||w||
+	// (convert.WeightErrorSums).
 	Embedding bool `json:"embedding,omitempty"`
 	// Note says where ComfyUI may read the layer otherwise than kitchen
 	// does, and so run it otherwise than measured here
@@ -148,9 +155,10 @@ type Report struct {
 }
 
 // Run evaluates every int8 layer of the quantized checkpoint quant against
-// the same layer of orig. Either may be a .safetensors file, a sharded
-// checkpoint's index (*.safetensors.index.json) or a directory of shards
-// (see convert.OpenCheckpoint). The original's tensors are found by name
+// the same layer of orig: a linear layer's output, an embedding table's
+// weight. Either may be a .safetensors file, a sharded checkpoint's index
+// (*.safetensors.index.json) or a directory of shards (see
+// convert.OpenCheckpoint). The original's tensors are found by name
 // in whichever shard holds them; a quantized layer's weight, scale and
 // marker must share a shard, as kitchen dequantize reads them. The layers
 // and their configs are read as
@@ -167,10 +175,10 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	}
 	opts.defaults()
 	if opts.Backend != "" {
-		// Every layer runs on the host: a backend that cannot run
-		// int8_linear there is refused before anything is read.
-		if err := hostLinear(ctx, opts.Backend); err != nil {
-			return nil, fmt.Errorf("eval: backend %q cannot run int8_linear on the host: %w", opts.Backend, err)
+		// Every layer runs on the host: a backend that cannot run eval's
+		// operations there is refused before anything is read.
+		if err := hostOps(ctx, opts.Backend); err != nil {
+			return nil, err
 		}
 	}
 	co, err := convert.OpenCheckpoint(ctx, orig)
@@ -186,7 +194,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	// The layers as kitchen dequantize (and ComfyUI) read them: configs
 	// from the markers or _quantization_metadata, each layer checked, a
 	// layer dequantize would refuse refused here too.
-	ins, err := convert.Inspect(ctx, quant)
+	ins, err := convert.InspectCheckpoint(ctx, cq)
 	if err != nil {
 		return nil, err
 	}
@@ -203,9 +211,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 			return nil, fmt.Errorf("eval: %s: layer %q: %s (kitchen dequantize refuses it too)", l.Shard, l.Name, l.Problem)
 		}
 		layers = append(layers, l)
-		if len(l.Shape) == 2 {
-			prog.BytesTotal += int64(l.Shape[0]) * int64(l.Shape[1])
-		}
+		prog.BytesTotal += int64(l.Shape[0]) * int64(l.Shape[1]) // a layer without a problem has a [N, K] weight
 	}
 	if len(layers) == 0 {
 		if opts.Include != nil && len(ins.Layers) > 0 {
@@ -234,24 +240,31 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	return rep, nil
 }
 
-// hostLinear runs a one-element int8_linear on the host on the named
-// backend.
-func hostLinear(ctx context.Context, name string) error {
-	x, err := tensor.FromFloat32(dtype.BFloat16, []float32{1}, 1, 1)
-	if err != nil {
-		return err
+// hostOps checks that the named backend accepts, on the host, the calls
+// eval makes: int8_linear, plain and with ConvRot, for the linear layers,
+// and dequantize_int8_convrot_weight for ConvRot embedding tables (the
+// other tables' rows are summed on the host by convert.WeightErrorSums,
+// which calls no backend). It asks the backend's constraints about small
+// workloads (backend.Workload.Check) and runs nothing.
+func hostOps(ctx context.Context, name string) error {
+	k := op.DefaultGroup // a K that ConvRot's default group divides
+	for _, c := range []struct {
+		op   backend.Operation
+		spec *backend.Spec
+	}{
+		{op.Int8Linear, &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16}},
+		{op.Int8Linear, &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16, Group: op.DefaultGroup}},
+		{op.DequantizeConvRotWeight, &backend.Spec{Shape: []int{1, k}, DType: dtype.Float32}},
+	} {
+		w, err := c.op.Workload(ctx, backend.Default, c.spec)
+		if err == nil {
+			err = w.Check(ctx, backend.Default, name)
+		}
+		if err != nil {
+			return fmt.Errorf("eval: backend %q cannot run %s on the host: %w", name, c.op.Name(), err)
+		}
 	}
-	w, err := tensor.FromInt8([]int8{1}, 1, 1)
-	if err != nil {
-		return err
-	}
-	s, err := tensor.FromFloat32(dtype.Float32, []float32{1}, 1)
-	if err != nil {
-		return err
-	}
-	y, err := kitchen.Int8Linear(ctx, x, w, s, kitchen.UsingBackend(name))
-	y.Release()
-	return err
+	return nil
 }
 
 // sortWorstFirst orders layers by their worst error, largest first. A
@@ -282,7 +295,11 @@ func hostTensor(c *convert.Checkpoint, name string) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tensor.FromBytes(dt, b, ti.Shape...)
+	t, err := tensor.FromBytes(dt, b, ti.Shape...)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %s: tensor %q: %w", f.Path, name, err)
+	}
+	return t, nil
 }
 
 // evalLayer evaluates the layer lr of fq (as convert.Inspect read it)
@@ -303,10 +320,10 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 		return l, err
 	}
 	if !w.DType().IsFloat() {
-		return l, fmt.Errorf("eval: %s: %s is %v in %s, not a float: the original must be the checkpoint before quantization", p, comfyquant.WeightSuffix, w.DType(), fo.Path)
+		return l, fmt.Errorf("eval: %q: %s is %v in %s, not a float: the original must be the checkpoint before quantization", p, comfyquant.WeightSuffix, w.DType(), fo.Path)
 	}
 	if q.Rank() != 2 || !slices.Equal(q.Shape(), w.Shape()) {
-		return l, fmt.Errorf("eval: %s: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
+		return l, fmt.Errorf("eval: %q: %s is %v in %s but %v in %s", p, comfyquant.WeightSuffix, q, fq.Path, w, fo.Path)
 	}
 	l.N, l.K = q.Dim(0), q.Dim(1)
 	l.Scales, l.ConvRot, l.Note = lr.Scales, lr.ConvRot, lr.Note
@@ -344,7 +361,7 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 		xr, _ := xt.Float32s() // x as the layer sees it, rounded to bfloat16
 		y, err := kitchen.Int8Linear(ctx, xt, q, scale, kopts...)
 		if err != nil {
-			return l, fmt.Errorf("eval: %s: %w", p, err)
+			return l, fmt.Errorf("eval: %q: %w", p, err)
 		}
 		yv, _ := y.Float32s()
 		want, err := reference(ctx, xr, w, bv, opts.Tokens)
@@ -363,78 +380,23 @@ func evalLayer(ctx context.Context, fo, fq *convert.Checkpoint, lr convert.Layer
 
 // evalTable evaluates an embedding table: its rows dequantized as an
 // int8 embedding lookup does (rotated back if ConvRot), against the
-// original's. It goes a block of rows at a time, so that a large table
-// costs a block's memory beyond the files, not a float copy of the whole.
+// original's, with the converter's sums (convert.WeightErrorSums), which
+// go a step of rows at a time: a large table costs a step's memory beyond
+// the files, not a float copy of the whole.
 func evalTable(ctx context.Context, l Layer, q, scale, w *tensor.Tensor, opts Options) (Layer, error) {
 	l.Embedding = true
-	kopts := []kitchen.Option{}
+	var kopts []kitchen.Option
 	if opts.Backend != "" {
 		kopts = append(kopts, kitchen.UsingBackend(opts.Backend))
 	}
-	if l.ConvRot > 0 {
-		kopts = append(kopts, kitchen.WithConvRotGroup(l.ConvRot))
-	}
-	qb, err := q.Bytes()
+	d, n, err := convert.WeightErrorSums(ctx, w, q, scale, l.ConvRot, kopts...)
 	if err != nil {
-		return l, err
-	}
-	sb, err := scale.Bytes()
-	if err != nil {
-		return l, err
-	}
-	wb, err := w.Bytes()
-	if err != nil {
-		return l, err
-	}
-	perRow := scale.Numel() > 1 // [N] or [N, 1]: one scale a row, as kitchen dequantize reads it
-	rows := max(1, tableBlock/l.K)
-	var d, n float64
-	for r0 := 0; r0 < l.N; r0 += rows {
-		if err := ctx.Err(); err != nil {
-			return l, err
-		}
-		r1 := min(l.N, r0+rows)
-		qr, err := tensor.FromBytes(dtype.Int8, qb[r0*l.K:r1*l.K], r1-r0, l.K)
-		if err != nil {
-			return l, err
-		}
-		sr := scale
-		if perRow {
-			size := scale.DType().Size()
-			if sr, err = tensor.FromBytes(scale.DType(), sb[r0*size:r1*size], r1-r0, 1); err != nil {
-				return l, err
-			}
-		}
-		var got *tensor.Tensor
-		if l.ConvRot > 0 {
-			got, err = kitchen.DequantizeInt8ConvRotWeight(ctx, qr, sr, kopts...)
-		} else {
-			got, err = kitchen.DequantizeInt8(ctx, qr, sr, kopts...)
-		}
-		if err != nil {
-			return l, fmt.Errorf("eval: %s: %w", l.Name, err)
-		}
-		gb, err := got.Bytes()
-		if err != nil {
-			got.Release()
-			return l, err
-		}
-		for i := range (r1 - r0) * l.K {
-			want := float64(dtype.Load(wb, w.DType(), r0*l.K+i))
-			e := float64(dtype.Load(gb, got.DType(), i)) - want
-			d += e * e
-			n += want * want
-		}
-		got.Release()
+		return l, fmt.Errorf("eval: %q: %w", l.Name, err)
 	}
 	l.PlainError = relNorm(d, n)
 	l.OutlierError = l.PlainError
 	return l, nil
 }
-
-// tableBlock is how many elements of an embedding table evalTable
-// dequantizes at a time (a variable for the tests).
-var tableBlock = 1 << 20
 
 // activations makes tokens rows of k normal values, seeded by the layer's
 // name, with the given number of outlier channels scaled up.

@@ -21,6 +21,7 @@ import (
 	"github.com/gokitchen/kitchen/convert"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/eval"
+	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/safetensors"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -196,6 +197,25 @@ func TestOptionsRefused(t *testing.T) {
 	var nf *backend.BackendNotFoundError
 	if _, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Backend: "nope"}); !errors.As(err, &nf) {
 		t.Errorf("an unknown backend: got %v, want a BackendNotFoundError", err)
+	}
+}
+
+// TestBackendOps: a backend is asked, before the files are read, about
+// every operation eval may call on it, and none is run: one that
+// implements int8_linear but not dequantize_int8_convrot_weight, which a
+// ConvRot embedding table needs, is refused, naming that operation.
+func TestBackendOps(t *testing.T) {
+	ran := false
+	backend.Register(backend.Backend{Name: "eval-test-linear-only", Kind: backend.Reference, Caps: []backend.Capability{
+		op.Int8Linear.Implement(backend.Constraints{}, func(context.Context, *op.LinearArgs) (op.Dequantized, error) {
+			ran = true
+			return op.Dequantized{}, errors.New("eval ran int8_linear")
+		}),
+	}})
+	_, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Backend: "eval-test-linear-only"})
+	var ni *backend.NotImplementedError
+	if !errors.As(err, &ni) || ni.Op != op.DequantizeConvRotWeight.Name() || ran {
+		t.Errorf("got %v (int8_linear run: %v), want dequantize_int8_convrot_weight refused before anything runs", err, ran)
 	}
 }
 
@@ -489,9 +509,9 @@ func TestEmbeddingNote(t *testing.T) {
 }
 
 // TestEmbeddingTable: an embedding table is looked up, not multiplied: its
-// figure is the dequantized rows' relative error, the same as the
-// converter's weight error for it (computed apart, by the cpu backend's
-// sums), with or without ConvRot.
+// figure is the dequantized rows' relative error, the converter's weight
+// error for it to the bit (the same sums, convert.WeightErrorSums), with or
+// without ConvRot.
 func TestEmbeddingTable(t *testing.T) {
 	ctx := context.Background()
 	for _, group := range []int{0, 64} {
@@ -506,26 +526,15 @@ func TestEmbeddingTable(t *testing.T) {
 				want = l.RelRMSError
 			}
 		}
-		// The whole table in one block; then a row a block; then three
-		// rows a block, the last block short.
-		whole := *eval.TableBlock
-		defer func() { *eval.TableBlock = whole }()
-		for _, block := range []func(k int) int{func(int) int { return whole }, func(int) int { return 1 }, func(k int) int { return 3 * k }} {
-			*eval.TableBlock = block(192)
-			rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rep.Layers) != 1 || want == 0 {
-				t.Fatalf("group %d: layers %+v, converter's error %v", group, rep.Layers, want)
-			}
-			l := rep.Layers[0]
-			if l.N%3 == 0 || l.K != 192 {
-				t.Fatalf("the table is %d×%d: the test wants K 192 and a short last block", l.N, l.K)
-			}
-			if !l.Embedding || l.PlainError != l.OutlierError || math.Abs(l.PlainError-want) > 1e-6*want || l.ConvRot != group {
-				t.Errorf("group %d, block %d: %+v, want an embedding at the converter's %v", group, *eval.TableBlock, l, want)
-			}
+		rep, err := eval.Run(ctx, tiny, q, eval.Options{Tokens: 4, Include: regexp.MustCompile("embedding")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Layers) != 1 || want == 0 {
+			t.Fatalf("group %d: layers %+v, converter's error %v", group, rep.Layers, want)
+		}
+		if l := rep.Layers[0]; !l.Embedding || l.PlainError != l.OutlierError || l.PlainError != want || l.ConvRot != group {
+			t.Errorf("group %d: %+v, want an embedding at the converter's %v", group, l, want)
 		}
 	}
 }

@@ -5,6 +5,3 @@ var SortWorstFirst = sortWorstFirst
 
 // Reference is reference, for the tests.
 var Reference = reference
-
-// TableBlock is tableBlock, for the tests to set.
-var TableBlock = &tableBlock

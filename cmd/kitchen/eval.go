@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -24,14 +25,16 @@ func newEval() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval ORIG QUANT",
 		Short: "Measure each int8 layer of a converted checkpoint against the original",
-		Long: `eval runs every int8 layer of QUANT (a checkpoint kitchen quantize or ComfyUI wrote)
-through int8_linear, with its ConvRot rotation, on seeded random activations: plain, and
-with a few large outlier channels as diffusion transformers' activations have. Each
-layer's output is compared with the same layer of ORIG computed in float64, and the
+		Long: `eval runs every int8 linear layer of QUANT (a checkpoint kitchen quantize or ComfyUI
+wrote) through int8_linear, with its ConvRot rotation, on seeded random activations:
+plain, and with a few large outlier channels as diffusion transformers' activations have.
+Each layer's output is compared with the same layer of ORIG computed in float64, and the
 relative errors are listed worst first: the figures to compare when choosing between
---per-tensor, the default and --convrot for a model. ORIG and QUANT may each be a
-.safetensors file, a sharded checkpoint's *.safetensors.index.json, or a directory
-holding one index or the checkpoint's .safetensors files.`,
+--per-tensor, the default and --convrot for a model. An int8 embedding table is looked
+up, not multiplied: its figure (in both columns, averaged apart) is its dequantized
+rows' relative error against ORIG's table. ORIG and QUANT may each be a .safetensors
+file, a sharded checkpoint's *.safetensors.index.json, or a directory holding one index
+or the checkpoint's .safetensors files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -86,7 +89,7 @@ holding one index or the checkpoint's .safetensors files.`,
 	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the activations")
 	f.IntVar(&opts.Outliers, "outliers", 4, "outlier channels in the second set of activations")
 	f.Float64Var(&opts.OutlierScale, "outlier-scale", 50, "how many times larger the outlier channels are")
-	f.StringVar(&opts.Backend, "backend", "", "backend to run int8_linear on (default: the registry's choice)")
+	f.StringVar(&opts.Backend, "backend", "", "backend to run int8_linear (and ConvRot tables' dequantize) on (default: the registry's choice)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&svg, "svg", "", "also write a bar chart of the errors to this SVG file")
 	f.StringVar(&include, "include", "", "evaluate only the layers whose names match this regular expression")
@@ -133,8 +136,12 @@ func printEval(w io.Writer, rep *eval.Report) error {
 			fmt.Fprintf(w, "note: %s: %s (measured as kitchen reads it)\n", printable(l.Name), l.Note)
 		}
 	}
-	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each (seed %d; outliers: %d channels × %g); relative output error ||y_int8 - y|| / ||y|| against %s in float64\n",
-		len(rep.Layers), rep.Tokens, rep.Seed, rep.Outliers, rep.OutlierScale, printable(rep.Original))
+	what := fmt.Sprintf("relative output error ||y_int8 - y|| / ||y||, y from %s in float64", printable(rep.Original))
+	if slices.ContainsFunc(rep.Layers, func(l eval.Layer) bool { return l.Embedding }) {
+		what += "; embedding tables: relative weight error ||w' - w|| / ||w|| of the dequantized rows"
+	}
+	_, err := fmt.Fprintf(w, "\n%d layers, %d tokens each (seed %d; outliers: %d channels × %g); %s\n",
+		len(rep.Layers), rep.Tokens, rep.Seed, rep.Outliers, rep.OutlierScale, what)
 	return err
 }
 

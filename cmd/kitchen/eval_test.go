@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -85,7 +86,9 @@ func TestEval(t *testing.T) {
 	if _, err := runCLI(t, "eval", "../../testdata/tiny-dit.safetensors", q, "--svg", dir); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("--svg onto a directory: %v", err)
 	}
-	if _, err := runCLI(t, "eval", q, q); err == nil || !strings.Contains(err.Error(), "the original must be the checkpoint before quantization") {
+	// The layer is named quoted, as a name from a file is in errors.
+	if _, err := runCLI(t, "eval", q, q); err == nil || !regexp.MustCompile(`eval: "[a-z0-9_.]+": \.weight is int8 in `).MatchString(err.Error()) ||
+		!strings.Contains(err.Error(), "the original must be the checkpoint before quantization") {
 		t.Errorf("eval of a quantized file against itself: %v", err)
 	}
 	// The original is not a quantized checkpoint.
@@ -108,9 +111,16 @@ func TestPrintEvalKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	for _, want := range []string{"(mean, linear layers)", "0.02000  0.04000\n", "(mean, embedding tables)", "0.50000  0.50000\n", "note: emb: a 1-D [N] scale"} {
+	for _, want := range []string{"(mean, linear layers)", "0.02000  0.04000\n", "(mean, embedding tables)", "0.50000  0.50000\n", "note: emb: a 1-D [N] scale",
+		"relative output error ||y_int8 - y|| / ||y||", "embedding tables: relative weight error ||w' - w|| / ||w||"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
+	}
+	// Without a table, the footer says nothing of weight errors.
+	rep.Layers = rep.Layers[:2]
+	b.Reset()
+	if err := printEval(&b, rep); err != nil || strings.Contains(b.String(), "weight error") {
+		t.Errorf("%v\n%s", err, b.String())
 	}
 }
