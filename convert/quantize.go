@@ -35,10 +35,11 @@ const (
 	// SignScaledFP8 is the legacy scaled_fp8 tensor of ComfyUI's fp8
 	// checkpoints.
 	SignScaledFP8 Sign = "a scaled_fp8 tensor (ComfyUI's legacy fp8 format)"
-	// SignScaledWeight is a weight stored narrower than a 16-bit float
-	// (int8, fp8, the packed fp4 and fp6 types, or any integer type) with
-	// a scale beside it.
-	SignScaledWeight Sign = "a weight in an integer or sub-16-bit float type with a weight_scale"
+	// SignScaledWeight is a weight in a dtype other than the floats a
+	// checkpoint before quantization holds (F64, F32, F16, BF16: see
+	// wideFloat), with a scale beside it: int8, fp8, the packed fp4 and fp6
+	// types, any integer type.
+	SignScaledWeight Sign = "a weight in a dtype other than F64, F32, F16 or BF16 with a weight_scale"
 )
 
 // AlreadyQuantizedError is Quantize's refusal of an input that is quantized
