@@ -787,6 +787,13 @@ func TestInspectCheckpoint(t *testing.T) {
 	if _, err := f.Data(ti); err != nil {
 		t.Errorf("the checkpoint after InspectCheckpoint: %v", err)
 	}
+	// One built by hand has no index of its tensors: refused, not read as
+	// a checkpoint whose layers have lost their scales.
+	for _, c := range []*convert.Checkpoint{nil, {Path: q, Files: c.Files}} {
+		if _, err := convert.InspectCheckpoint(ctx, c); err == nil {
+			t.Errorf("InspectCheckpoint of %+v: no error", c)
+		}
+	}
 }
 
 // TestTinyOutputGolden pins the bytes written for the shipped checkpoint.

@@ -95,10 +95,15 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 
 // InspectCheckpoint is Inspect of a checkpoint already open, for a caller
 // that goes on to read its tensors (eval): the files are read once, and
-// what was inspected is what is read.
+// what was inspected is what is read. c must come from OpenCheckpoint,
+// which indexes where each tensor is (a layer split across shards is
+// found by it).
 func InspectCheckpoint(ctx context.Context, c *Checkpoint) (*Report, error) {
 	if ctx == nil {
 		return nil, errors.New("inspect: nil context")
+	}
+	if c == nil || c.where == nil {
+		return nil, errors.New("inspect: the checkpoint was not opened by OpenCheckpoint")
 	}
 	r := &Report{DTypes: map[string]int{}, Formats: map[string]int{}}
 	for _, f := range c.Files {

@@ -120,7 +120,7 @@ func (e *errorSums) add(ctx context.Context, x, q, scale *tensor.Tensor, group i
 		if err != nil {
 			return err
 		}
-		d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, append(opts, kitchen.Into(into), kitchen.WithConvRotGroup(group))...)
+		d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qc, sc, slices.Concat(opts, []kitchen.Option{kitchen.Into(into), kitchen.WithConvRotGroup(group)})...)
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,9 @@ func (e *errorSums) add(ctx context.Context, x, q, scale *tensor.Tensor, group i
 // backend opts choose). These are the sums of the converter's weight
 // error (LayerQuality), in its order: a step of rows at a time, so that
 // beyond the tensors it holds a step's float32 rows, not the layer's.
-// diff is +Inf where a dequantized value is not finite in float32.
+// diff is +Inf where a dequantized value is not finite in float32; norm
+// is then the sum over the steps before the one that overflowed. A weight
+// with no elements has sums of 0.
 func WeightErrorSums(ctx context.Context, w, q, scale *tensor.Tensor, group int, opts ...kitchen.Option) (diff, norm float64, err error) {
 	if ctx == nil {
 		return 0, 0, errors.New("convert: WeightErrorSums: nil context")
@@ -170,6 +172,9 @@ func WeightErrorSums(ctx context.Context, w, q, scale *tensor.Tensor, group int,
 		if scale, err = tensor.FromFloat32(kitchen.Float32, v, scale.Shape()...); err != nil {
 			return 0, 0, err
 		}
+	}
+	if w.Numel() == 0 {
+		return 0, 0, nil
 	}
 	var e errorSums
 	var buf []byte

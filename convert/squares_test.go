@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/gokitchen/kitchen"
@@ -205,6 +206,24 @@ func TestWeightErrorSums(t *testing.T) {
 			}
 		}
 	}
+	// The caller's options are its own: WeightErrorSums's own (Into, the
+	// group) go on a copy, not into their spare capacity.
+	opts := make([]kitchen.Option, 1, 4)
+	opts[0] = kitchen.UsingBackend("eager")
+	spare := opts[:4]
+	perRow, _ := tensor.FromFloat32(kitchen.Float32, scales, n)
+	if _, _, err := WeightErrorSums(ctx, x, qt, perRow, 16, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spare[1], kitchen.Option{}) || !reflect.DeepEqual(spare[2], kitchen.Option{}) {
+		t.Error("WeightErrorSums wrote its options into the caller's slice")
+	}
+	empty, _ := tensor.FromFloat32(kitchen.BFloat16, nil, 3, 0)
+	emptyQ, _ := tensor.FromBytes(kitchen.Int8, nil, 3, 0)
+	unit, _ := tensor.FromFloat32(kitchen.Float32, []float32{1})
+	if d, nn, err := WeightErrorSums(ctx, empty, emptyQ, unit, 0); err != nil || d != 0 || nn != 0 {
+		t.Errorf("a [3, 0] weight: %v, %v, %v; want 0, 0, nil", d, nn, err)
+	}
 	huge, _ := tensor.FromFloat32(kitchen.Float32, []float32{math.MaxFloat32 / 100})
 	if d, _, err := WeightErrorSums(ctx, x, qt, huge, 0); err != nil || !math.IsInf(d, 1) {
 		t.Errorf("an overflowing scale: %v, %v; want +Inf", d, err)
@@ -214,6 +233,52 @@ func TestWeightErrorSums(t *testing.T) {
 	for _, c := range [][3]*tensor.Tensor{{qt, qt, one}, {x, x, one}, {x, qt, wrong}, {x, qt, qt}} {
 		if _, _, err := WeightErrorSums(ctx, c[0], c[1], c[2], 0); err == nil {
 			t.Errorf("%v, %v, %v: no error", c[0], c[1], c[2])
+		}
+	}
+}
+
+// TestWeightErrorSumsSteps runs WeightErrorSums over a table of more than
+// one step of errorRows elements, with a short last step, one scale a
+// row, unrotated and rotated, against sums over the table dequantized
+// whole (by hand, or by one dequantize_int8_convrot_weight call): each
+// step must meet its own rows' scales.
+func TestWeightErrorSumsSteps(t *testing.T) {
+	ctx := context.Background()
+	const k = 2048
+	n := errorRows/k + 88
+	xb, q, scales, _ := errorFixture(n, k)
+	x, _ := tensor.FromBytes(kitchen.BFloat16, xb, n, k)
+	qt, _ := tensor.FromBytes(kitchen.Int8, q, n, k)
+	st, _ := tensor.FromFloat32(kitchen.Float32, scales, n)
+	xv, err := x.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, group := range []int{0, 16} {
+		var dv []float32
+		if group == 0 {
+			dv = make([]float32, n*k)
+			for i := range dv {
+				dv[i] = float32(int8(q[i])) * scales[i/k]
+			}
+		} else {
+			col, _ := st.Reshape(n, 1)
+			d, err := kitchen.DequantizeInt8ConvRotWeight(ctx, qt, col, kitchen.WithConvRotGroup(group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dv, err = d.Float32s(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wantD, wantN float64
+		for i, v := range dv {
+			e := float64(v) - float64(xv[i])
+			wantD, wantN = wantD+e*e, wantN+float64(xv[i])*float64(xv[i])
+		}
+		d, nn, err := WeightErrorSums(ctx, x, qt, st, group)
+		if err != nil || math.Abs(d-wantD) > 1e-9*wantD || math.Abs(nn-wantN) > 1e-9*wantN {
+			t.Errorf("group %d: %v, %v, %v; want %v, %v", group, d, nn, err, wantD, wantN)
 		}
 	}
 }

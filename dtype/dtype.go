@@ -124,7 +124,7 @@ func (d DType) Round(f float32) float32 {
 // IntRange is the range of an integer type, as float64, the type a float32
 // widens to exactly: lo and hi are its smallest and largest values, but
 // for int64's top, where hi is the largest float64 below 2^63 (no float32
-// lies between them). ok is false for the float types.
+// lies between them). ok is false for the float types and Invalid.
 func (d DType) IntRange() (lo, hi float64, ok bool) {
 	switch d {
 	case Int8:

@@ -177,7 +177,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	if opts.Backend != "" {
 		// Every layer runs on the host: a backend that cannot run eval's
 		// operations there is refused before anything is read.
-		if err := hostOps(ctx, opts.Backend); err != nil {
+		if err := hostOps(ctx, opts.Backend, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -220,6 +220,11 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 		return nil, fmt.Errorf("eval: %s holds no quantized layers (no %s markers, no %s): not a quantized checkpoint",
 			quant, comfyquant.MarkerSuffix, comfyquant.MetadataKey)
 	}
+	if opts.Backend != "" {
+		if err := hostOps(ctx, opts.Backend, layers); err != nil {
+			return nil, err
+		}
+	}
 	prog.TensorsTotal = len(layers)
 	rep := &Report{Original: orig, Quantized: quant, Tokens: opts.Tokens, Seed: opts.Seed, Outliers: opts.Outliers, OutlierScale: opts.OutlierScale}
 	for _, lr := range layers {
@@ -241,22 +246,42 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 }
 
 // hostOps checks that the named backend accepts, on the host, the calls
-// eval makes: int8_linear, plain and with ConvRot, for the linear layers,
-// and dequantize_int8_convrot_weight for ConvRot embedding tables (the
-// other tables' rows are summed on the host by convert.WeightErrorSums,
-// which calls no backend). It asks the backend's constraints about small
-// workloads (backend.Workload.Check) and runs nothing.
-func hostOps(ctx context.Context, name string) error {
-	k := op.DefaultGroup // a K that ConvRot's default group divides
-	for _, c := range []struct {
-		op   backend.Operation
-		spec *backend.Spec
-	}{
-		{op.Int8Linear, &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16}},
-		{op.Int8Linear, &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16, Group: op.DefaultGroup}},
-		{op.DequantizeConvRotWeight, &backend.Spec{Shape: []int{1, k}, DType: dtype.Float32}},
-	} {
-		w, err := c.op.Workload(ctx, backend.Default, c.spec)
+// eval makes: int8_linear (plain, before anything is read, since every
+// evaluation is about it), then for layers, int8_linear with each linear
+// layer's ConvRot group and dequantize_int8_convrot_weight with each
+// ConvRot embedding table's (the other tables' rows are summed on the host
+// by convert.WeightErrorSums, which calls no backend). It asks the
+// backend's constraints about small workloads (backend.Workload.Check)
+// and runs nothing.
+func hostOps(ctx context.Context, name string, layers []convert.LayerReport) error {
+	type call struct {
+		op    backend.Operation
+		group int
+	}
+	calls := []call{{op.Int8Linear, 0}}
+	seen := map[string]bool{}
+	for _, l := range layers {
+		c := call{op.Int8Linear, l.ConvRot}
+		if convert.IsEmbeddingTable(l.Name + comfyquant.WeightSuffix) {
+			if l.ConvRot == 0 {
+				continue
+			}
+			c.op = op.DequantizeConvRotWeight
+		}
+		if key := fmt.Sprint(c.op.Name(), c.group); !seen[key] {
+			seen[key] = true
+			calls = append(calls, c)
+		}
+	}
+	for _, c := range calls {
+		k := max(c.group, op.DefaultGroup) // groups are powers of 4: a K both divide
+		spec := &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16, Group: c.group}
+		if c.op == op.DequantizeConvRotWeight {
+			// Its workload rotates in the default group (Spec.Group is
+			// int8_linear's).
+			spec = &backend.Spec{Shape: []int{1, k}, DType: dtype.Float32}
+		}
+		w, err := c.op.Workload(ctx, backend.Default, spec)
 		if err == nil {
 			err = w.Check(ctx, backend.Default, name)
 		}

@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gokitchen/kitchen/backend"
@@ -200,22 +202,70 @@ func TestOptionsRefused(t *testing.T) {
 	}
 }
 
-// TestBackendOps: a backend is asked, before the files are read, about
-// every operation eval may call on it, and none is run: one that
-// implements int8_linear but not dequantize_int8_convrot_weight, which a
-// ConvRot embedding table needs, is refused, naming that operation.
+// linearOnly is a backend with int8_linear alone, whose kernel records
+// that it ran and fails; registered once, since the registry is global
+// (go test -count=2 runs every test again).
+var (
+	linearOnlyRan  atomic.Bool
+	linearOnlyOnce sync.Once
+)
+
+const linearOnly = "eval-test-linear-only"
+
+// TestBackendOps: eval asks the backend, before it runs a layer, for the
+// operations the checkpoint's layers need, and only those: a backend with
+// int8_linear alone is refused, running nothing, for a checkpoint with
+// ConvRot embedding tables (their weight errors dequantize through
+// dequantize_int8_convrot_weight), and runs the layers of one without
+// ConvRot (whose tables are summed on the host).
 func TestBackendOps(t *testing.T) {
-	ran := false
-	backend.Register(backend.Backend{Name: "eval-test-linear-only", Kind: backend.Reference, Caps: []backend.Capability{
-		op.Int8Linear.Implement(backend.Constraints{}, func(context.Context, *op.LinearArgs) (op.Dequantized, error) {
-			ran = true
-			return op.Dequantized{}, errors.New("eval ran int8_linear")
-		}),
-	}})
-	_, err := eval.Run(context.Background(), "no-such-orig", "no-such-quant", eval.Options{Backend: "eval-test-linear-only"})
-	var ni *backend.NotImplementedError
-	if !errors.As(err, &ni) || ni.Op != op.DequantizeConvRotWeight.Name() || ran {
-		t.Errorf("got %v (int8_linear run: %v), want dequantize_int8_convrot_weight refused before anything runs", err, ran)
+	linearOnlyOnce.Do(func() {
+		backend.Register(backend.Backend{Name: linearOnly, Kind: backend.Reference, Caps: []backend.Capability{
+			op.Int8Linear.Implement(backend.Constraints{}, func(context.Context, *op.LinearArgs) (op.Dequantized, error) {
+				linearOnlyRan.Store(true)
+				return op.Dequantized{}, errors.New("eval ran int8_linear")
+			}),
+		}})
+	})
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name    string
+		group   int
+		refused bool
+	}{{"convrot", 64, true}, {"plain", 0, false}} {
+		q := filepath.Join(dir, c.name+".safetensors")
+		if _, err := convert.Quantize(ctx, tiny, q, convert.Options{ConvRot: c.group, Selection: convert.Selection{Embeddings: true}}); err != nil {
+			t.Fatal(err)
+		}
+		linearOnlyRan.Store(false)
+		_, err := eval.Run(ctx, tiny, q, eval.Options{Backend: linearOnly, Tokens: 4})
+		var ni *backend.NotImplementedError
+		ran := linearOnlyRan.Load()
+		switch {
+		case c.refused && (!errors.As(err, &ni) || ni.Op != op.DequantizeConvRotWeight.Name() || ran):
+			t.Errorf("%s: got %v (int8_linear run: %v), want dequantize_int8_convrot_weight refused before anything runs", c.name, err, ran)
+		case !c.refused && (err == nil || !strings.Contains(err.Error(), "eval ran int8_linear") || !ran):
+			t.Errorf("%s: got %v (int8_linear run: %v), want the layers run", c.name, err, ran)
+		}
+	}
+	// What each kind of layer asks of the backend, whatever the order of
+	// the layers in the file.
+	table, linear := "y_embedder.embedding_table", "blocks.0.attn.qkv"
+	for _, c := range []struct {
+		layers []convert.LayerReport
+		ok     bool
+	}{
+		{nil, true},
+		{[]convert.LayerReport{{Name: linear, ConvRot: 64}, {Name: table}}, true},
+		{[]convert.LayerReport{{Name: linear}, {Name: linear, ConvRot: 16}, {Name: table, ConvRot: 64}}, false},
+	} {
+		if err := eval.HostOps(ctx, linearOnly, c.layers); (err == nil) != c.ok {
+			t.Errorf("hostOps(%+v): %v, want ok %v", c.layers, err, c.ok)
+		}
+	}
+	if err := eval.HostOps(ctx, "no-such-backend", nil); err == nil {
+		t.Error("an unknown backend: no error")
 	}
 }
 

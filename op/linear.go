@@ -256,10 +256,12 @@ func (a *LinearArgs) Result() (Dequantized, error) {
 // FirstNotPositive returns the index and value of the first element of t
 // (float32, float16 or bfloat16) that is not a finite number > 0, or -1:
 // the rule for every scale, which int8_linear checks on each call and
-// convert's readers (inspect, dequantize, eval) check in files. Finite
-// and > 0 is a range of the bits (the sign clear, from 1 up to the largest
-// finite value), so each element costs one comparison and nothing is
-// converted or allocated.
+// convert's readers (inspect, dequantize, eval) check in files: so NaN,
+// infinities, zero and negative values are all "not positive" here.
+// Finite and > 0 is a range of the bits (the sign clear, from 1 up to the
+// largest finite value), so each element of a host tensor costs one
+// comparison and nothing is converted (a device tensor is copied to the
+// host first). Another dtype is an error matching backend.ErrDType.
 func FirstNotPositive(t *tensor.Tensor) (int, float32, error) {
 	h, err := t.To(tensor.CPU())
 	if err != nil {
@@ -279,7 +281,7 @@ func FirstNotPositive(t *tensor.Tensor) (int, float32, error) {
 	case dtype.BFloat16:
 		i = firstOutside16(b, 0x7f7f)
 	default:
-		return 0, 0, fmt.Errorf("op: a scale of %v", dt)
+		return 0, 0, fmt.Errorf("op: FirstNotPositive of a %v tensor: %w: want float32, float16 or bfloat16", dt, backend.ErrDType)
 	}
 	if i < 0 {
 		return -1, 0, nil

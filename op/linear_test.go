@@ -2,9 +2,11 @@ package op
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
+	"github.com/gokitchen/kitchen/backend"
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/tensor"
 )
@@ -47,5 +49,9 @@ func TestFirstNotPositive(t *testing.T) {
 	for _, f := range []uint32{0, 1, 0x7fffff, 0x800000, 0x3f800000, 0x7f7fffff, 0x7f800000, 0x7f800001, 0x7fc00000,
 		0x80000000, 0x80000001, 0xbf800000, 0xff7fffff, 0xff800000, 0xffffffff} {
 		check(dtype.Float32, f)
+	}
+	q, _ := tensor.FromInt8([]int8{1}, 1)
+	if _, _, err := FirstNotPositive(q); !errors.Is(err, backend.ErrDType) {
+		t.Errorf("an int8 tensor: %v, want backend.ErrDType", err)
 	}
 }

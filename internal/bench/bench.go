@@ -87,9 +87,6 @@ type Declined struct {
 	Reason string `json:"reason"`
 }
 
-// String reads "OP on BACKEND: REASON".
-func (d Declined) String() string { return d.Op + " on " + d.Backend + ": " + d.Reason }
-
 // declined is op's refusal by the named backend: the reason that backend
 // gave (the parameter, if any, and what is wrong), without the
 // dispatcher's words around it.
