@@ -175,8 +175,9 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 	}
 	opts.defaults()
 	if opts.Backend != "" {
-		// Every layer runs on the host: a backend that cannot run eval's
-		// operations there is refused before anything is read.
+		// Every layer runs on the host: a backend that cannot run
+		// int8_linear there is refused before anything is read, one that
+		// cannot run what the layers need (hostOps) before any layer runs.
 		if err := hostOps(ctx, opts.Backend, nil); err != nil {
 			return nil, err
 		}
