@@ -208,12 +208,36 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 	}
 }
 
+// gemv1Ahead is whether the AVX2 set's kernel for one row of x
+// prefetches every line of the weight 8 KiB on, as the kernels for 2 and
+// 4 rows do (gemv1AheadAVX2): on AMD's family 19h without AVX-512 (Zen 3).
+// There the hardware's prefetchers fall behind one row's reading: on a
+// 2-core Zen 3, `kitchen bench --op int8_linear`, the two binaries
+// alternated, the one row's time over the same-run streaming reference
+// was 0.99-1.14 against 1.17-1.28 at 1x4096x4096 (five alternations),
+// 0.99-1.07 against 1.15-1.21 at 1x3072x12288 and 0.89-0.98 against
+// 1.10-1.18 at 1x12288x3072 (three each). On a 2-core Zen 4 (family 19h
+// with AVX-512) the same prefetch made the AVX2 kernel slower (see
+// gemvAhead in the generator), and on a Zen 5 it was within the noise.
+// The processor's own family and features decide, not the kernel set in
+// use, since GODEBUG can lower that on any machine.
+var gemv1Ahead = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 && !cpuid.CPU.Supports(cpuid.AVX512F)
+
+// gemv1For is the AVX2 set's kernel for one row of x: gemv1AheadAVX2
+// where ahead (see gemv1Ahead), else gemv1AVX2.
+func gemv1For(ahead bool) gemvKernel {
+	if ahead {
+		return gemv1AheadAVX2
+	}
+	return gemv1AVX2
+}
+
 // A gemvKernel is one assembly set's one-row kernel for some rows of x.
 type gemvKernel func(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
 // The one-row kernels of each assembly set, for 1, 2 and 4 rows of x.
 var (
-	gemvAVX2       = [...]gemvKernel{gemv1AVX2, gemv2AVX2, gemv4AVX2}
+	gemvAVX2       = [...]gemvKernel{gemv1For(gemv1Ahead), gemv2AVX2, gemv4AVX2}
 	gemvAVX512     = [...]gemvKernel{gemv1AVX512, gemv2AVX512, gemv4AVX512}
 	gemvVNNI       = [...]gemvKernel{gemv1VNNIAVX512, gemv2VNNIAVX512, gemv4VNNIAVX512}
 	gemvQuadAVX2   = [...]gemvKernel{gemv1QuadVNNIAVX2, gemv2QuadVNNIAVX2, gemv4QuadVNNIAVX2}

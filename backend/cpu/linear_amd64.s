@@ -2360,6 +2360,85 @@ gemv4QuadVNNIAVX2_sum:
 	VZEROUPPER
 	RET
 
+// func gemv1AheadAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·gemv1AheadAVX2(SB), NOSPLIT, $0-104
+	MOVQ x_base+0(FP), AX
+	MOVQ ldx+24(FP), CX
+	MOVQ wt_base+32(FP), CX
+	MOVQ ldw+56(FP), DX
+	MOVQ k+64(FP), BX
+	MOVQ out_base+72(FP), SI
+	MOVQ lds+96(FP), DI
+	MOVQ $0x00000008, DI
+
+gemv1AheadAVX2_row:
+	MOVQ  AX, R8
+	MOVQ  CX, R9
+	MOVQ  BX, R10
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+gemv1AheadAVX2_loopu:
+	CMPQ       R10, $0x00000040
+	JB         gemv1AheadAVX2_tail
+	PREFETCHT0 8192(R9)
+	TESTQ      $0x00000fff, R9
+	JNZ        gemv1AheadAVX2_inpage
+	PREFETCHT0 8192(R9)
+
+gemv1AheadAVX2_inpage:
+	VPMOVSXBW (R9), Y8
+	VPMOVSXBW 16(R9), Y9
+	VPMOVSXBW 32(R9), Y10
+	VPMOVSXBW 48(R9), Y11
+	VPMADDWD  (R8), Y8, Y12
+	VPADDD    Y12, Y0, Y0
+	VPMADDWD  32(R8), Y9, Y13
+	VPADDD    Y13, Y1, Y1
+	VPMADDWD  64(R8), Y10, Y12
+	VPADDD    Y12, Y2, Y2
+	VPMADDWD  96(R8), Y11, Y13
+	VPADDD    Y13, Y3, Y3
+	ADDQ      $0x00000040, R9
+	ADDQ      $0x00000080, R8
+	SUBQ      $0x00000040, R10
+	JMP       gemv1AheadAVX2_loopu
+
+gemv1AheadAVX2_tail:
+	TESTQ R10, R10
+	JZ    gemv1AheadAVX2_sum
+
+gemv1AheadAVX2_loop:
+	VPMOVSXBW (R9), Y8
+	VPMADDWD  (R8), Y8, Y12
+	VPADDD    Y12, Y0, Y0
+	ADDQ      $0x00000010, R9
+	ADDQ      $0x00000020, R8
+	SUBQ      $0x00000010, R10
+	JNZ       gemv1AheadAVX2_loop
+
+gemv1AheadAVX2_sum:
+	MOVQ         SI, R8
+	VPADDD       Y1, Y0, Y0
+	VPADDD       Y2, Y0, Y0
+	VPADDD       Y3, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPADDD       X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPADDD       X0, X1, X1
+	VMOVD        X1, (R8)
+	ADDQ         $0x00000004, SI
+	ADDQ         DX, CX
+	DECQ         DI
+	JNZ          gemv1AheadAVX2_row
+	VZEROUPPER
+	RET
+
 // func widenInt8AVX2(q []byte, dst []byte)
 // Requires: AVX, AVX2
 TEXT ·widenInt8AVX2(SB), NOSPLIT, $0-48

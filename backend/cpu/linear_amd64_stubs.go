@@ -220,6 +220,13 @@ func gemv4AVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int
 //go:noescape
 func gemv4QuadVNNIAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
 
+// gemv1AheadAVX2 sets int32 j of row r of out (lds bytes a row) to the dot product of int16 row r of x
+// (1 rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)
+// over k steps, wrapping. k must be a multiple of 16 and at least 16. It prefetches wt 8192 bytes ahead of its loads. Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line 8192 bytes on.
+//
+//go:noescape
+func gemv1AheadAVX2(x []byte, ldx int, wt []byte, ldw int, k int, out []byte, lds int)
+
 // widenInt8AVX2 sets int16 i of dst to int8(q[i]).
 // len(q) must be a multiple of 32 and dst must hold 2*len(q) bytes.
 //

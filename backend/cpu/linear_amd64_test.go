@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	xcpu "golang.org/x/sys/cpu"
+
 	"github.com/gokitchen/kitchen/dtype"
 	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/quant"
@@ -280,4 +282,39 @@ func TestUnquad(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGemv1Ahead runs both forms of the AVX2 set's one-row kernel, the
+// one that prefetches every line ahead (gemv1Ahead) and the one that does
+// not, against gemvGeneric: int8 extremes in x and the weight, weight rows
+// that are not a multiple of the kernel's step apart, and k long enough to
+// cross pages.
+func TestGemv1Ahead(t *testing.T) {
+	if !xcpu.X86.HasAVX2 || impl == implGeneric {
+		t.Skip("no AVX2 kernels here")
+	}
+	t.Logf("this processor takes the prefetching form: %v", gemv1Ahead)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, k := range []int{16, 48, 4096, 8192 + 16} {
+		ldw := k + 7
+		w := make([]byte, 8*ldw)
+		for i := range w {
+			w[i] = byte(rng.IntN(256))
+		}
+		w[0], w[ldw] = 0x80, 0x7f
+		x := make([]byte, 2*k)
+		for i := range k {
+			binary.LittleEndian.PutUint16(x[2*i:], uint16(int16(int8(rng.IntN(256)))))
+		}
+		binary.LittleEndian.PutUint16(x, uint16(0xff80)) // -128
+		want := make([]byte, 32)
+		gemvGeneric(1, x, 2*k, w, ldw, k, want, 32)
+		for _, ahead := range []bool{false, true} {
+			got := make([]byte, 32)
+			gemv1For(ahead)(x, 2*k, w, ldw, k, got, 32)
+			if !bytes.Equal(got, want) {
+				t.Errorf("k %d, ahead %v: %v, want %v", k, ahead, got, want)
+			}
+		}
+	}
 }

@@ -510,9 +510,9 @@ const gemvAhead = 8192
 
 // prefetchDoc is the sentence of a gemv kernel's doc comment on its
 // prefetching.
-func prefetchDoc(xrows int) string {
+func prefetchDoc(ahead bool) string {
 	page := fmt.Sprintf(" Where an iteration starts at a multiple of 4096 bytes of wt, it prefetches the line %d bytes on.", primeAhead)
-	if xrows == 1 {
+	if !ahead {
 		return page
 	}
 	return fmt.Sprintf(" It prefetches wt %d bytes ahead of its loads.", gemvAhead) + page
@@ -527,7 +527,9 @@ const (
 )
 
 // gemv emits the one-row kernel (see above) for xrows rows of x (1, 2 or
-// 4) at once, in the given form. It reads the 8 weight rows one after
+// 4) at once, in the given form, prefetching every line gemvAhead on if
+// ahead (set for 2 and 4 rows; for one row, a form the dispatch takes on
+// processors where it measured faster: see gemv1Ahead in the package). It reads the 8 weight rows one after
 // another, not side by side: a group of a plain weight's rows is then one
 // sequential stream, which the hardware prefetchers follow better than 8
 // streams a row apart (on a 2-core Zen 5, the weight out of the caches:
@@ -552,7 +554,7 @@ const (
 // way (0.97-1.02). With 2 or 4 rows of x, each
 // iteration prefetches the lines gemvAhead bytes past the ones it reads;
 // every kernel, a line a page (see gemvAhead).
-func gemv(name string, w width, form, xrows int) {
+func gemv(name string, w width, form, xrows int, ahead bool) {
 	step, xsize := 2*w.lanes(), 2 // k per register of the weight; bytes of x a value of k
 	if form == gemvQuads {
 		step, xsize = w.bytes, 1
@@ -566,7 +568,7 @@ func gemv(name string, w width, form, xrows int) {
 	}
 	Doc(fmt.Sprintf("%s sets int32 j of row r of out (lds bytes a row) to %s of %s row r of x", name, sums, what),
 		fmt.Sprintf("(%d rows, ldx bytes apart) and int8 weight row j of wt (8 rows, ldw bytes apart, one after another)", xrows),
-		fmt.Sprintf("over k steps, wrapping. k must be a multiple of %d and at least %d.%s", step, step, prefetchDoc(xrows)))
+		fmt.Sprintf("over k steps, wrapping. k must be a multiple of %d and at least %d.%s", step, step, prefetchDoc(ahead)))
 	x0 := Load(Param("x").Base(), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
@@ -631,7 +633,7 @@ func gemv(name string, w width, form, xrows int) {
 	Label(name + "_loopu")
 	CMPQ(n, U32(unroll*step))
 	JB(LabelRef(name + "_tail"))
-	for l := 0; xrows > 1 && l < unroll*step; l += 64 {
+	for l := 0; ahead && l < unroll*step; l += 64 {
 		PREFETCHT0(Mem{Base: wr, Disp: gemvAhead + l})
 	}
 	primePage(name+"_inpage", wr)
@@ -1809,11 +1811,14 @@ func linearKernels(w width) {
 	peak("peak"+w.name, w, false)
 	peak("peakQuadVNNI"+w.name, w, true)
 	for _, rows := range []int{1, 2, 4} {
-		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, gemvPairs, rows)
+		gemv(fmt.Sprintf("gemv%d%s", rows, w.name), w, gemvPairs, rows, rows > 1)
 		if w.bytes == 64 {
-			gemv(fmt.Sprintf("gemv%dVNNI%s", rows, w.name), w, gemvPairsVNNI, rows)
+			gemv(fmt.Sprintf("gemv%dVNNI%s", rows, w.name), w, gemvPairsVNNI, rows, rows > 1)
 		}
-		gemv(fmt.Sprintf("gemv%dQuadVNNI%s", rows, w.name), w, gemvQuads, rows)
+		gemv(fmt.Sprintf("gemv%dQuadVNNI%s", rows, w.name), w, gemvQuads, rows, rows > 1)
+	}
+	if w.bytes == 32 {
+		gemv("gemv1Ahead"+w.name, w, gemvPairs, 1, true) // see gemv1Ahead in the package
 	}
 	widenInt8("widenInt8"+w.name, w)
 	packRows("packRows"+w.name, w, false)
