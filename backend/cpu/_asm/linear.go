@@ -491,7 +491,9 @@ func peak(name string, w width, quad bool) {
 // (int8_linear 1x4096x4096, the weight out of the caches, alternating in one
 // process: 1.35-1.59 times as long as reading the weight with it, 1.12-1.19
 // without; the AVX2 kernels 1.30-1.35 and 1.12-1.14), so the one-row kernels
-// do not prefetch every line. They prefetch one a page instead (primePage):
+// do not prefetch every line (but gemv1AheadAVX2, which a Zen 3 takes: on it
+// the prefetchers fall behind; see gemv1Ahead in the package). They prefetch
+// one a page instead (primePage):
 // where their loads reach a 4 KiB boundary, the first line of the page two
 // pages on, since the hardware's prefetchers stop at the end of a page and
 // take a few misses to start on the next. On a 2-core Zen 5, int8_linear of
