@@ -247,19 +247,22 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 }
 
 // hostOps checks that the named backend accepts, on the host, the calls
-// eval makes: int8_linear (plain, before anything is read, since every
-// evaluation is about it), then for layers, int8_linear with each linear
-// layer's ConvRot group and dequantize_int8_convrot_weight with each
-// ConvRot embedding table's (the other tables' rows are summed on the host
-// by convert.WeightErrorSums, which calls no backend). It asks the
-// backend's constraints about small workloads (backend.Workload.Check)
-// and runs nothing.
+// eval makes: with no layers, plain int8_linear (checked before anything
+// is read, since every evaluation is about it); for layers, int8_linear
+// with each linear layer's ConvRot group, and dequantize_int8_convrot_weight
+// if a table has ConvRot (its workload rotates in the default group; the
+// other tables' rows are summed on the host by convert.WeightErrorSums,
+// which calls no backend). It asks the backend's constraints about small
+// workloads (backend.Workload.Check) and runs nothing.
 func hostOps(ctx context.Context, name string, layers []convert.LayerReport) error {
 	type call struct {
 		op    backend.Operation
 		group int
 	}
-	calls := []call{{op.Int8Linear, 0}}
+	var calls []call
+	if layers == nil {
+		calls = append(calls, call{op.Int8Linear, 0})
+	}
 	seen := map[string]bool{}
 	for _, l := range layers {
 		c := call{op.Int8Linear, l.ConvRot}
@@ -267,7 +270,7 @@ func hostOps(ctx context.Context, name string, layers []convert.LayerReport) err
 			if l.ConvRot == 0 {
 				continue
 			}
-			c.op = op.DequantizeConvRotWeight
+			c = call{op.DequantizeConvRotWeight, 0}
 		}
 		if key := fmt.Sprint(c.op.Name(), c.group); !seen[key] {
 			seen[key] = true
@@ -278,9 +281,7 @@ func hostOps(ctx context.Context, name string, layers []convert.LayerReport) err
 		k := max(c.group, op.DefaultGroup) // groups are powers of 4: a K both divide
 		spec := &backend.Spec{Shape: []int{1, k, 1}, DType: dtype.BFloat16, Group: c.group}
 		if c.op == op.DequantizeConvRotWeight {
-			// Its workload rotates in the default group (Spec.Group is
-			// int8_linear's).
-			spec = &backend.Spec{Shape: []int{1, k}, DType: dtype.Float32}
+			spec = &backend.Spec{Shape: []int{1, k}, DType: dtype.Float32} // Spec.Group is int8_linear's
 		}
 		w, err := c.op.Workload(ctx, backend.Default, spec)
 		if err == nil {
