@@ -532,9 +532,9 @@ const (
 // 4) at once, in the given form, prefetching every line gemvAhead on if
 // ahead (set for 2 and 4 rows; for one row, a form the dispatch takes on
 // processors where it measured faster: see gemv1Ahead in the package).
-// It reads the 8 weight rows one after another, not side by side: a group of a plain weight's rows is then one
-// sequential stream, which the hardware prefetchers follow better than 8
-// streams a row apart (on a 2-core Zen 5, the weight out of the caches:
+// It reads the 8 weight rows one after another, not side by side: a
+// group of a plain weight's rows is then one sequential stream, which the
+// hardware prefetchers follow better than 8 streams a row apart (on a 2-core Zen 5, the weight out of the caches:
 // 1.35-1.5 times as fast at k = 1024 and 2048, 1.2-1.35 against an AVX2
 // form that prefetched the next group, 1.04-1.17 at 4096; see
 // BENCHMARKS.md). Each register of a weight row (widened, or with quads
