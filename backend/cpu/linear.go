@@ -47,9 +47,9 @@ import (
 //   - dot products (int8_linear, dotMin to dotMax rows, K a multiple of
 //     16, the AVX2 kernel set without quad panels: linearPath takes it
 //     there instead of the two above): dotTile
-//     reads the weight rows as they are too, 4 rows of A by 3 channels at
-//     a time, each product a vector of partial sums along k (dotBody,
-//     linear_one.go);
+//     reads the weight rows as they are too, 4 rows of A (interleaved a
+//     step of 16 values at a time) by 3 channels at a time, each product
+//     a vector of partial sums along k (dotBody, linear_one.go);
 //   - mm_int8's few rows (M <= colsMax(), linear_cols.go): b [K, N] read
 //     as it is, row by row, k split between the threads (colsBody).
 //
@@ -258,7 +258,7 @@ type product struct {
 	m, k, n int
 	path    int
 	kp      int    // pairs of k: K rounded up to even (at least one pair); with quads, quads of k
-	x       []byte // the rows of A as int16 (with quads, int8, zero past K), lda bytes apart
+	x       []byte // the rows of A as int16 (with quads, int8, zero past K), lda bytes apart; on the dot path in groups of 4 interleaved a step at a time (dotAt), 4·lda bytes a group
 	quads   bool   // few, many or one row where quadPanels, cols where colsInQuads: x holds int8 rows, corr is set; few and many rows: quad panels
 	corr    []byte // with quads, per row of A, -128 times its sum (int32, wrapping), which the tiles add
 	lda     int
@@ -295,13 +295,15 @@ func newProduct(m, k, n, path int) *product {
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
 	// Reused, not cleared: the one int16 past an odd K only meets the
-	// weight's zero. The dot path reads rows in fours: zero rows pad it.
-	rows := m
+	// weight's zero. The dot path reads rows in groups of dotTileRows,
+	// interleaved a step at a time (dotAt; lda is then a row's share of
+	// its group): zero rows pad the last group.
+	rows, pad := m, m
 	if path == dotRows {
-		rows = roundUp(m, dotTileRows)
+		rows, pad, p.lda = roundUp(m, dotTileRows), m/dotTileRows*dotTileRows, 2*roundUp(max(1, k), dotStep)
 	}
 	p.x = getBuf(rows * p.lda)
-	clear(p.x[m*p.lda:])
+	clear(p.x[pad*p.lda:])
 	return p
 }
 
@@ -319,6 +321,10 @@ func (p *product) release() {
 
 // setRow sets row r of A from int8 values.
 func (p *product) setRow(r int, q []byte) {
+	if p.path == dotRows {
+		p.setDotRow(r, q)
+		return
+	}
 	if !p.quads {
 		widenInt8(q[:p.k], p.x[r*p.lda:r*p.lda+2*p.k])
 		return

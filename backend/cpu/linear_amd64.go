@@ -248,12 +248,12 @@ var (
 // for 4 rows by dotTileChannels channels, with the AVX2 kernel (the dot
 // path runs with the AVX2 set without VNNI; tests run it on AVX-512 too),
 // which also prefetches pf as dotTileAVX2 says; Go ignores pf.
-func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
+func dotTile(x []byte, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	if impl == implGeneric {
-		dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
+		dotTileGeneric(x, w, ldw, steps, sums, lds)
 		return
 	}
-	dotTileAVX2(x, ldx, w, ldw, steps, sums, lds, pf, pfStep)
+	dotTileAVX2(x, w, ldw, steps, sums, lds, pf, pfStep)
 }
 
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by

@@ -3256,18 +3256,15 @@ unquadAVX2_done:
 	VZEROUPPER
 	RET
 
-// func dotTileAVX2(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// func dotTileAVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 // Requires: AVX, AVX2, MMX+
-TEXT ·dotTileAVX2(SB), NOSPLIT, $0-136
+TEXT ·dotTileAVX2(SB), NOSPLIT, $0-128
 	MOVQ  x_base+0(FP), AX
-	MOVQ  ldx+24(FP), CX
-	MOVQ  wt_base+32(FP), DX
-	MOVQ  ldw+56(FP), BX
-	MOVQ  steps+64(FP), SI
-	MOVQ  pf_base+104(FP), DI
-	MOVQ  pfStep+128(FP), R8
-	LEAQ  (AX)(CX*2), R9
-	ADDQ  CX, R9
+	MOVQ  wt_base+24(FP), CX
+	MOVQ  ldw+48(FP), DX
+	MOVQ  steps+56(FP), BX
+	MOVQ  pf_base+96(FP), SI
+	MOVQ  pfStep+120(FP), DI
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -3282,42 +3279,41 @@ TEXT ·dotTileAVX2(SB), NOSPLIT, $0-136
 	VPXOR Y11, Y11, Y11
 
 dotTileAVX2_loop:
-	PREFETCHT0   (DI)
-	VPMOVSXBW    (DX), Y12
-	VPMOVSXBW    (DX)(BX*1), Y13
-	VPMOVSXBW    (DX)(BX*2), Y14
+	PREFETCHT0   (SI)
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    (CX)(DX*1), Y13
+	VPMOVSXBW    (CX)(DX*2), Y14
 	VPMADDWD     (AX), Y12, Y15
 	VPADDD       Y15, Y0, Y0
 	VPMADDWD     (AX), Y13, Y15
 	VPADDD       Y15, Y1, Y1
 	VPMADDWD     (AX), Y14, Y15
 	VPADDD       Y15, Y2, Y2
-	VPMADDWD     (AX)(CX*1), Y12, Y15
+	VPMADDWD     32(AX), Y12, Y15
 	VPADDD       Y15, Y3, Y3
-	VPMADDWD     (AX)(CX*1), Y13, Y15
+	VPMADDWD     32(AX), Y13, Y15
 	VPADDD       Y15, Y4, Y4
-	VPMADDWD     (AX)(CX*1), Y14, Y15
+	VPMADDWD     32(AX), Y14, Y15
 	VPADDD       Y15, Y5, Y5
-	VPMADDWD     (AX)(CX*2), Y12, Y15
+	VPMADDWD     64(AX), Y12, Y15
 	VPADDD       Y15, Y6, Y6
-	VPMADDWD     (AX)(CX*2), Y13, Y15
+	VPMADDWD     64(AX), Y13, Y15
 	VPADDD       Y15, Y7, Y7
-	VPMADDWD     (AX)(CX*2), Y14, Y15
+	VPMADDWD     64(AX), Y14, Y15
 	VPADDD       Y15, Y8, Y8
-	VPMADDWD     (R9), Y12, Y15
+	VPMADDWD     96(AX), Y12, Y15
 	VPADDD       Y15, Y9, Y9
-	VPMADDWD     (R9), Y13, Y15
+	VPMADDWD     96(AX), Y13, Y15
 	VPADDD       Y15, Y10, Y10
-	VPMADDWD     (R9), Y14, Y15
+	VPMADDWD     96(AX), Y14, Y15
 	VPADDD       Y15, Y11, Y11
-	ADDQ         $0x20, AX
-	ADDQ         $0x20, R9
-	ADDQ         $0x10, DX
-	ADDQ         R8, DI
-	DECQ         SI
+	ADDQ         $0x80, AX
+	ADDQ         $0x10, CX
+	ADDQ         DI, SI
+	DECQ         BX
 	JNZ          dotTileAVX2_loop
-	MOVQ         sums_base+72(FP), AX
-	MOVQ         lds+96(FP), CX
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0
 	VPHADDD      Y9, Y6, Y6
 	VPHADDD      Y6, Y0, Y0

@@ -91,15 +91,16 @@ func unpackRowPairs(acc *[gemmRows][32]int32, j int, s ...int64) {
 	}
 }
 
-// dotTileGeneric adds to sums the dot products of 4 int16 rows of x (ldx
-// bytes apart) with 3 int8 rows of w (ldw bytes apart) over steps·16
-// values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:].
-func dotTileGeneric(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int) {
+// dotTileGeneric adds to sums the dot products of 4 int16 rows of x,
+// interleaved a step of dotStep values at a time (see dotAt), with 3 int8
+// rows of w (ldw bytes apart) over steps·dotStep values of k: channel c's
+// 4 int32 sums, one per row, at sums[c·lds:].
+func dotTileGeneric(x []byte, w []byte, ldw, steps int, sums []byte, lds int) {
 	for c := range 3 {
 		for r := range 4 {
 			var s int32
-			for k := range 16 * steps {
-				s += load16(x, r*ldx+2*k) * int32(int8(w[c*ldw+k]))
+			for k := range dotStep * steps {
+				s += load16(x, dotAt(r, k)) * int32(int8(w[c*ldw+k]))
 			}
 			at := sums[c*lds+4*r:]
 			binary.LittleEndian.PutUint32(at, binary.LittleEndian.Uint32(at)+uint32(s))

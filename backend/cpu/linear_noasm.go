@@ -14,8 +14,8 @@ func wideMinRowsFor() int { return 2048 }
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func dotTile(x []byte, ldx int, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
-	dotTileGeneric(x, ldx, w, ldw, steps, sums, lds)
+func dotTile(x []byte, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
+	dotTileGeneric(x, w, ldw, steps, sums, lds)
 }
 
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }

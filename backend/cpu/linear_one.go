@@ -9,11 +9,12 @@ import "encoding/binary"
 // dotTile, which reads the weight rows as they are: no packing, so the
 // weight streams from memory while the tiles compute (the few-row path
 // packs each panel first, memory-bound, then computes it). For each tile's
-// 3 channels, the tiles run over all of k for each four
-// rows in turn: the channels' weight rows stream from memory for the
-// first four rows and are read from the cache for the rest, and the rows
-// of x come from the second-level cache. The sums wrap as the contract's int32 does, so the
-// fold in the kernel changes none. Go adds the values of a K that is not
+// 3 channels, the tiles run over all of k for each group of four rows in
+// turn: the channels' weight rows stream from memory for the first group
+// and are read from the cache for the rest, and the rows of x, each group
+// interleaved a step at a time (dotAt), come from the second-level cache.
+// The sums wrap as the contract's int32 does, so the fold in the kernel
+// changes none. Go adds the values of a K that is not
 // a multiple of the tile's step past the last whole step (linearPath
 // never chooses the path for a K that is not a multiple of 16, but the
 // path takes any shape, as the tests run it), and pads a last group of
@@ -29,6 +30,29 @@ const (
 	dotTileChannels = 3
 	dotStep         = 16
 )
+
+// dotAt is the byte offset of int16 value k of row r (0 to dotTileRows-1)
+// in a group of the dot path's rows of A, which interleave the rows a step
+// of dotStep values at a time, so that a tile's step reads one run of
+// bytes (see dotTile in the generator).
+func dotAt(r, k int) int {
+	return k/dotStep*dotTileRows*2*dotStep + r*2*dotStep + 2*(k%dotStep)
+}
+
+// dotGroup is the group of rows of A that holds row r, on the dot path.
+func (p *product) dotGroup(r int) []byte { return p.x[r/dotTileRows*dotTileRows*p.lda:] }
+
+// setDotRow sets row r of A from int8 values on the dot path.
+func (p *product) setDotRow(r int, q []byte) {
+	row := smallBufs.get(2 * p.k)
+	defer smallBufs.put(row)
+	widenInt8(q[:p.k], row)
+	g := p.dotGroup(r)
+	for k0 := 0; k0 < p.k; k0 += dotStep {
+		at := dotAt(r%dotTileRows, k0)
+		copy(g[at:at+2*dotStep], row[2*k0:min(2*p.k, 2*(k0+dotStep))])
+	}
+}
 
 func (b *dotBody) run(lo, hi int) {
 	p := b.p
@@ -60,9 +84,9 @@ func (b *dotBody) run(lo, hi int) {
 			for r := 0; r < mr; r += dotTileRows {
 				pf, pfStep := b.prefetch(c0+c+ch, ch, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step)
 				if pf == nil {
-					pf = p.x[r*p.lda:] // in the cache already
+					pf = p.dotGroup(r) // in the cache already
 				}
-				dotTile(p.x[r*p.lda:], p.lda, w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
+				dotTile(p.dotGroup(r), w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
 			}
 		}
 		for c := range cols {
@@ -72,7 +96,7 @@ func (b *dotBody) run(lo, hi int) {
 				for r := range p.m {
 					s := int32(binary.LittleEndian.Uint32(cs[4*r:]))
 					for k := kd; k < p.k; k++ {
-						s += load16(p.x, r*p.lda+2*k) * int32(int8(row[k]))
+						s += load16(p.dotGroup(r), dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
 					}
 					binary.LittleEndian.PutUint32(cs[4*r:], uint32(s))
 				}

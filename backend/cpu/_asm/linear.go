@@ -703,31 +703,32 @@ func gemv(name string, w width, form, xrows int, ahead bool) {
 // of partial dot products along k (VPMOVSXBW widens 16 of a channel's int8
 // values, VPMADDWD multiplies them with 16 of a row's int16 ones from
 // memory), folded at the end by VPHADDD into the 4 rows' sums of each
-// channel, which it adds to sums. Registers 0 to 11 accumulate (row r,
-// channel c at 3r+c), 12 to 14 hold the channels' values, 15 the products.
-// Each step also prefetches a line of pf, pfStep bytes further each time:
-// the caller's choice of what memory should bring in while the tile
-// computes (see dotBody.prefetch).
+// channel, which it adds to sums. The 4 rows of x come interleaved a step
+// at a time (a step's 16 values of each row, 32 bytes, then the next
+// row's): a step reads 128 contiguous bytes of x rather than 32 of each of
+// 4 rows a row apart, fewer streams for the caches to bring in (on a 2-core
+// Zen 3, one thread, the tile over 16 rows by 48 or 4095 channels: 0.90-0.95
+// of the time over rows). Registers 0 to 11 accumulate (row r, channel c at
+// 3r+c), 12 to 14 hold the channels' values, 15 the products. Each step also
+// prefetches a line of pf, pfStep bytes further each time: the caller's
+// choice of what memory should bring in while the tile computes (see
+// dotBody.prefetch).
 func dotTile(name string, w width) {
-	TEXT(name, NOSPLIT, "func(x []byte, ldx int, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
+	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
-	Doc(name+" adds to sums the dot products of 4 int16 rows of x (ldx bytes apart) with 3 int8 rows of wt",
-		"(ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
+	Doc(name+" adds to sums the dot products of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,",
+		"with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
 		"wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
 	xp := Load(Param("x").Base(), GP64())
-	ldx := Load(Param("ldx"), GP64())
 	wp := Load(Param("wt").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	n := Load(Param("steps"), GP64())
 	pfp := Load(Param("pf").Base(), GP64())
 	pfs := Load(Param("pfStep"), GP64())
-	x3 := GP64()
-	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
-	ADDQ(ldx, x3)
 	for i := range 12 {
 		VPXOR(w.phys(i), w.phys(i), w.phys(i))
 	}
-	xrow := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
+	xrow := []Mem{{Base: xp}, {Base: xp, Disp: 32}, {Base: xp, Disp: 64}, {Base: xp, Disp: 96}}
 	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2}}
 	t := w.phys(15)
 	Label(name + "_loop")
@@ -741,8 +742,7 @@ func dotTile(name string, w width) {
 			VPADDD(t, w.phys(3*r+c), w.phys(3*r+c))
 		}
 	}
-	ADDQ(Imm(32), xp)
-	ADDQ(Imm(32), x3)
+	ADDQ(Imm(128), xp)
 	ADDQ(Imm(16), wp)
 	ADDQ(pfs, pfp)
 	DECQ(n)
