@@ -32,6 +32,13 @@ var vnni = hasVNNI(impl)
 // ordinarily (see rowsStreaming and dequantStreaming).
 var zen5 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
 
+// zen3 is whether this is AMD's family 19h without AVX-512 (Zen 3; Zen 4
+// is family 19h with it), where the int8 products' one-row and dot paths
+// take other forms and bounds (gemv1Ahead, dotMinFor). The processor's own
+// family and features decide, not the kernel set in use, since GODEBUG can
+// lower that on any machine.
+var zen3 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 && !cpuid.CPU.Supports(cpuid.AVX512F)
+
 // hasVNNI reports whether this CPU has kernel set i's VNNI form.
 func hasVNNI(i int) bool {
 	switch i {

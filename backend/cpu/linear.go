@@ -19,6 +19,7 @@ import (
 //
 //	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
+//	    (on a Zen 3, up to 2 rows one row at a time, 3-48 dot: dotMinFor)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
@@ -211,9 +212,13 @@ func linearPath(m, k int) int {
 // machine runs 512-bit multiply-adds at half the rate of 256-bit ones,
 // which the AVX-512 processors without VNNI, Intel's, do not). Since the
 // one-row path multiplies up to 4 rows at once (gemv), it is faster to 8
-// rows (a 2-core Zen 5, two threads: 0.58-0.74 of the dot path's time at
-// 4 rows, 0.80-0.85 at 8) and about as fast at 12.
-const dotMin, dotMax = 9, 48 // dotMin: gemvMax + 1
+// rows on a 2-core Zen 5 (two threads: 0.58-0.74 of the dot path's time at
+// 4 rows, 0.80-0.85 at 8) and about as fast at 12, so dotMin is gemvMax+1
+// there; on a Zen 3, once the dot tile read its rows of x interleaved, the
+// dot path was faster from 3 rows (dotMinFor).
+var dotMin = dotMinFor()
+
+const dotMax = 48
 
 // The ways to lay out a product.
 const (

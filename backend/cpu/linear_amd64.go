@@ -219,9 +219,21 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 // 1.10-1.18 at 1x12288x3072 (three each). On a 2-core Zen 4 (family 19h
 // with AVX-512) the same prefetch made the AVX2 kernel slower (see
 // gemvAhead in the generator), and on a Zen 5 it was within the noise.
-// The processor's own family and features decide, not the kernel set in
-// use, since GODEBUG can lower that on any machine.
-var gemv1Ahead = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 && !cpuid.CPU.Supports(cpuid.AVX512F)
+var gemv1Ahead = zen3
+
+// dotMinFor is dotMin for this processor: 3 rows on a Zen 3, where the dot
+// path was faster than the one-row path from 3 rows (two threads,
+// int8_linear 4096x4096, the weight evicted, alternated in one process,
+// p50 ms, two runs: 3 rows 0.98 and 0.70 against 1.30 and 0.86, 4 rows 0.92
+// and 1.13 against 1.34 and 1.86, 6 rows 1.69 and 1.36 against 2.05 and
+// 1.54, 8 rows 1.71 and 1.30 against 2.59 and 1.92; at 2 rows 0.80 and 0.76
+// against 0.76 and 0.72); elsewhere gemvMax+1 (see dotMin).
+func dotMinFor() int {
+	if zen3 {
+		return 3
+	}
+	return gemvMax + 1
+}
 
 // gemv1For is the AVX2 set's kernel for one row of x: gemv1AheadAVX2
 // where ahead (see gemv1Ahead), else gemv1AVX2.

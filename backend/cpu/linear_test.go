@@ -474,8 +474,19 @@ func TestPeakGOPS(t *testing.T) {
 // TestLinearPath checks int8_linear's choice of layout by rows, k and
 // kernel set: the dot path only with AVX2 without quad panels.
 func TestLinearPath(t *testing.T) {
-	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
+	defer func(i int, v bool, d int) { impl, vnni, dotMin = i, v, d }(impl, vnni, dotMin)
 	vnni = false // quad panels (AVX512-VNNI, assembly only) change the path: TestLinearPathQuads
+	dotMin = 3   // as on a Zen 3
+	for _, c := range []struct{ m, k, set, want int }{
+		{2, 4096, implAVX2, oneRow}, {3, 4096, implAVX2, dotRows}, {8, 4096, implAVX2, dotRows},
+		{8, 4100, implAVX2, oneRow}, {3, 4096, implAVX512, oneRow},
+	} {
+		impl = c.set
+		if got := linearPath(c.m, c.k); got != c.want {
+			t.Errorf("dotMin 3: %d rows of %d, kernel set %s: path %d, want %d", c.m, c.k, kernelSetNames[c.set], got, c.want)
+		}
+	}
+	dotMin = gemvMax + 1
 	for _, c := range []struct{ m, k, set, want int }{
 		{1, 4096, implAVX2, oneRow}, {2, 4096, implAVX2, oneRow}, {8, 4096, implAVX2, oneRow},
 		{9, 4096, implAVX2, dotRows}, {16, 4096, implAVX2, dotRows}, {48, 4096, implAVX2, dotRows},
