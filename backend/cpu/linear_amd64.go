@@ -257,15 +257,21 @@ var (
 )
 
 // dotTile computes dotTileGeneric's sums over steps of dotStep values of k
-// for 4 rows by dotTileChannels channels, with the AVX2 kernel (the dot
-// path runs with the AVX2 set without VNNI; tests run it on AVX-512 too),
-// which also prefetches pf as dotTileAVX2 says; Go ignores pf.
-func dotTile(x []byte, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
+// for the first rows (1 to dotTileRows) of a group of rows by
+// dotTileChannels channels, with the AVX2 kernels (the dot path runs with
+// the AVX2 set without VNNI; tests run it on AVX-512 too), which also
+// prefetch pf as dotTile4AVX2 says; Go ignores pf.
+func dotTile(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	if impl == implGeneric {
-		dotTileGeneric(x, w, ldw, steps, sums, lds)
+		dotTileGeneric(rows, x, w, ldw, steps, sums, lds)
 		return
 	}
-	dotTileAVX2(x, w, ldw, steps, sums, lds, pf, pfStep)
+	dotTilesAVX2[rows-1](x, w, ldw, steps, sums, lds, pf, pfStep)
+}
+
+// dotTilesAVX2 are the dot tiles for 1 to 4 rows.
+var dotTilesAVX2 = [...]func(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int){
+	dotTile1AVX2, dotTile2AVX2, dotTile3AVX2, dotTile4AVX2,
 }
 
 // gemmTilesI8 are the tile kernels on int8 panels of each kernel set, by

@@ -3256,9 +3256,9 @@ unquadAVX2_done:
 	VZEROUPPER
 	RET
 
-// func dotTileAVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// func dotTile1AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 // Requires: AVX, AVX2, MMX+
-TEXT ·dotTileAVX2(SB), NOSPLIT, $0-128
+TEXT ·dotTile1AVX2(SB), NOSPLIT, $0-128
 	MOVQ  x_base+0(FP), AX
 	MOVQ  wt_base+24(FP), CX
 	MOVQ  ldw+48(FP), DX
@@ -3278,7 +3278,223 @@ TEXT ·dotTileAVX2(SB), NOSPLIT, $0-128
 	VPXOR Y10, Y10, Y10
 	VPXOR Y11, Y11, Y11
 
-dotTileAVX2_loop:
+dotTile1AVX2_loop:
+	PREFETCHT0   (SI)
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    (CX)(DX*1), Y13
+	VPMOVSXBW    (CX)(DX*2), Y14
+	VPMADDWD     (AX), Y12, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     (AX), Y13, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (AX), Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	ADDQ         $0x80, AX
+	ADDQ         $0x10, CX
+	ADDQ         DI, SI
+	DECQ         BX
+	JNZ          dotTile1AVX2_loop
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPHADDD      Y3, Y0, Y0
+	VPHADDD      Y9, Y6, Y6
+	VPHADDD      Y6, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X12
+	VPADDD       X12, X0, X0
+	VPADDD       (AX), X0, X0
+	VMOVDQU      X0, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y4, Y1, Y1
+	VPHADDD      Y10, Y7, Y7
+	VPHADDD      Y7, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X12
+	VPADDD       X12, X1, X1
+	VPADDD       (AX), X1, X1
+	VMOVDQU      X1, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y5, Y2, Y2
+	VPHADDD      Y11, Y8, Y8
+	VPHADDD      Y8, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X12
+	VPADDD       X12, X2, X2
+	VPADDD       (AX), X2, X2
+	VMOVDQU      X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTile2AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·dotTile2AVX2(SB), NOSPLIT, $0-128
+	MOVQ  x_base+0(FP), AX
+	MOVQ  wt_base+24(FP), CX
+	MOVQ  ldw+48(FP), DX
+	MOVQ  steps+56(FP), BX
+	MOVQ  pf_base+96(FP), SI
+	MOVQ  pfStep+120(FP), DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+dotTile2AVX2_loop:
+	PREFETCHT0   (SI)
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    (CX)(DX*1), Y13
+	VPMOVSXBW    (CX)(DX*2), Y14
+	VPMADDWD     (AX), Y12, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     (AX), Y13, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (AX), Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     32(AX), Y12, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     32(AX), Y13, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     32(AX), Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	ADDQ         $0x80, AX
+	ADDQ         $0x10, CX
+	ADDQ         DI, SI
+	DECQ         BX
+	JNZ          dotTile2AVX2_loop
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPHADDD      Y3, Y0, Y0
+	VPHADDD      Y9, Y6, Y6
+	VPHADDD      Y6, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X12
+	VPADDD       X12, X0, X0
+	VPADDD       (AX), X0, X0
+	VMOVDQU      X0, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y4, Y1, Y1
+	VPHADDD      Y10, Y7, Y7
+	VPHADDD      Y7, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X12
+	VPADDD       X12, X1, X1
+	VPADDD       (AX), X1, X1
+	VMOVDQU      X1, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y5, Y2, Y2
+	VPHADDD      Y11, Y8, Y8
+	VPHADDD      Y8, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X12
+	VPADDD       X12, X2, X2
+	VPADDD       (AX), X2, X2
+	VMOVDQU      X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTile3AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·dotTile3AVX2(SB), NOSPLIT, $0-128
+	MOVQ  x_base+0(FP), AX
+	MOVQ  wt_base+24(FP), CX
+	MOVQ  ldw+48(FP), DX
+	MOVQ  steps+56(FP), BX
+	MOVQ  pf_base+96(FP), SI
+	MOVQ  pfStep+120(FP), DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+dotTile3AVX2_loop:
+	PREFETCHT0   (SI)
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    (CX)(DX*1), Y13
+	VPMOVSXBW    (CX)(DX*2), Y14
+	VPMADDWD     (AX), Y12, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     (AX), Y13, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (AX), Y14, Y15
+	VPADDD       Y15, Y2, Y2
+	VPMADDWD     32(AX), Y12, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     32(AX), Y13, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     32(AX), Y14, Y15
+	VPADDD       Y15, Y5, Y5
+	VPMADDWD     64(AX), Y12, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     64(AX), Y13, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     64(AX), Y14, Y15
+	VPADDD       Y15, Y8, Y8
+	ADDQ         $0x80, AX
+	ADDQ         $0x10, CX
+	ADDQ         DI, SI
+	DECQ         BX
+	JNZ          dotTile3AVX2_loop
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPHADDD      Y3, Y0, Y0
+	VPHADDD      Y9, Y6, Y6
+	VPHADDD      Y6, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X12
+	VPADDD       X12, X0, X0
+	VPADDD       (AX), X0, X0
+	VMOVDQU      X0, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y4, Y1, Y1
+	VPHADDD      Y10, Y7, Y7
+	VPHADDD      Y7, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X12
+	VPADDD       X12, X1, X1
+	VPADDD       (AX), X1, X1
+	VMOVDQU      X1, (AX)
+	ADDQ         CX, AX
+	VPHADDD      Y5, Y2, Y2
+	VPHADDD      Y11, Y8, Y8
+	VPHADDD      Y8, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X12
+	VPADDD       X12, X2, X2
+	VPADDD       (AX), X2, X2
+	VMOVDQU      X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTile4AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·dotTile4AVX2(SB), NOSPLIT, $0-128
+	MOVQ  x_base+0(FP), AX
+	MOVQ  wt_base+24(FP), CX
+	MOVQ  ldw+48(FP), DX
+	MOVQ  steps+56(FP), BX
+	MOVQ  pf_base+96(FP), SI
+	MOVQ  pfStep+120(FP), DI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+dotTile4AVX2_loop:
 	PREFETCHT0   (SI)
 	VPMOVSXBW    (CX), Y12
 	VPMOVSXBW    (CX)(DX*1), Y13
@@ -3311,7 +3527,7 @@ dotTileAVX2_loop:
 	ADDQ         $0x10, CX
 	ADDQ         DI, SI
 	DECQ         BX
-	JNZ          dotTileAVX2_loop
+	JNZ          dotTile4AVX2_loop
 	MOVQ         sums_base+64(FP), AX
 	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0

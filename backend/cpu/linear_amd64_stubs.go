@@ -266,12 +266,33 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 //go:noescape
 func unquadAVX2(sums []byte, other []byte, corr int32)
 
-// dotTileAVX2 adds to sums the dot products of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
-// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],
-// wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+// dotTile1AVX2 adds to sums the dot products of the first 1 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
+// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
-func dotTileAVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+func dotTile1AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+
+// dotTile2AVX2 adds to sums the dot products of the first 2 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
+// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+//
+//go:noescape
+func dotTile2AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+
+// dotTile3AVX2 adds to sums the dot products of the first 3 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
+// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+//
+//go:noescape
+func dotTile3AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
+
+// dotTile4AVX2 adds to sums the dot products of the first 4 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
+// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+//
+//go:noescape
+func dotTile4AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
 // packColsI8AVX2 packs four int8 rows of src (ldb bytes apart), 16 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (32 bytes), then the last two's.

@@ -91,13 +91,13 @@ func unpackRowPairs(acc *[gemmRows][32]int32, j int, s ...int64) {
 	}
 }
 
-// dotTileGeneric adds to sums the dot products of 4 int16 rows of x,
-// interleaved a step of dotStep values at a time (see dotAt), with 3 int8
-// rows of w (ldw bytes apart) over steps·dotStep values of k: channel c's
-// 4 int32 sums, one per row, at sums[c·lds:].
-func dotTileGeneric(x []byte, w []byte, ldw, steps int, sums []byte, lds int) {
+// dotTileGeneric adds to sums the dot products of the first rows of 4
+// int16 rows of x, interleaved a step of dotStep values at a time (see
+// dotAt), with 3 int8 rows of w (ldw bytes apart) over steps·dotStep
+// values of k: channel c's int32 sums, one per row, at sums[c·lds:].
+func dotTileGeneric(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int) {
 	for c := range 3 {
-		for r := range 4 {
+		for r := range rows {
 			var s int32
 			for k := range dotStep * steps {
 				s += load16(x, dotAt(r, k)) * int32(int8(w[c*ldw+k]))

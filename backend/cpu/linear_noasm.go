@@ -16,8 +16,8 @@ func dotMinFor() int { return gemvMax + 1 } // no dot path without the AVX2 kern
 
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
-func dotTile(x []byte, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
-	dotTileGeneric(x, w, ldw, steps, sums, lds)
+func dotTile(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {
+	dotTileGeneric(rows, x, w, ldw, steps, sums, lds)
 }
 
 func gemvRows(x, b []byte, ldb, kp int, c []byte) { gemvRowsGeneric(x, b, ldb, kp, c) }

@@ -86,7 +86,7 @@ func (b *dotBody) run(lo, hi int) {
 				if pf == nil {
 					pf = p.dotGroup(r) // in the cache already
 				}
-				dotTile(p.dotGroup(r), w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
+				dotTile(min(dotTileRows, p.m-r), p.dotGroup(r), w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
 			}
 		}
 		for c := range cols {

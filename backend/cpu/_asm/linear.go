@@ -712,13 +712,15 @@ func gemv(name string, w width, form, xrows int, ahead bool) {
 // 3r+c), 12 to 14 hold the channels' values, 15 the products. Each step also
 // prefetches a line of pf, pfStep bytes further each time: the caller's
 // choice of what memory should bring in while the tile computes (see
-// dotBody.prefetch).
-func dotTile(name string, w width) {
+// dotBody.prefetch). The forms for 1 to 3 rows multiply only those, for a
+// last group of fewer than 4 (the other rows' sums stay 0): 9 rows cost 8
+// rows and one, not 12.
+func dotTile(name string, w width, rows int) {
 	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
-	Doc(name+" adds to sums the dot products of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,",
-		"with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row, at sums[c·lds:],",
-		"wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
+	Doc(fmt.Sprintf("%s adds to sums the dot products of the first %d of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,", name, rows),
+		"with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),",
+		"at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).")
 	xp := Load(Param("x").Base(), GP64())
 	wp := Load(Param("wt").Base(), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -736,7 +738,7 @@ func dotTile(name string, w width) {
 	for c := range 3 {
 		VPMOVSXBW(wrow[c], w.phys(12+c))
 	}
-	for r := range 4 {
+	for r := range rows {
 		for c := range 3 {
 			VPMADDWD(xrow[r], w.phys(12+c), t)
 			VPADDD(t, w.phys(3*r+c), w.phys(3*r+c))
@@ -1834,7 +1836,9 @@ func linearKernels(w width) {
 	}
 	unquad("unquad"+w.name, w)
 	if w.bytes == 32 {
-		dotTile("dotTile"+w.name, w) // the dot path: AVX2 without VNNI
+		for rows := 1; rows <= 4; rows++ {
+			dotTile(fmt.Sprintf("dotTile%d%s", rows, w.name), w, rows) // the dot path: AVX2 without VNNI
+		}
 	}
 	packColsI8("packColsI8"+w.name, w)
 	if w.bytes == 64 {
