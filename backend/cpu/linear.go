@@ -19,7 +19,7 @@ import (
 //
 //	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
-//	    (on a Zen 3, up to 2 rows one row at a time, 3-48 dot: dotMinFor)
+//	    (on a Zen 3, one row at a time, 2-48 dot: dotMinFor)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
@@ -215,7 +215,7 @@ func linearPath(m, k int) int {
 // rows on a 2-core Zen 5 (two threads: 0.58-0.74 of the dot path's time at
 // 4 rows, 0.80-0.85 at 8) and about as fast at 12, so dotMin is gemvMax+1
 // there; on a Zen 3, once the dot tile read its rows of x interleaved, the
-// dot path was faster from 3 rows (dotMinFor).
+// dot path was faster from 2 rows (dotMinFor).
 var dotMin = dotMinFor()
 
 const dotMax = 48
