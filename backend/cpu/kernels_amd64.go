@@ -32,12 +32,14 @@ var vnni = hasVNNI(impl)
 // ordinarily (see rowsStreaming and dequantStreaming).
 var zen5 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
 
-// zen3 is whether this is AMD's family 19h without AVX-512 (Zen 3; Zen 4
-// is family 19h with it), where the int8 products' one-row and dot paths
-// take other forms and bounds (gemv1Ahead, dotMinFor). The processor's own
-// family and features decide, not the kernel set in use, since GODEBUG can
-// lower that on any machine.
-var zen3 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 && !cpuid.CPU.Supports(cpuid.AVX512F)
+// zen3 is whether this is a Zen 3: AMD's family 19h, models 00h-0Fh and
+// 20h-5Fh (Zen 4 is the same family's models 10h-1Fh, 60h-7Fh and
+// A0h-AFh), where the int8 products' one-row and dot paths take other
+// forms and bounds (gemv1Ahead, dotMinFor). The processor's own family and
+// model decide, not the kernel set in use nor the features a hypervisor
+// shows (GODEBUG can lower the one, a hypervisor hide AVX-512 from a Zen 4).
+var zen3 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 &&
+	(cpuid.CPU.Model <= 0x0f || cpuid.CPU.Model >= 0x20 && cpuid.CPU.Model <= 0x5f)
 
 // hasVNNI reports whether this CPU has kernel set i's VNNI form.
 func hasVNNI(i int) bool {

@@ -19,7 +19,7 @@ import (
 //
 //	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
-//	    (on a Zen 3, one row at a time, 2-48 dot: dotMinFor)
+//	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
@@ -300,15 +300,17 @@ func newProduct(m, k, n, path int) *product {
 	// do not fall into the same cache sets.
 	p.lda = roundUp(4*p.kp, 128) + 64
 	// Reused, not cleared: the one int16 past an odd K only meets the
-	// weight's zero. The dot path reads rows in groups of dotTileRows,
+	// weight's zero. The dot path's rows go in groups of dotTileRows,
 	// interleaved a step at a time (dotAt; lda is then a row's share of
-	// its group): zero rows pad the last group.
-	rows, pad := m, m
+	// its group); a last group's tile multiplies only its rows, so the
+	// rest of the group is never read.
 	if path == dotRows {
-		rows, pad, p.lda = roundUp(m, dotTileRows), m/dotTileRows*dotTileRows, 2*roundUp(max(1, k), dotStep)
+		p.lda = 2 * roundUp(max(1, k), dotStep)
+		p.x = getBuf(roundUp(m, dotTileRows) * p.lda)
+		return p
 	}
-	p.x = getBuf(rows * p.lda)
-	clear(p.x[pad*p.lda:])
+	p.x = getBuf(m * p.lda)
+	clear(p.x[m*p.lda:])
 	return p
 }
 

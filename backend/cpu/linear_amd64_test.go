@@ -18,7 +18,7 @@ import (
 
 // TestLinearPathQuads checks int8_linear's choice of layout where the
 // panels hold quads (AVX512-VNNI), and with AVX-512 without them: no dot
-// path; the few-row path from dotMin rows.
+// path; the few-row path from gemvMax+1 rows.
 func TestLinearPathQuads(t *testing.T) {
 	defer func(i int, v bool) { impl, vnni = i, v }(impl, vnni)
 	impl = implAVX512

@@ -95,8 +95,9 @@ func (b *dotBody) run(lo, hi int) {
 				row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
 				for r := range p.m {
 					s := int32(binary.LittleEndian.Uint32(cs[4*r:]))
+					g := p.dotGroup(r)
 					for k := kd; k < p.k; k++ {
-						s += load16(p.dotGroup(r), dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
+						s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
 					}
 					binary.LittleEndian.PutUint32(cs[4*r:], uint32(s))
 				}

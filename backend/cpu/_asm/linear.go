@@ -553,9 +553,9 @@ const (
 // the caches, blocks of calls alternated in one process: 8 rows took
 // 0.86-0.90 of the pairs' time with AVX-512, 0.69 with AVX-VNNI, whose 2
 // and 4 rows took 0.85-0.95), not for one, which waits for memory either
-// way (0.97-1.02). With 2 or 4 rows of x, each
-// iteration prefetches the lines gemvAhead bytes past the ones it reads;
-// every kernel, a line a page (see gemvAhead).
+// way (0.97-1.02). Where ahead, each iteration prefetches the lines
+// gemvAhead bytes past the ones it reads; every kernel, a line a page (see
+// gemvAhead; where ahead, the page's line is one of those, fetched twice).
 func gemv(name string, w width, form, xrows int, ahead bool) {
 	step, xsize := 2*w.lanes(), 2 // k per register of the weight; bytes of x a value of k
 	if form == gemvQuads {
