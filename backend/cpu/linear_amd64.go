@@ -210,7 +210,7 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 
 // gemv1Ahead is whether the AVX2 set's kernel for one row of x
 // prefetches every line of the weight 8 KiB on, as the kernels for 2 and
-// 4 rows do (gemv1AheadAVX2): on AMD's family 19h without AVX-512 (Zen 3).
+// 4 rows do (gemv1AheadAVX2): on a Zen 3 (zen3).
 // There the hardware's prefetchers fall behind one row's reading: on a
 // 2-core Zen 3, `kitchen bench --op int8_linear`, the two binaries
 // alternated, the one row's time over the same-run streaming reference
