@@ -263,7 +263,7 @@ func hostOps(ctx context.Context, name string, layers []convert.LayerReport) err
 	if layers == nil {
 		calls = append(calls, call{op.Int8Linear, 0})
 	}
-	seen := map[string]bool{}
+	seen := map[call]bool{}
 	for _, l := range layers {
 		c := call{op.Int8Linear, l.ConvRot}
 		if convert.IsEmbeddingTable(l.Name + comfyquant.WeightSuffix) {
@@ -272,8 +272,8 @@ func hostOps(ctx context.Context, name string, layers []convert.LayerReport) err
 			}
 			c = call{op.DequantizeConvRotWeight, 0}
 		}
-		if key := fmt.Sprint(c.op.Name(), c.group); !seen[key] {
-			seen[key] = true
+		if !seen[c] {
+			seen[c] = true
 			calls = append(calls, c)
 		}
 	}
