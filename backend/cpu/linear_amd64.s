@@ -3294,31 +3294,34 @@ dotTile1AVX2_loop:
 	ADDQ         DI, SI
 	DECQ         BX
 	JNZ          dotTile1AVX2_loop
-	MOVQ         sums_base+64(FP), AX
-	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0
 	VPHADDD      Y9, Y6, Y6
 	VPHADDD      Y6, Y0, Y0
 	VEXTRACTI128 $0x01, Y0, X12
 	VPADDD       X12, X0, X0
-	VPADDD       (AX), X0, X0
-	VMOVDQU      X0, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y4, Y1, Y1
 	VPHADDD      Y10, Y7, Y7
 	VPHADDD      Y7, Y1, Y1
 	VEXTRACTI128 $0x01, Y1, X12
 	VPADDD       X12, X1, X1
-	VPADDD       (AX), X1, X1
-	VMOVDQU      X1, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y5, Y2, Y2
 	VPHADDD      Y11, Y8, Y8
 	VPHADDD      Y8, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X12
 	VPADDD       X12, X2, X2
-	VPADDD       (AX), X2, X2
-	VMOVDQU      X2, (AX)
+	VPXOR        X3, X3, X3
+	VPUNPCKLDQ   X1, X0, X4
+	VPUNPCKHDQ   X1, X0, X5
+	VPUNPCKLDQ   X3, X2, X6
+	VPUNPCKHDQ   X3, X2, X7
+	VPUNPCKLQDQ  X6, X4, X8
+	VPUNPCKHQDQ  X6, X4, X9
+	VPUNPCKLQDQ  X7, X5, X10
+	VPUNPCKHQDQ  X7, X5, X11
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPADDD       (AX), X8, X8
+	VMOVDQU      X8, (AX)
 	VZEROUPPER
 	RET
 
@@ -3366,31 +3369,37 @@ dotTile2AVX2_loop:
 	ADDQ         DI, SI
 	DECQ         BX
 	JNZ          dotTile2AVX2_loop
-	MOVQ         sums_base+64(FP), AX
-	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0
 	VPHADDD      Y9, Y6, Y6
 	VPHADDD      Y6, Y0, Y0
 	VEXTRACTI128 $0x01, Y0, X12
 	VPADDD       X12, X0, X0
-	VPADDD       (AX), X0, X0
-	VMOVDQU      X0, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y4, Y1, Y1
 	VPHADDD      Y10, Y7, Y7
 	VPHADDD      Y7, Y1, Y1
 	VEXTRACTI128 $0x01, Y1, X12
 	VPADDD       X12, X1, X1
-	VPADDD       (AX), X1, X1
-	VMOVDQU      X1, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y5, Y2, Y2
 	VPHADDD      Y11, Y8, Y8
 	VPHADDD      Y8, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X12
 	VPADDD       X12, X2, X2
-	VPADDD       (AX), X2, X2
-	VMOVDQU      X2, (AX)
+	VPXOR        X3, X3, X3
+	VPUNPCKLDQ   X1, X0, X4
+	VPUNPCKHDQ   X1, X0, X5
+	VPUNPCKLDQ   X3, X2, X6
+	VPUNPCKHDQ   X3, X2, X7
+	VPUNPCKLQDQ  X6, X4, X8
+	VPUNPCKHQDQ  X6, X4, X9
+	VPUNPCKLQDQ  X7, X5, X10
+	VPUNPCKHQDQ  X7, X5, X11
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPADDD       (AX), X8, X8
+	VMOVDQU      X8, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X9, X9
+	VMOVDQU      X9, (AX)
 	VZEROUPPER
 	RET
 
@@ -3444,31 +3453,40 @@ dotTile3AVX2_loop:
 	ADDQ         DI, SI
 	DECQ         BX
 	JNZ          dotTile3AVX2_loop
-	MOVQ         sums_base+64(FP), AX
-	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0
 	VPHADDD      Y9, Y6, Y6
 	VPHADDD      Y6, Y0, Y0
 	VEXTRACTI128 $0x01, Y0, X12
 	VPADDD       X12, X0, X0
-	VPADDD       (AX), X0, X0
-	VMOVDQU      X0, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y4, Y1, Y1
 	VPHADDD      Y10, Y7, Y7
 	VPHADDD      Y7, Y1, Y1
 	VEXTRACTI128 $0x01, Y1, X12
 	VPADDD       X12, X1, X1
-	VPADDD       (AX), X1, X1
-	VMOVDQU      X1, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y5, Y2, Y2
 	VPHADDD      Y11, Y8, Y8
 	VPHADDD      Y8, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X12
 	VPADDD       X12, X2, X2
-	VPADDD       (AX), X2, X2
-	VMOVDQU      X2, (AX)
+	VPXOR        X3, X3, X3
+	VPUNPCKLDQ   X1, X0, X4
+	VPUNPCKHDQ   X1, X0, X5
+	VPUNPCKLDQ   X3, X2, X6
+	VPUNPCKHDQ   X3, X2, X7
+	VPUNPCKLQDQ  X6, X4, X8
+	VPUNPCKHQDQ  X6, X4, X9
+	VPUNPCKLQDQ  X7, X5, X10
+	VPUNPCKHQDQ  X7, X5, X11
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPADDD       (AX), X8, X8
+	VMOVDQU      X8, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X9, X9
+	VMOVDQU      X9, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X10, X10
+	VMOVDQU      X10, (AX)
 	VZEROUPPER
 	RET
 
@@ -3528,31 +3546,43 @@ dotTile4AVX2_loop:
 	ADDQ         DI, SI
 	DECQ         BX
 	JNZ          dotTile4AVX2_loop
-	MOVQ         sums_base+64(FP), AX
-	MOVQ         lds+88(FP), CX
 	VPHADDD      Y3, Y0, Y0
 	VPHADDD      Y9, Y6, Y6
 	VPHADDD      Y6, Y0, Y0
 	VEXTRACTI128 $0x01, Y0, X12
 	VPADDD       X12, X0, X0
-	VPADDD       (AX), X0, X0
-	VMOVDQU      X0, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y4, Y1, Y1
 	VPHADDD      Y10, Y7, Y7
 	VPHADDD      Y7, Y1, Y1
 	VEXTRACTI128 $0x01, Y1, X12
 	VPADDD       X12, X1, X1
-	VPADDD       (AX), X1, X1
-	VMOVDQU      X1, (AX)
-	ADDQ         CX, AX
 	VPHADDD      Y5, Y2, Y2
 	VPHADDD      Y11, Y8, Y8
 	VPHADDD      Y8, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X12
 	VPADDD       X12, X2, X2
-	VPADDD       (AX), X2, X2
-	VMOVDQU      X2, (AX)
+	VPXOR        X3, X3, X3
+	VPUNPCKLDQ   X1, X0, X4
+	VPUNPCKHDQ   X1, X0, X5
+	VPUNPCKLDQ   X3, X2, X6
+	VPUNPCKHDQ   X3, X2, X7
+	VPUNPCKLQDQ  X6, X4, X8
+	VPUNPCKHQDQ  X6, X4, X9
+	VPUNPCKLQDQ  X7, X5, X10
+	VPUNPCKHQDQ  X7, X5, X11
+	MOVQ         sums_base+64(FP), AX
+	MOVQ         lds+88(FP), CX
+	VPADDD       (AX), X8, X8
+	VMOVDQU      X8, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X9, X9
+	VMOVDQU      X9, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X10, X10
+	VMOVDQU      X10, (AX)
+	ADDQ         CX, AX
+	VPADDD       (AX), X11, X11
+	VMOVDQU      X11, (AX)
 	VZEROUPPER
 	RET
 

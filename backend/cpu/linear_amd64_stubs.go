@@ -267,29 +267,29 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 func unquadAVX2(sums []byte, other []byte, corr int32)
 
 // dotTile1AVX2 adds to sums the dot products of the first 1 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
-// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
-// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: row r's 3 int32 sums, one per channel, at sums[r·lds:], for r < 1,
+// wrapping; it adds 0 to the int32 after them, which must be there. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
 func dotTile1AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
 // dotTile2AVX2 adds to sums the dot products of the first 2 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
-// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
-// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: row r's 3 int32 sums, one per channel, at sums[r·lds:], for r < 2,
+// wrapping; it adds 0 to the int32 after them, which must be there. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
 func dotTile2AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
 // dotTile3AVX2 adds to sums the dot products of the first 3 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
-// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
-// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: row r's 3 int32 sums, one per channel, at sums[r·lds:], for r < 3,
+// wrapping; it adds 0 to the int32 after them, which must be there. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
 func dotTile3AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 
 // dotTile4AVX2 adds to sums the dot products of the first 4 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
-// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: channel c's 4 int32 sums, one per row (0 for rows not multiplied),
-// at sums[c·lds:], wrapping. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
+// with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: row r's 3 int32 sums, one per channel, at sums[r·lds:], for r < 4,
+// wrapping; it adds 0 to the int32 after them, which must be there. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).
 //
 //go:noescape
 func dotTile4AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)

@@ -318,3 +318,44 @@ func TestGemv1Ahead(t *testing.T) {
 		}
 	}
 }
+
+// TestDotTiles compares each AVX2 dot tile (1 to 4 rows) with
+// dotTileGeneric on random int8 values (-128 among them) over sums that
+// already hold values: the tiles add their rows' three sums, add 0 to
+// the int32 after them, and touch nothing else (the poisoned bytes
+// around every row stay as they were).
+func TestDotTiles(t *testing.T) {
+	if !xcpu.X86.HasAVX2 || impl == implGeneric {
+		t.Skip("no AVX2 kernels here")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for rows := 1; rows <= dotTileRows; rows++ {
+		for _, steps := range []int{1, 2, 7, 64} {
+			k := steps * dotStep
+			ldw := k + 5
+			w := make([]byte, dotTileChannels*ldw)
+			for i := range w {
+				w[i] = byte(rng.IntN(256))
+			}
+			w[0], w[ldw+1] = 0x80, 0x80
+			x := make([]byte, dotTileRows*2*k)
+			for r := range dotTileRows {
+				for i := range k {
+					binary.LittleEndian.PutUint16(x[dotAt(r, i):], uint16(int16(int8(rng.IntN(256)))))
+				}
+			}
+			binary.LittleEndian.PutUint16(x[dotAt(0, 0):], 0xff80) // -128 by -128
+			const lds = 4 * 7
+			sums := make([]byte, lds*dotTileRows+16)
+			for i := range sums {
+				sums[i] = byte(rng.IntN(256))
+			}
+			want := bytes.Clone(sums)
+			dotTileGeneric(rows, x, w, ldw, steps, want, lds)
+			dotTilesAVX2[rows-1](x, w, ldw, steps, sums, lds, x, 0)
+			if i := diff(sums, want); i >= 0 {
+				t.Errorf("%d rows, %d steps: byte %d (row %d, byte %d of it) is %#x, want %#x", rows, steps, i, i/lds, i%lds, sums[i], want[i])
+			}
+		}
+	}
+}

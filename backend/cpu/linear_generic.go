@@ -94,7 +94,7 @@ func unpackRowPairs(acc *[gemmRows][32]int32, j int, s ...int64) {
 // dotTileGeneric adds to sums the dot products of the first rows of 4
 // int16 rows of x, interleaved a step of dotStep values at a time (see
 // dotAt), with 3 int8 rows of w (ldw bytes apart) over steps·dotStep
-// values of k: channel c's int32 sums, one per row, at sums[c·lds:].
+// values of k: row r's int32 sums, one per channel, at sums[r·lds:].
 func dotTileGeneric(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int) {
 	for c := range 3 {
 		for r := range rows {
@@ -102,7 +102,7 @@ func dotTileGeneric(rows int, x []byte, w []byte, ldw, steps int, sums []byte, l
 			for k := range dotStep * steps {
 				s += load16(x, dotAt(r, k)) * int32(int8(w[c*ldw+k]))
 			}
-			at := sums[c*lds+4*r:]
+			at := sums[r*lds+4*c:]
 			binary.LittleEndian.PutUint32(at, binary.LittleEndian.Uint32(at)+uint32(s))
 		}
 	}

@@ -57,11 +57,11 @@ func (p *product) setDotRow(r int, q []byte) {
 func (b *dotBody) run(lo, hi int) {
 	p := b.p
 	mr := roundUp(p.m, dotTileRows)
-	lds := 4 * mr
-	sums := smallBufs.get(dotChannels * lds) // [channel][row]
+	lds := 4 * dotChannels
+	// [row][channel], as the finisher reads them; a tile adds 0 to the
+	// int32 past its row's three, the last row's too.
+	sums := smallBufs.get(p.m*lds + 4)
 	defer smallBufs.put(sums)
-	out := smallBufs.get(4 * p.m * dotChannels)
-	defer smallBufs.put(out)
 	step, ch := dotStep, dotTileChannels
 	var pad []byte          // a last group's weight rows, zero-padded to ch
 	kd := p.k &^ (step - 1) // whole steps
@@ -86,27 +86,22 @@ func (b *dotBody) run(lo, hi int) {
 				if pf == nil {
 					pf = p.dotGroup(r) // in the cache already
 				}
-				dotTile(min(dotTileRows, p.m-r), p.dotGroup(r), w, ldw, kd/step, sums[c*lds+4*r:], lds, pf, pfStep)
+				dotTile(min(dotTileRows, p.m-r), p.dotGroup(r), w, ldw, kd/step, sums[r*lds+4*c:], lds, pf, pfStep)
 			}
 		}
-		for c := range cols {
-			cs := sums[c*lds : c*lds+4*p.m]
-			if kd < p.k {
-				row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
-				for r := range p.m {
-					s := int32(binary.LittleEndian.Uint32(cs[4*r:]))
-					g := p.dotGroup(r)
-					for k := kd; k < p.k; k++ {
-						s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
-					}
-					binary.LittleEndian.PutUint32(cs[4*r:], uint32(s))
-				}
-			}
+		for c := 0; c < cols && kd < p.k; c++ {
+			row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
 			for r := range p.m {
-				copy(out[4*(r*cols+c):4*(r*cols+c)+4], cs[4*r:4*r+4])
+				at := sums[r*lds+4*c:]
+				s := int32(binary.LittleEndian.Uint32(at))
+				g := p.dotGroup(r)
+				for k := kd; k < p.k; k++ {
+					s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
+				}
+				binary.LittleEndian.PutUint32(at, uint32(s))
 			}
 		}
-		p.fin.finish(0, c0, p.m, cols, out, 4*cols)
+		p.fin.finish(0, c0, p.m, cols, sums, lds)
 	}
 }
 
