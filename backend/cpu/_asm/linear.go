@@ -704,19 +704,19 @@ func gemv(name string, w width, form, xrows int, ahead bool) {
 // values, VPMADDWD multiplies them with 16 of a row's int16 ones from
 // memory), folded at the end by VPHADDD into the 4 rows' sums of each
 // channel, which it transposes into rows of the 3 channels' sums and adds
-// to sums, the row-major layout the epilogue reads (where the dot path
-// once copied them out channel by channel, 4% of 16 rows' time). The 4 rows of x come interleaved a step
-// at a time (a step's 16 values of each row, 32 bytes, then the next
-// row's): a step reads 128 contiguous bytes of x rather than 32 of each of
-// 4 rows a row apart, fewer streams for the caches to bring in (on a 2-core
-// Zen 3, one thread, the tile over 16 rows by 48 or 4095 channels: 0.90-0.95
-// of the time over rows). Registers 0 to 11 accumulate (row r, channel c at
-// 3r+c), 12 to 14 hold the channels' values, 15 the products. Each step also
-// prefetches a line of pf, pfStep bytes further each time: the caller's
-// choice of what memory should bring in while the tile computes (see
-// dotBody.prefetch). The forms for 1 to 3 rows multiply only those, for a
-// last group of fewer than 4 (the other rows' sums stay 0): 9 rows cost 8
-// rows and one, not 12.
+// to sums, the row-major layout the epilogue reads (copying them out of a
+// channel-major layout in Go took 4% of 16 rows' time). The 4 rows of x
+// come interleaved a step at a time (a step's 16 values of each row, 32
+// bytes, then the next row's): a step reads 128 contiguous bytes of x
+// rather than 32 of each of 4 rows a row apart, fewer streams for the
+// caches to bring in (on a 2-core Zen 3, one thread, the tile over 16 rows
+// by 48 or 4095 channels: 0.90-0.95 of the time over rows). Registers 0 to
+// 11 accumulate (row r, channel c at 3r+c), 12 to 14 hold the channels'
+// values, 15 the products. Each step also prefetches a line of pf, pfStep
+// bytes further each time: the caller's choice of what memory should bring
+// in while the tile computes (see dotBody.prefetch). The forms for 1 to 3
+// rows multiply and store only those, for a last group of fewer than 4: 9
+// rows cost 8 rows and one, not 12.
 func dotTile(name string, w width, rows int) {
 	TEXT(name, NOSPLIT, "func(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)")
 	Pragma("noescape")
