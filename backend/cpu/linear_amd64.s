@@ -3587,7 +3587,7 @@ dotTile4AVX2_loop:
 	RET
 
 // func packColsI8AVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·packColsI8AVX2(SB), NOSPLIT, $0-73
 	MOVQ  src_base+0(FP), AX
 	MOVQ  ldb+24(FP), CX
@@ -3595,13 +3595,21 @@ TEXT ·packColsI8AVX2(SB), NOSPLIT, $0-73
 	MOVQ  dst_base+40(FP), BX
 	MOVQ  pstride+64(FP), SI
 	LEAQ  (CX)(CX*2), DI
-	MOVB  nt+72(FP), R8
-	TESTB R8, R8
+	MOVQ  CX, R8
+	SHLQ  $0x04, R8
+	ADDQ  AX, R8
+	MOVB  nt+72(FP), R9
+	TESTB R9, R9
 	JNZ   packColsI8AVX2_nt
 
 packColsI8AVX2_loop:
 	CMPQ        DX, $0x00
 	JE          packColsI8AVX2_done
+	PREFETCHT0  (R8)
+	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT0  (R8)(DI*1)
+	ADDQ        $0x10, R8
 	VMOVDQU     (AX), X0
 	VMOVDQU     (AX)(CX*1), X1
 	VMOVDQU     (AX)(CX*2), X2
@@ -3622,6 +3630,11 @@ packColsI8AVX2_loop:
 packColsI8AVX2_nt:
 	CMPQ        DX, $0x00
 	JE          packColsI8AVX2_ntdone
+	PREFETCHT0  (R8)
+	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT0  (R8)(DI*1)
+	ADDQ        $0x10, R8
 	VMOVDQU     (AX), X0
 	VMOVDQU     (AX)(CX*1), X1
 	VMOVDQU     (AX)(CX*2), X2

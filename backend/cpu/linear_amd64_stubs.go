@@ -296,7 +296,7 @@ func dotTile4AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int,
 
 // packColsI8AVX2 packs four int8 rows of src (ldb bytes apart), 16 columns for each of panels panels, into dst:
 // per panel, pstride bytes apart, the first two rows' bytes interleaved (32 bytes), then the last two's.
-// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32.
+// panels must be at least 1; with nt set the stores are non-temporal, and dst and pstride must be multiples of 32. It prefetches the same columns of the 4 rows 16 rows on (a hint: past src too).
 //
 //go:noescape
 func packColsI8AVX2(src []byte, ldb int, panels int, dst []byte, pstride int, nt bool)
