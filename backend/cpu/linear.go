@@ -24,7 +24,7 @@ import (
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone),
+//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 on a Zen 3),
 //	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
@@ -245,7 +245,13 @@ const (
 // times the cols path's time at 8 rows and 0.88-0.96 at 10 with AVX2;
 // with AVX-512 alone, since its cols path takes quads too (colsInQuads),
 // 1.53 at 5 rows, 1.36 at 6, 1.29 at 7, 1.25 at 8, 1.08 at 10, 1.04 at 11
-// and 0.96 at 12 (medians of 275 calls alternated in one process).
+// and 0.96 at 12 (medians of 275 calls alternated in one process). On a
+// Zen 3 (zen3), once the AVX2 packing kernel prefetched the rows it packs
+// next, the few-row path took 0.71-0.94 of the cols path's time from 5 to
+// 8 rows (b evicted before each call, blocks of 6 calls alternated in one
+// process, p50, one to three runs a row count), about as long at 4
+// (0.98-1.08) and 1.24-2.15 times as long at 1 to 3: there the cols path
+// stops at 4 rows.
 func colsMax() int {
 	switch {
 	case quadPanels() && impl == implAVX512:
@@ -254,6 +260,8 @@ func colsMax() int {
 		return 15
 	case impl == implAVX512:
 		return 11
+	case impl == implAVX2 && zen3:
+		return 4
 	}
 	return 8
 }
