@@ -34,8 +34,8 @@ var zen5 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
 
 // zen3 is whether this is a Zen 3: AMD's family 19h, models 00h-0Fh and
 // 20h-5Fh (Zen 4 is the same family's models 10h-1Fh, 60h-7Fh and
-// A0h-AFh), where the int8 products' one-row and dot paths take other
-// forms and bounds (gemv1Ahead, dotMinFor). The processor's own family and
+// A0h-AFh), where the int8 products' one-row, dot and cols paths take
+// other forms and bounds (gemv1Ahead, dotMinFor, colsMax). The processor's own family and
 // model decide, not the kernel set in use nor the features a hypervisor
 // shows (GODEBUG can lower the one, a hypervisor hide AVX-512 from a Zen 4).
 var zen3 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19 &&

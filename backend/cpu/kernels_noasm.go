@@ -12,6 +12,7 @@ var impl = implGeneric
 var vnni = false // the int8 products' VNNI form: amd64 assembly only
 
 const zen5 = false // no assembly to tune (see rowsStreaming)
+const zen3 = false // no assembly to tune (see colsMax)
 
 // hasVNNI reports whether this CPU has kernel set i's VNNI form: never
 // without assembly.

@@ -24,7 +24,7 @@ import (
 //	    up to 8 rows one row at a time, up to 96 few, more many
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
-//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 on a Zen 3),
+//	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 with AVX2 on a Zen 3),
 //	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)

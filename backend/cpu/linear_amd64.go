@@ -261,7 +261,9 @@ var (
 // for the first rows (1 to dotTileRows) of a group of rows by
 // dotTileChannels channels, with the AVX2 kernels (the dot path runs with
 // the AVX2 set without VNNI; tests run it on AVX-512 too), which also
-// prefetch pf as dotTile4AVX2 says; Go ignores pf.
+// prefetch pf as dotTile4AVX2 says; Go ignores pf. The kernels also add 0
+// to the int32 after each row's three sums: sums must reach 16 bytes past
+// the start of the last row.
 func dotTile(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int, pf []byte, pfStep int) {
 	if impl == implGeneric {
 		dotTileGeneric(rows, x, w, ldw, steps, sums, lds)

@@ -322,8 +322,9 @@ func TestGemv1Ahead(t *testing.T) {
 // TestDotTiles compares each AVX2 dot tile (1 to 4 rows) with
 // dotTileGeneric on random int8 values (-128 among them) over sums that
 // already hold values: the tiles add their rows' three sums, add 0 to
-// the int32 after them, and touch nothing else (the poisoned bytes
-// around every row stay as they were).
+// the int32 after them, and change nothing else in the buffer (the
+// poisoned bytes around every row stay as they were; TestDotTilesGuarded
+// checks that a form stores no row it does not multiply).
 func TestDotTiles(t *testing.T) {
 	if !xcpu.X86.HasAVX2 || impl == implGeneric {
 		t.Skip("no AVX2 kernels here")
@@ -345,6 +346,7 @@ func TestDotTiles(t *testing.T) {
 				}
 			}
 			binary.LittleEndian.PutUint16(x[dotAt(0, 0):], 0xff80) // -128 by -128
+			// 12 poisoned bytes between rows, and rows not 16-byte aligned.
 			const lds = 4 * 7
 			sums := make([]byte, lds*dotTileRows+16)
 			for i := range sums {
@@ -356,6 +358,25 @@ func TestDotTiles(t *testing.T) {
 			if i := diff(sums, want); i >= 0 {
 				t.Errorf("%d rows, %d steps: byte %d (row %d, byte %d of it) is %#x, want %#x", rows, steps, i, i/lds, i%lds, sums[i], want[i])
 			}
+		}
+	}
+}
+
+// TestColsMax checks the rows up to which mm_int8 reads b as it is, per
+// kernel set, and on a Zen 3 (4 with the AVX2 set only).
+func TestColsMax(t *testing.T) {
+	defer func(i int, v, z bool) { impl, vnni, zen3 = i, v, z }(impl, vnni, zen3)
+	for _, c := range []struct {
+		set        int
+		vnni, zen3 bool
+		want       int
+	}{
+		{implAVX2, false, false, 8}, {implAVX2, false, true, 4}, {implAVX2, true, true, 15},
+		{implAVX512, false, true, 11}, {implAVX512, true, false, 7}, {implGeneric, false, true, 8},
+	} {
+		impl, vnni, zen3 = c.set, c.vnni, c.zen3
+		if got := colsMax(); got != c.want {
+			t.Errorf("kernel set %s, VNNI %v, Zen 3 %v: colsMax %d, want %d", kernelSetNames[c.set], c.vnni, c.zen3, got, c.want)
 		}
 	}
 }

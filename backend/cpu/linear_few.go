@@ -68,9 +68,10 @@ var packColsLate = true
 // k packColsPairs, the unit's panels at once) and runs the tiles over
 // each pair at once, so b comes from memory once, where packing it whole
 // first wrote the panels out and read them back (three times the bytes).
-// The AVX2 packing kernel prefetches the rows of b it packs next (see
-// packColsI8 in the generator): a pass reads 512 bytes of each row, rows
-// a page apart, which the hardware's prefetchers do not follow.
+// The AVX2 kernel that packs pairs (no VNNI) prefetches the rows of b it
+// packs next (see packColsI8 in the generator): a pass reads 512 bytes of
+// each row, rows a page or more apart, which the hardware's prefetchers do
+// not follow.
 // With pairs (no VNNI), against packing b whole, on a 2-core Zen 5, its
 // AVX2 kernels, `kitchen bench` alternated: 9 rows of 4096x4096 2.06-2.15
 // ms against 3.18-3.27, 16 rows 2.64-2.89 against 3.90-4.00, 48 rows

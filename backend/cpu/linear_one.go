@@ -89,16 +89,18 @@ func (b *dotBody) run(lo, hi int) {
 				dotTile(min(dotTileRows, p.m-r), p.dotGroup(r), w, ldw, kd/step, sums[r*lds+4*c:], lds, pf, pfStep)
 			}
 		}
-		for c := 0; c < cols && kd < p.k; c++ {
-			row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
-			for r := range p.m {
-				at := sums[r*lds+4*c:]
-				s := int32(binary.LittleEndian.Uint32(at))
-				g := p.dotGroup(r)
-				for k := kd; k < p.k; k++ {
-					s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
+		if kd < p.k {
+			for c := range cols {
+				row := p.w[(c0+c)*p.k : (c0+c+1)*p.k]
+				for r := range p.m {
+					at := sums[r*lds+4*c:]
+					s := int32(binary.LittleEndian.Uint32(at))
+					g := p.dotGroup(r)
+					for k := kd; k < p.k; k++ {
+						s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
+					}
+					binary.LittleEndian.PutUint32(at, uint32(s))
 				}
-				binary.LittleEndian.PutUint32(at, uint32(s))
 			}
 		}
 		p.fin.finish(0, c0, p.m, cols, sums, lds)

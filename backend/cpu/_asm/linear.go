@@ -766,21 +766,21 @@ func dotTile(name string, w width, rows int) {
 	}
 	// Transpose the channels' columns into rows (a fourth channel of
 	// zeros), which the caller's finisher reads as they are.
-	x := func(i int) Register { return w.phys(i).AsX() }
-	VPXOR(x(3), x(3), x(3))
-	VPUNPCKLDQ(x(1), x(0), x(4)) // rows 0 and 1 of channels 0 and 1
-	VPUNPCKHDQ(x(1), x(0), x(5)) // rows 2 and 3
-	VPUNPCKLDQ(x(3), x(2), x(6)) // rows 0 and 1 of channel 2, and zeros
-	VPUNPCKHDQ(x(3), x(2), x(7)) // rows 2 and 3
-	VPUNPCKLQDQ(x(6), x(4), x(8))
-	VPUNPCKHQDQ(x(6), x(4), x(9))
-	VPUNPCKLQDQ(x(7), x(5), x(10))
-	VPUNPCKHQDQ(x(7), x(5), x(11))
+	xmm := func(i int) Register { return w.phys(i).AsX() }
+	VPXOR(xmm(3), xmm(3), xmm(3))
+	VPUNPCKLDQ(xmm(1), xmm(0), xmm(4)) // rows 0 and 1 of channels 0 and 1
+	VPUNPCKHDQ(xmm(1), xmm(0), xmm(5)) // rows 2 and 3
+	VPUNPCKLDQ(xmm(3), xmm(2), xmm(6)) // rows 0 and 1 of channel 2, and zeros
+	VPUNPCKHDQ(xmm(3), xmm(2), xmm(7)) // rows 2 and 3
+	VPUNPCKLQDQ(xmm(6), xmm(4), xmm(8))
+	VPUNPCKHQDQ(xmm(6), xmm(4), xmm(9))
+	VPUNPCKLQDQ(xmm(7), xmm(5), xmm(10))
+	VPUNPCKHQDQ(xmm(7), xmm(5), xmm(11))
 	sp := Load(Param("sums").Base(), GP64())
 	lds := Load(Param("lds"), GP64())
 	for r := range rows {
-		VPADDD(Mem{Base: sp}, x(8+r), x(8+r))
-		VMOVDQU(x(8+r), Mem{Base: sp})
+		VPADDD(Mem{Base: sp}, xmm(8+r), xmm(8+r))
+		VMOVDQU(xmm(8+r), Mem{Base: sp})
 		if r < rows-1 {
 			ADDQ(lds, sp)
 		}
@@ -1693,10 +1693,10 @@ func inColumnOrder(w width, c [4]VecVirtual, use func(j int, v VecVirtual)) {
 // more apart (mm_int8's few-row path, fewColsBody, reads 512 bytes of
 // each of b's rows a pass). On a 2-core Zen 3, mm_int8 with a 4096x4096 b
 // evicted before each call, medians of blocks of calls alternated in one
-// process (three runs): 0.80-0.84 of the time at 9 rows, 0.81-0.85 at 16,
-// 0.88 at 32, 0.76-0.93 at 48, 0.95-1.04 at 96, the same at 512 (the
-// many-row path packs b's rows whole, which the prefetchers follow); b in
-// the cache, 0.86-0.88 at 16 rows and 0.89 at 48. The AVX-512 form, not
+// process (one to three runs a row count): 0.80-0.84 of the time at 9
+// rows, 0.81-0.85 at 16, 0.88 at 32, 0.76-0.93 at 48, 0.95-1.04 at 96,
+// the same at 512 (the many-row path packs b's rows whole, which the
+// prefetchers follow); b in the cache, 0.86 at 16 rows and 0.89 at 48. The AVX-512 form, not
 // measured, does not prefetch.
 func packColsI8(name string, w width) {
 	nr, pairBytes, _ := w.panel(true)
@@ -1723,6 +1723,9 @@ func packColsI8(name string, w width) {
 	if nr == 16 {
 		pp = GP64()
 		MOVQ(ldb, pp)
+		if bits.OnesCount(packColsAhead) != 1 {
+			panic("packColsAhead is not a power of 2")
+		}
 		SHLQ(Imm(uint64(bits.TrailingZeros(packColsAhead))), pp)
 		ADDQ(sp, pp)
 	}
@@ -1765,8 +1768,8 @@ func packColsI8(name string, w width) {
 	})
 }
 
-// packColsAhead is how many rows of b on packColsI8's AVX2 form
-// prefetches (a power of 2); 8 was about as fast.
+// packColsAhead is how many rows past those it packs packColsI8's AVX2
+// form prefetches (a power of 2, for a shift); 8 was about as fast.
 const packColsAhead = 16
 
 // prefetchRows is the sentence packColsI8's doc comment adds for the form
