@@ -44,7 +44,7 @@ func TestDotTilesGuarded(t *testing.T) {
 	}
 	x := make([]byte, dotTileRows*2*k)
 	for i := range x {
-		x[i] = byte(rng.IntN(256)) >> 1 // int16 values from 0 to 0x7f7f: no overflow in 48 pairs
+		x[i] = byte(rng.IntN(256))
 	}
 	for rows := 1; rows <= dotTileRows; rows++ {
 		n := (rows-1)*lds + 16
@@ -60,37 +60,31 @@ func TestDotTilesGuarded(t *testing.T) {
 	}
 }
 
-// TestPackColsAheadGuarded packs the last rows of a b that ends where an
-// inaccessible page begins: the AVX2 kernel's prefetches of the rows
-// packColsAhead on land on that page and past it, which a prefetch may do
-// (it never faults); the packing itself is checked against Go's.
+// TestPackColsAheadGuarded packs the last 4 rows of a b that ends where
+// an inaccessible page begins, with the AVX2 kernel: its loads must stay
+// in those rows (a load past them faults), and its prefetches of the rows
+// packColsAhead on, which land on that page, must not fault (they never
+// may); the panels are checked against Go's packing.
 func TestPackColsAheadGuarded(t *testing.T) {
-	if !xcpu.X86.HasAVX2 || impl != implAVX2 {
-		t.Skip("the AVX2 packing kernel runs with the AVX2 set only")
+	if !xcpu.X86.HasAVX2 {
+		t.Skip("no AVX2 here")
 	}
-	const ldb, panels = 64, 4
-	nr := gemmCols()
+	const nr, ldb, panels = 16, 64, 4 // the AVX2 panels' columns; b's row is whole panels
 	src, free := guarded(t, 4*ldb)
 	defer free()
 	for i := range src {
 		src[i] = byte(i * 7)
 	}
-	pstride := 2 * 2 * nr
+	pstride := 2 * 2 * nr // two pairs of k a panel
 	got := make([]byte, panels*pstride)
-	if packColsQuad(src, ldb, panels, got, pstride, false) != panels {
-		t.Fatal("packColsQuad packed nothing")
-	}
+	packColsI8AVX2(src, ldb, panels, got, pstride, false)
+	want := make([]byte, panels*pstride)
 	for p := range panels {
-		for c := range nr {
-			for pair := range 2 {
-				for j := range 2 {
-					r := 2*pair + j
-					at := p*pstride + pair*2*nr + 2*c + j
-					if want := src[r*ldb+p*nr+c]; got[at] != want {
-						t.Fatalf("panel %d, column %d, row %d: %#x, want %#x", p, c, r, got[at], want)
-					}
-				}
-			}
+		for q := range 2 {
+			packColsPairGo(src, 4, ldb, p*nr, q, want[p*pstride+q*2*nr:p*pstride+(q+1)*2*nr])
 		}
+	}
+	if i := diff(got, want); i >= 0 {
+		t.Fatalf("byte %d (panel %d): %#x, want %#x", i, i/pstride, got[i], want[i])
 	}
 }

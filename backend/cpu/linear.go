@@ -218,6 +218,21 @@ func linearPath(m, k int) int {
 // dot path was faster from 2 rows (dotMinFor).
 var dotMin = dotMinFor()
 
+// dotMinFor is dotMin for this processor: 2 rows on a Zen 3, where the dot
+// path was faster than the one-row path from 2 rows (two threads,
+// int8_linear 4096x4096, the weight evicted, alternated in one process,
+// p50 ms, two runs: 3 rows 0.98 and 0.70 against 1.30 and 0.86, 4 rows 0.92
+// and 1.13 against 1.34 and 1.86, 6 rows 1.69 and 1.36 against 2.05 and
+// 1.54, 8 rows 1.71 and 1.30 against 2.59 and 1.92; 2 rows, once the tile
+// had a form for 2 rows, 0.87 and 0.76 against 0.90 and 0.85; one row 0.80
+// and 0.59 against 0.77 and 0.54); elsewhere gemvMax+1 (see dotMin).
+func dotMinFor() int {
+	if zen3 {
+		return 2
+	}
+	return gemvMax + 1
+}
+
 const dotMax = 48
 
 // The ways to lay out a product.
@@ -304,9 +319,6 @@ func newProduct(m, k, n, path int) *product {
 		p.corr = smallBufs.get(4 * m)
 	}
 	p.wide = path == manyRows && m >= wideMinRows && hasWideTiles()
-	// An odd number of 64-byte lines apart, so that the rows a tile reads
-	// do not fall into the same cache sets.
-	p.lda = roundUp(4*p.kp, 128) + 64
 	// Reused, not cleared: the one int16 past an odd K only meets the
 	// weight's zero. The dot path's rows go in groups of dotTileRows,
 	// interleaved a step at a time (dotAt; lda is then a row's share of
@@ -317,6 +329,9 @@ func newProduct(m, k, n, path int) *product {
 		p.x = getBuf(roundUp(m, dotTileRows) * p.lda)
 		return p
 	}
+	// An odd number of 64-byte lines apart, so that the rows a tile reads
+	// do not fall into the same cache sets.
+	p.lda = roundUp(4*p.kp, 128) + 64
 	p.x = getBuf(m * p.lda)
 	clear(p.x[m*p.lda:])
 	return p

@@ -221,21 +221,6 @@ func gemv(rows int, x []byte, ldx int, w []byte, ldw, k int, out []byte, lds int
 // gemvAhead in the generator), and on a Zen 5 it was within the noise.
 var gemv1Ahead = zen3
 
-// dotMinFor is dotMin for this processor: 2 rows on a Zen 3, where the dot
-// path was faster than the one-row path from 2 rows (two threads,
-// int8_linear 4096x4096, the weight evicted, alternated in one process,
-// p50 ms, two runs: 3 rows 0.98 and 0.70 against 1.30 and 0.86, 4 rows 0.92
-// and 1.13 against 1.34 and 1.86, 6 rows 1.69 and 1.36 against 2.05 and
-// 1.54, 8 rows 1.71 and 1.30 against 2.59 and 1.92; 2 rows, once the tile
-// had a form for 2 rows, 0.87 and 0.76 against 0.90 and 0.85; one row 0.80
-// and 0.59 against 0.77 and 0.54); elsewhere gemvMax+1 (see dotMin).
-func dotMinFor() int {
-	if zen3 {
-		return 2
-	}
-	return gemvMax + 1
-}
-
 // gemv1For is the AVX2 set's kernel for one row of x: gemv1AheadAVX2
 // where ahead (see gemv1Ahead), else gemv1AVX2.
 func gemv1For(ahead bool) gemvKernel {

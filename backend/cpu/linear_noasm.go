@@ -12,8 +12,6 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 
 func wideMinRowsFor() int { return 2048 }
 
-func dotMinFor() int { return gemvMax + 1 } // no dot path without the AVX2 kernels
-
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
 func dotTile(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {

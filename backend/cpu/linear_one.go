@@ -56,7 +56,6 @@ func (p *product) setDotRow(r int, q []byte) {
 
 func (b *dotBody) run(lo, hi int) {
 	p := b.p
-	mr := roundUp(p.m, dotTileRows)
 	lds := 4 * dotChannels
 	// [row][channel], as the finisher reads them; a tile adds 0 to the
 	// int32 past its row's three, the last row's too.
@@ -65,6 +64,7 @@ func (b *dotBody) run(lo, hi int) {
 	step, ch := dotStep, dotTileChannels
 	var pad []byte          // a last group's weight rows, zero-padded to ch
 	kd := p.k &^ (step - 1) // whole steps
+	groups, steps, end := (p.m+dotTileRows-1)/dotTileRows, kd/step, min(hi*dotChannels, p.n)
 	for u := lo; u < hi; u++ {
 		c0 := u * dotChannels
 		cols := min(dotChannels, p.n-c0)
@@ -81,12 +81,13 @@ func (b *dotBody) run(lo, hi int) {
 				}
 				w, ldw = pad, kd
 			}
-			for r := 0; r < mr; r += dotTileRows {
-				pf, pfStep := b.prefetch(c0+c+ch, ch, min(hi*dotChannels, p.n), r/dotTileRows, mr/dotTileRows, kd/step)
+			for r := 0; r < p.m; r += dotTileRows {
+				x := p.dotGroup(r)
+				pf, pfStep := b.prefetch(c0+c+ch, ch, end, r/dotTileRows, groups, steps)
 				if pf == nil {
-					pf = p.dotGroup(r) // in the cache already
+					pf = x // in the cache already
 				}
-				dotTile(min(dotTileRows, p.m-r), p.dotGroup(r), w, ldw, kd/step, sums[r*lds+4*c:], lds, pf, pfStep)
+				dotTile(min(dotTileRows, p.m-r), x, w, ldw, steps, sums[r*lds+4*c:], lds, pf, pfStep)
 			}
 		}
 		if kd < p.k {
@@ -95,9 +96,9 @@ func (b *dotBody) run(lo, hi int) {
 				for r := range p.m {
 					at := sums[r*lds+4*c:]
 					s := int32(binary.LittleEndian.Uint32(at))
-					g := p.dotGroup(r)
+					g, gr := p.dotGroup(r), r%dotTileRows
 					for k := kd; k < p.k; k++ {
-						s += load16(g, dotAt(r%dotTileRows, k)) * int32(int8(row[k]))
+						s += load16(g, dotAt(gr, k)) * int32(int8(row[k]))
 					}
 					binary.LittleEndian.PutUint32(at, uint32(s))
 				}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/bits"
 
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
@@ -765,22 +764,17 @@ func dotTile(name string, w width, rows int) {
 		VPADDD(hi, a.AsX(), a.AsX())
 	}
 	// Transpose the channels' columns into rows (a fourth channel of
-	// zeros), which the caller's finisher reads as they are.
-	xmm := func(i int) Register { return w.phys(i).AsX() }
-	VPXOR(xmm(3), xmm(3), xmm(3))
-	VPUNPCKLDQ(xmm(1), xmm(0), xmm(4)) // rows 0 and 1 of channels 0 and 1
-	VPUNPCKHDQ(xmm(1), xmm(0), xmm(5)) // rows 2 and 3
-	VPUNPCKLDQ(xmm(3), xmm(2), xmm(6)) // rows 0 and 1 of channel 2, and zeros
-	VPUNPCKHDQ(xmm(3), xmm(2), xmm(7)) // rows 2 and 3
-	VPUNPCKLQDQ(xmm(6), xmm(4), xmm(8))
-	VPUNPCKHQDQ(xmm(6), xmm(4), xmm(9))
-	VPUNPCKLQDQ(xmm(7), xmm(5), xmm(10))
-	VPUNPCKHQDQ(xmm(7), xmm(5), xmm(11))
+	// zeros), which the caller's finisher reads as they are. The folds'
+	// 128-bit forms cleared the high lanes, so the low lanes' transpose
+	// is the rows.
+	VPXOR(w.phys(3), w.phys(3), w.phys(3))
+	byRow := transposeDwords(w, [4]VecPhysical{w.phys(0), w.phys(1), w.phys(2), w.phys(3)})
 	sp := Load(Param("sums").Base(), GP64())
 	lds := Load(Param("lds"), GP64())
 	for r := range rows {
-		VPADDD(Mem{Base: sp}, xmm(8+r), xmm(8+r))
-		VMOVDQU(xmm(8+r), Mem{Base: sp})
+		v := byRow[r].AsX()
+		VPADDD(Mem{Base: sp}, v, v)
+		VMOVDQU(v, Mem{Base: sp})
 		if r < rows-1 {
 			ADDQ(lds, sp)
 		}
@@ -1452,7 +1446,7 @@ func packQuads(name string, w width) {
 // transposeDwords emits the transpose of the 4x4 dwords in each 128-bit
 // lane of r (two rounds of unpacks): dword d of lane l of result q is
 // dword q of lane l of r[d].
-func transposeDwords(w width, r [4]VecVirtual) [4]VecVirtual {
+func transposeDwords[R Op](w width, r [4]R) [4]VecVirtual {
 	var t, v [4]VecVirtual
 	for i := range t {
 		t[i], v[i] = w.reg(), w.reg()
@@ -1723,21 +1717,21 @@ func packColsI8(name string, w width) {
 	if nr == 16 {
 		pp = GP64()
 		MOVQ(ldb, pp)
-		if bits.OnesCount(packColsAhead) != 1 {
-			panic("packColsAhead is not a power of 2")
-		}
-		SHLQ(Imm(uint64(bits.TrailingZeros(packColsAhead))), pp)
+		SHLQ(Imm(packColsAheadShift), pp)
 		ADDQ(sp, pp)
+	}
+	fourRows := func(base Register) []Mem {
+		return []Mem{{Base: base}, {Base: base, Index: ldb, Scale: 1}, {Base: base, Index: ldb, Scale: 2}, {Base: base, Index: l3, Scale: 1}}
 	}
 	ntLoops(name, n, Load(Param("nt"), GP8()), func(nt bool) {
 		if pp != nil {
-			for _, m := range []Mem{{Base: pp}, {Base: pp, Index: ldb, Scale: 1}, {Base: pp, Index: ldb, Scale: 2}, {Base: pp, Index: l3, Scale: 1}} {
+			for _, m := range fourRows(pp) {
 				PREFETCHT0(m)
 			}
 			ADDQ(Imm(uint64(nr)), pp)
 		}
 		rows := make([]VecVirtual, 4)
-		for i, m := range []Mem{{Base: sp}, {Base: sp, Index: ldb, Scale: 1}, {Base: sp, Index: ldb, Scale: 2}, {Base: sp, Index: l3, Scale: 1}} {
+		for i, m := range fourRows(sp) {
 			if nr == 16 {
 				rows[i] = XMM()
 			} else {
@@ -1770,7 +1764,10 @@ func packColsI8(name string, w width) {
 
 // packColsAhead is how many rows past those it packs packColsI8's AVX2
 // form prefetches (a power of 2, for a shift); 8 was about as fast.
-const packColsAhead = 16
+const (
+	packColsAheadShift = 4
+	packColsAhead      = 1 << packColsAheadShift
+)
 
 // prefetchRows is the sentence packColsI8's doc comment adds for the form
 // with nr columns a panel.
