@@ -759,8 +759,11 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// TestInspectCheckpoint: an open checkpoint inspects as its path does,
-// quantized layers included, and stays open for its tensors to be read.
+// TestInspectCheckpoint: an open checkpoint's report holds its quantized
+// layers (Inspect is OpenCheckpoint and InspectCheckpoint, so the two
+// reports agree by construction; the layer count is what is checked), the
+// checkpoint stays open for its tensors to be read, and a Checkpoint not
+// made by OpenCheckpoint is refused.
 func TestInspectCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	q := filepath.Join(t.TempDir(), "q.safetensors")

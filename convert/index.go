@@ -181,17 +181,18 @@ func convertIndex(ctx context.Context, in, out string, opts Options, plan planne
 	if err != nil {
 		return err
 	}
-	c := &Checkpoint{Path: in, Files: files}
-	defer c.Close()
-	if err := c.mapNames(); err != nil {
-		return err
+	defer (&Checkpoint{Path: in, Files: files}).Close()
+	// openShards checked every shard's tensors against the index.
+	shardOf := func(name string) (string, bool) {
+		shard, ok := idx.WeightMap[name]
+		return shard, ok
 	}
 	var jobs []*job
 	for i, f := range files {
 		jobs = append(jobs, &job{in: f.Path, out: outShards[i], f: f})
 	}
 	for _, j := range jobs {
-		if j.units, j.meta, err = plan(j.f, opts, c.shardOf); err != nil {
+		if j.units, j.meta, err = plan(j.f, opts, shardOf); err != nil {
 			return err
 		}
 	}

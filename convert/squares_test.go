@@ -165,9 +165,10 @@ func TestErrorSumsInfiniteRow(t *testing.T) {
 	}
 }
 
-// TestWeightErrorSums: the exported sums are errorSums' (the converter's),
-// whatever float type the scale is written in (a float16 or bfloat16
-// scale widens exactly to the float32 the sums read), with and without
+// TestWeightErrorSums: the exported sums are errorSums' (the converter's)
+// whatever float type the scale is written in: a float32 scale goes to
+// errorSums as it is (the baseline), and the point is that a float16 or
+// bfloat16 one widens exactly to the float32 the sums read; with and without
 // ConvRot; a weight whose int8 form overflows has an infinite diff, not an
 // error; and tensors of the wrong kinds are refused.
 func TestWeightErrorSums(t *testing.T) {
