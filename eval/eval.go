@@ -260,10 +260,12 @@ func hostOps(ctx context.Context, name string, layers []convert.LayerReport) err
 		group int
 	}
 	var calls []call
+	seen := map[call]bool{}
 	if layers == nil {
 		calls = append(calls, call{op.Int8Linear, 0})
+	} else {
+		seen[call{op.Int8Linear, 0}] = true // checked with no layers, before reading
 	}
-	seen := map[call]bool{}
 	for _, l := range layers {
 		c := call{op.Int8Linear, l.ConvRot}
 		if convert.IsEmbeddingTable(l.Name + comfyquant.WeightSuffix) {
