@@ -249,7 +249,7 @@ func Run(ctx context.Context, orig, quant string, opts Options) (*Report, error)
 // hostOps checks that the named backend accepts, on the host, the calls
 // eval makes: with no layers, plain int8_linear (checked before anything
 // is read, since every evaluation is about it); for layers, int8_linear
-// with each linear layer's ConvRot group, and dequantize_int8_convrot_weight
+// with each linear layer's ConvRot group other than none, and dequantize_int8_convrot_weight
 // if a table has ConvRot (its workload rotates in the default group; the
 // other tables' rows are summed on the host by convert.WeightErrorSums,
 // which calls no backend). It asks the backend's constraints about small
