@@ -120,7 +120,8 @@ func openShards(ctx context.Context, path string, idx *index, shards []string) (
 	for _, shard := range shards {
 		f, err := safetensors.OpenContext(ctx, filepath.Join(dir, shard))
 		if err != nil {
-			return fail(fmt.Errorf("%s: shard %s, which the index lists: %w", path, shard, err))
+			// err names the shard (safetensors.OpenContext names the file in every error).
+			return fail(fmt.Errorf("%s lists a shard that cannot be opened: %w", path, err))
 		}
 		files = append(files, f)
 		for _, t := range f.Tensors {

@@ -20,8 +20,9 @@ type File struct {
 // Open opens and validates a safetensors file.
 func Open(path string) (*File, error) { return OpenContext(context.Background(), path) }
 
-// OpenContext is Open, returning ctx.Err() if ctx ends while the header is
-// read.
+// OpenContext is Open, returning an error that wraps ctx.Err() if ctx ends
+// while the header is read. Every error it returns names the file, save
+// the one for a nil ctx.
 func OpenContext(ctx context.Context, path string) (*File, error) {
 	if ctx == nil {
 		return nil, errors.New("safetensors: OpenContext: nil context")

@@ -298,7 +298,7 @@ func parseHeader(ctx context.Context, raw []byte, path string) (*Header, error) 
 	err := s.Members(func(name string) error {
 		if count++; count%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return err
+				return fmt.Errorf("%s: reading header: %w", path, err) // every error names the file
 			}
 		}
 		if name == "__metadata__" {

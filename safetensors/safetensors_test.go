@@ -239,7 +239,8 @@ func TestOpenNotRegular(t *testing.T) {
 }
 
 // TestOpenContextCancelled checks that reading a long header stops when
-// the context ends.
+// the context ends, with an error that names the file as every other
+// error of OpenContext does.
 func TestOpenContextCancelled(t *testing.T) {
 	var infos []TensorInfo
 	for i := range 10000 {
@@ -255,7 +256,7 @@ func TestOpenContextCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := OpenContext(ctx, path); !errors.Is(err, context.Canceled) {
+	if _, err := OpenContext(ctx, path); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), path+": ") {
 		t.Errorf("OpenContext with a cancelled context: %v", err)
 	}
 	var none context.Context
