@@ -259,12 +259,12 @@ func (s *session) matmulInt8(a, b *tensor.Tensor, transB bool) (*tensor.Tensor, 
 // LinearEpilogue scales the int32 acc [M, N] back with the float32 row
 // scales xs (M) and the weight scales ws (one or N, any float dtype), rounds
 // to out and adds the bias, if any, as the contract says: the fused
-// int8_linear's own element-wise epilogue (epilogue), exact. Only at K =
-// op.MaxK, where a sum can wrap, does it pay for reading -2^31 as 2^31:
-// an [M, N] mask and a masked fill.
-func (d *Device) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, k int) (*tensor.Tensor, error) {
+// int8_linear's own element-wise epilogue (epilogue), exact. Only with
+// wraps (K = op.MaxK), where a sum can wrap, does it pay for reading -2^31
+// as 2^31: an [M, N] mask and a masked fill.
+func (d *Device) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, wraps bool) (*tensor.Tensor, error) {
 	return do(d, func(s *session) (*tensor.Tensor, error) {
-		return s.linearEpilogue(acc, xs, ws, bias, out, k == op.MaxK)
+		return s.linearEpilogue(acc, xs, ws, bias, out, wraps)
 	})
 }
 

@@ -245,8 +245,8 @@ func (host) MatMulInt8(a, b *tensor.Tensor, transB bool) (*tensor.Tensor, error)
 }
 
 // LinearEpilogue reads every sum through quant.LinearOut, which takes
-// -2^31 as 2^31 whatever K is (below op.MaxK no sum is -2^31).
-func (host) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, _ int) (*tensor.Tensor, error) {
+// -2^31 as 2^31 whether or not a sum wraps (without wraps none is -2^31).
+func (host) LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, _ bool) (*tensor.Tensor, error) {
 	ab, err := acc.Bytes()
 	if err != nil {
 		return nil, err

@@ -24,11 +24,11 @@ type LinearPrimitives interface {
 	// LinearEpilogue scales the int32 acc [M, N] back: quant.LinearOut
 	// with the float32 row scales xs (M of them) and the weight scales ws
 	// (one, or N of any float dtype), rounded to out, then, if bias is not
-	// nil, rOut(out + rOut(bias[n])). k is the product's K: at op.MaxK,
-	// and only there, a sum can wrap to -2^31, which must then be read as
-	// 2^31 (quant.AccFloat); below it no sum reaches -2^31, so a device
-	// may skip that check.
-	LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, k int) (*tensor.Tensor, error)
+	// nil, rOut(out + rOut(bias[n])). wraps says that a sum may have
+	// wrapped to -2^31, which must then be read as 2^31 (quant.AccFloat):
+	// only a product of K = op.MaxK can; without wraps no sum is -2^31, so
+	// a device may skip that check.
+	LinearEpilogue(acc, xs, ws, bias *tensor.Tensor, out dtype.DType, wraps bool) (*tensor.Tensor, error)
 }
 
 // linearPrimitivesOf returns dev's linear primitives, if it has them.
@@ -122,7 +122,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err := ctx.Err(); err != nil {
 		return op.Dequantized{}, err
 	}
-	out, err := lp.LinearEpilogue(acc, xq.Scale, a.WeightScale, a.Bias, a.OutDType, xq.Q.Dim(1))
+	out, err := lp.LinearEpilogue(acc, xq.Scale, a.WeightScale, a.Bias, a.OutDType, xq.Q.Dim(1) == op.MaxK)
 	if err != nil {
 		return op.Dequantized{}, err
 	}
