@@ -35,8 +35,9 @@ import (
 //     then blocks of blockRows rows by blockCols channels in parallel,
 //     each in passes of k (blockPairs pairs over int16 panels, i8Pass
 //     over int8 ones, quadPass quads), gemmTile computing tiles of up to
-//     gemmRows rows by one panel, or with AVX-512 two (tileWide), while
-//     the panels' part stays in the caches as the block's rows go by;
+//     gemmRows rows by one panel, or with AVX-512 two (tileWide), or with
+//     AVX2's int8 panels mixRows rows by a panel and a half (tilesMix),
+//     while the panels' part stays in the caches as the block's rows go by;
 //   - few rows (M > gemvMax, linear_few.go): the panels in parallel, each packed just
 //     before its tiles use it (fewBody), so the int8 weight is read from
 //     memory once and the packed form never leaves the caches (a prepared
@@ -106,6 +107,7 @@ import (
 
 const (
 	gemmRows = 6 // the most rows of a gemmTile tile
+	mixRows  = 4 // the most rows of a gemmTileMix tile
 	// blockRows is the rows per block of the many-row path (a multiple
 	// of gemmRows): each block reads its channels' panels once, so where
 	// the weight outgrows the last-level cache taller blocks read it from

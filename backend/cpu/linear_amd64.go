@@ -279,6 +279,26 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 	gemmTilesI8[impl][min(mr, gemmRows)-1](a, lda, b, kp, c, ldc, add)
 }
 
+// gemmTilesMix are AVX2's tiles over a panel and a half, by row count - 1.
+var gemmTilesMix = [...]func(a []byte, lda int, b, b16 []byte, kp int, c, c16 []byte, ldc int, add bool){
+	gemmTileMix1AVX2, gemmTileMix2AVX2, gemmTileMix3AVX2, gemmTileMix4AVX2,
+}
+
+// mixTiles reports whether the many-row path runs gemmTileMix over its
+// int8 panels (see manyBody.mixed): on the AVX2 set, whose 16 registers
+// hold 12 sums; AVX-512's 32 hold its wider tiles.
+var mixTiles = func() bool { return impl == implAVX2 }
+
+// gemmTileMix computes a tile of mr rows (1 to mixRows) by a panel and a
+// half: see gemmTileMixGeneric.
+func gemmTileMix(mr int, a []byte, lda int, b, b16 []byte, kp int, c, c16 []byte, ldc int, add bool) {
+	if impl != implAVX2 {
+		gemmTileMixGeneric(mr, a, lda, b, b16, kp, c, c16, ldc, add)
+		return
+	}
+	gemmTilesMix[mr-1](a, lda, b, b16, kp, c, c16, ldc, add)
+}
+
 // wideMinRowsFor is wideMinRows for this processor: its vendor, since
 // the one measurement of each (Zen 4, Emerald Rapids, with the VPDPWSSD
 // tiles that the quad tiles replaced) disagreed below 2048 rows.

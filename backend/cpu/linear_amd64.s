@@ -3256,6 +3256,513 @@ unquadAVX2_done:
 	VZEROUPPER
 	RET
 
+// func gemmTileMix1AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTileMix1AVX2(SB), NOSPLIT, $0-145
+	MOVQ    a_base+0(FP), AX
+	MOVQ    lda+24(FP), CX
+	MOVQ    b_base+32(FP), CX
+	MOVQ    b16_base+56(FP), DX
+	MOVQ    kp+80(FP), BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	MOVQ    BX, SI
+	SHRQ    $0x01, SI
+	JZ      gemmTileMix1AVX2_tail
+	PCALIGN $0x40
+
+gemmTileMix1AVX2_loop:
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    16(CX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (DX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPMOVSXBW    32(CX), Y12
+	VPMOVSXBW    48(CX), Y13
+	VPBROADCASTD 4(AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     64(DX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	ADDQ         $0x08, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, DX
+	DECQ         SI
+	JNZ          gemmTileMix1AVX2_loop
+
+gemmTileMix1AVX2_tail:
+	TESTQ        $0x00000001, BX
+	JZ           gemmTileMix1AVX2_store
+	VPMOVSXBW    (CX), Y12
+	VPMOVSXBW    16(CX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (DX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+
+gemmTileMix1AVX2_store:
+	MOVQ   c_base+88(FP), AX
+	MOVQ   c16_base+112(FP), CX
+	MOVQ   ldc+136(FP), DX
+	MOVB   add+144(FP), DL
+	TESTB  DL, DL
+	JZ     gemmTileMix1AVX2_put0
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (CX), Y2, Y2
+
+gemmTileMix1AVX2_put0:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (CX)
+	VZEROUPPER
+	RET
+
+// func gemmTileMix2AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTileMix2AVX2(SB), NOSPLIT, $0-145
+	MOVQ    a_base+0(FP), AX
+	MOVQ    lda+24(FP), CX
+	MOVQ    b_base+32(FP), DX
+	MOVQ    b16_base+56(FP), BX
+	MOVQ    kp+80(FP), SI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	MOVQ    SI, DI
+	SHRQ    $0x01, DI
+	JZ      gemmTileMix2AVX2_tail
+	PCALIGN $0x40
+
+gemmTileMix2AVX2_loop:
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPMOVSXBW    32(DX), Y12
+	VPMOVSXBW    48(DX), Y13
+	VPBROADCASTD 4(AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     64(BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD 4(AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     64(BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	ADDQ         $0x08, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000080, BX
+	DECQ         DI
+	JNZ          gemmTileMix2AVX2_loop
+
+gemmTileMix2AVX2_tail:
+	TESTQ        $0x00000001, SI
+	JZ           gemmTileMix2AVX2_store
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+
+gemmTileMix2AVX2_store:
+	MOVQ   c_base+88(FP), AX
+	MOVQ   c16_base+112(FP), CX
+	MOVQ   ldc+136(FP), DX
+	MOVB   add+144(FP), BL
+	TESTB  BL, BL
+	JZ     gemmTileMix2AVX2_put0
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (CX), Y2, Y2
+
+gemmTileMix2AVX2_put0:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix2AVX2_put1
+	VPADDD  (AX), Y3, Y3
+	VPADDD  32(AX), Y4, Y4
+	VPADDD  (CX), Y5, Y5
+
+gemmTileMix2AVX2_put1:
+	VMOVDQU Y3, (AX)
+	VMOVDQU Y4, 32(AX)
+	VMOVDQU Y5, (CX)
+	VZEROUPPER
+	RET
+
+// func gemmTileMix3AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTileMix3AVX2(SB), NOSPLIT, $0-145
+	MOVQ    a_base+0(FP), AX
+	MOVQ    lda+24(FP), CX
+	MOVQ    b_base+32(FP), DX
+	MOVQ    b16_base+56(FP), BX
+	MOVQ    kp+80(FP), SI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	VPXOR   Y8, Y8, Y8
+	MOVQ    SI, DI
+	SHRQ    $0x01, DI
+	JZ      gemmTileMix3AVX2_tail
+	PCALIGN $0x40
+
+gemmTileMix3AVX2_loop:
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMOVSXBW    32(DX), Y12
+	VPMOVSXBW    48(DX), Y13
+	VPBROADCASTD 4(AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     64(BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD 4(AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     64(BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD 4(AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     64(BX), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	ADDQ         $0x08, AX
+	ADDQ         $0x00000040, DX
+	ADDQ         $0x00000080, BX
+	DECQ         DI
+	JNZ          gemmTileMix3AVX2_loop
+
+gemmTileMix3AVX2_tail:
+	TESTQ        $0x00000001, SI
+	JZ           gemmTileMix3AVX2_store
+	VPMOVSXBW    (DX), Y12
+	VPMOVSXBW    16(DX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     (BX), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+
+gemmTileMix3AVX2_store:
+	MOVQ   c_base+88(FP), AX
+	MOVQ   c16_base+112(FP), CX
+	MOVQ   ldc+136(FP), DX
+	MOVB   add+144(FP), BL
+	TESTB  BL, BL
+	JZ     gemmTileMix3AVX2_put0
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (CX), Y2, Y2
+
+gemmTileMix3AVX2_put0:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix3AVX2_put1
+	VPADDD  (AX), Y3, Y3
+	VPADDD  32(AX), Y4, Y4
+	VPADDD  (CX), Y5, Y5
+
+gemmTileMix3AVX2_put1:
+	VMOVDQU Y3, (AX)
+	VMOVDQU Y4, 32(AX)
+	VMOVDQU Y5, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix3AVX2_put2
+	VPADDD  (AX), Y6, Y6
+	VPADDD  32(AX), Y7, Y7
+	VPADDD  (CX), Y8, Y8
+
+gemmTileMix3AVX2_put2:
+	VMOVDQU Y6, (AX)
+	VMOVDQU Y7, 32(AX)
+	VMOVDQU Y8, (CX)
+	VZEROUPPER
+	RET
+
+// func gemmTileMix4AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+// Requires: AVX, AVX2
+TEXT ·gemmTileMix4AVX2(SB), NOSPLIT, $0-145
+	MOVQ    a_base+0(FP), AX
+	MOVQ    lda+24(FP), CX
+	LEAQ    (AX)(CX*2), DX
+	ADDQ    CX, DX
+	MOVQ    b_base+32(FP), BX
+	MOVQ    b16_base+56(FP), SI
+	MOVQ    kp+80(FP), DI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	VPXOR   Y8, Y8, Y8
+	VPXOR   Y9, Y9, Y9
+	VPXOR   Y10, Y10, Y10
+	VPXOR   Y11, Y11, Y11
+	MOVQ    DI, R8
+	SHRQ    $0x01, R8
+	JZ      gemmTileMix4AVX2_tail
+	PCALIGN $0x40
+
+gemmTileMix4AVX2_loop:
+	VPMOVSXBW    (BX), Y12
+	VPMOVSXBW    16(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMOVSXBW    32(BX), Y12
+	VPMOVSXBW    48(BX), Y13
+	VPBROADCASTD 4(AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     64(SI), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD 4(AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     64(SI), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD 4(AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     64(SI), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPBROADCASTD 4(DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     64(SI), Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	ADDQ         $0x08, AX
+	ADDQ         $0x08, DX
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JNZ          gemmTileMix4AVX2_loop
+
+gemmTileMix4AVX2_tail:
+	TESTQ        $0x00000001, DI
+	JZ           gemmTileMix4AVX2_store
+	VPMOVSXBW    (BX), Y12
+	VPMOVSXBW    16(BX), Y13
+	VPBROADCASTD (AX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y0, Y0
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y1, Y1
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y2, Y2
+	VPBROADCASTD (AX)(CX*1), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y3, Y3
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y4, Y4
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPBROADCASTD (AX)(CX*2), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y6, Y6
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y7, Y7
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPBROADCASTD (DX), Y14
+	VPMADDWD     Y12, Y14, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDWD     Y13, Y14, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDWD     (SI), Y14, Y14
+	VPADDD       Y14, Y11, Y11
+
+gemmTileMix4AVX2_store:
+	MOVQ   c_base+88(FP), AX
+	MOVQ   c16_base+112(FP), CX
+	MOVQ   ldc+136(FP), DX
+	MOVB   add+144(FP), BL
+	TESTB  BL, BL
+	JZ     gemmTileMix4AVX2_put0
+	VPADDD (AX), Y0, Y0
+	VPADDD 32(AX), Y1, Y1
+	VPADDD (CX), Y2, Y2
+
+gemmTileMix4AVX2_put0:
+	VMOVDQU Y0, (AX)
+	VMOVDQU Y1, 32(AX)
+	VMOVDQU Y2, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix4AVX2_put1
+	VPADDD  (AX), Y3, Y3
+	VPADDD  32(AX), Y4, Y4
+	VPADDD  (CX), Y5, Y5
+
+gemmTileMix4AVX2_put1:
+	VMOVDQU Y3, (AX)
+	VMOVDQU Y4, 32(AX)
+	VMOVDQU Y5, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix4AVX2_put2
+	VPADDD  (AX), Y6, Y6
+	VPADDD  32(AX), Y7, Y7
+	VPADDD  (CX), Y8, Y8
+
+gemmTileMix4AVX2_put2:
+	VMOVDQU Y6, (AX)
+	VMOVDQU Y7, 32(AX)
+	VMOVDQU Y8, (CX)
+	ADDQ    DX, AX
+	ADDQ    DX, CX
+	TESTB   BL, BL
+	JZ      gemmTileMix4AVX2_put3
+	VPADDD  (AX), Y9, Y9
+	VPADDD  32(AX), Y10, Y10
+	VPADDD  (CX), Y11, Y11
+
+gemmTileMix4AVX2_put3:
+	VMOVDQU Y9, (AX)
+	VMOVDQU Y10, 32(AX)
+	VMOVDQU Y11, (CX)
+	VZEROUPPER
+	RET
+
 // func dotTile1AVX2(x []byte, wt []byte, ldw int, steps int, sums []byte, lds int, pf []byte, pfStep int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·dotTile1AVX2(SB), NOSPLIT, $0-128

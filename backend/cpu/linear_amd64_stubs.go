@@ -266,6 +266,42 @@ func gemvRowsAVX2(x []byte, b []byte, ldb int, kp int, c []byte)
 //go:noescape
 func unquadAVX2(sums []byte, other []byte, corr int32)
 
+// gemmTileMix1AVX2 computes a tile of 1 rows by 24 columns of an exact int8 product over kp pairs of k:
+// a holds 1 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b an int8 panel (per pair of k, 16 columns of int8 pairs: 32 bytes), b16 8 more columns of int16 pairs
+// (32 bytes a pair of k, 64 bytes apart: half of an int16 panel). c gets (add: c +=) the int32 sums of b's
+// 16 columns, c16 those of b16's 8, 1 rows ldc bytes apart in each. kp must be at least 1.
+//
+//go:noescape
+func gemmTileMix1AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+
+// gemmTileMix2AVX2 computes a tile of 2 rows by 24 columns of an exact int8 product over kp pairs of k:
+// a holds 2 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b an int8 panel (per pair of k, 16 columns of int8 pairs: 32 bytes), b16 8 more columns of int16 pairs
+// (32 bytes a pair of k, 64 bytes apart: half of an int16 panel). c gets (add: c +=) the int32 sums of b's
+// 16 columns, c16 those of b16's 8, 2 rows ldc bytes apart in each. kp must be at least 1.
+//
+//go:noescape
+func gemmTileMix2AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+
+// gemmTileMix3AVX2 computes a tile of 3 rows by 24 columns of an exact int8 product over kp pairs of k:
+// a holds 3 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b an int8 panel (per pair of k, 16 columns of int8 pairs: 32 bytes), b16 8 more columns of int16 pairs
+// (32 bytes a pair of k, 64 bytes apart: half of an int16 panel). c gets (add: c +=) the int32 sums of b's
+// 16 columns, c16 those of b16's 8, 3 rows ldc bytes apart in each. kp must be at least 1.
+//
+//go:noescape
+func gemmTileMix3AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+
+// gemmTileMix4AVX2 computes a tile of 4 rows by 24 columns of an exact int8 product over kp pairs of k:
+// a holds 4 rows of int16 activations, lda bytes apart (each pair of k 4 bytes);
+// b an int8 panel (per pair of k, 16 columns of int8 pairs: 32 bytes), b16 8 more columns of int16 pairs
+// (32 bytes a pair of k, 64 bytes apart: half of an int16 panel). c gets (add: c +=) the int32 sums of b's
+// 16 columns, c16 those of b16's 8, 4 rows ldc bytes apart in each. kp must be at least 1.
+//
+//go:noescape
+func gemmTileMix4AVX2(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)
+
 // dotTile1AVX2 adds to sums the dot products of the first 1 of 4 int16 rows of x, interleaved a step of 16 values (32 bytes) at a time,
 // with 3 int8 rows of wt (ldw bytes apart) over steps·16 values of k: row r's 3 int32 sums, one per channel, at sums[r·lds:], for r < 1,
 // wrapping; it adds 0 to the int32 after them, which must be there. steps must be at least 1. Step i prefetches pf[i·pfStep] (0 repeats one line).

@@ -362,6 +362,51 @@ func TestDotTiles(t *testing.T) {
 	}
 }
 
+// TestGemmTileMix compares each AVX2 tile over a panel and a half (1 to
+// mixRows rows) with gemmTileMixGeneric on random int8 values (-128 by
+// -128 among them), over odd and even pairs of k (the kernel does two an
+// iteration), storing and adding: into c and c16 laid out as manyBody
+// lays them out (c16 32 columns into c's rows), the bytes between and
+// after them poisoned and left as they were.
+func TestGemmTileMix(t *testing.T) {
+	if !xcpu.X86.HasAVX2 || impl == implGeneric {
+		t.Skip("no AVX2 kernels here")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	int16s := func(b []byte) {
+		for i := 0; i < len(b); i += 2 {
+			binary.LittleEndian.PutUint16(b[i:], uint16(int16(int8(rng.IntN(256)))))
+		}
+	}
+	for mr := 1; mr <= mixRows; mr++ {
+		for _, kp := range []int{1, 2, 3, 8, 9, 64} {
+			lda := 4*kp + 8
+			a := make([]byte, mr*lda)
+			int16s(a)
+			binary.LittleEndian.PutUint16(a, 0xff80)
+			b, b16 := make([]byte, 32*kp), make([]byte, 64*kp)
+			for i := range b {
+				b[i] = byte(rng.IntN(256))
+			}
+			int16s(b16)
+			b[0], b16[0], b16[1] = 0x80, 0x80, 0xff
+			const ldc = 4*48 + 12
+			for _, add := range []bool{false, true} {
+				c := make([]byte, mr*ldc)
+				for i := range c {
+					c[i] = byte(rng.IntN(256))
+				}
+				want := bytes.Clone(c)
+				gemmTileMixGeneric(mr, a, lda, b, b16, kp, want, want[4*32:], ldc, add)
+				gemmTilesMix[mr-1](a, lda, b, b16, kp, c, c[4*32:], ldc, add)
+				if i := diff(c, want); i >= 0 {
+					t.Errorf("%d rows, %d pairs, add %v: byte %d (row %d, byte %d of it) is %#x, want %#x", mr, kp, add, i, i/ldc, i%ldc, c[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // TestColsMax checks the rows up to which mm_int8 reads b as it is, per
 // kernel set, and on a Zen 3 (4 with the AVX2 set only).
 func TestColsMax(t *testing.T) {

@@ -208,6 +208,28 @@ func gemmTileI8Generic(nr, mr int, a []byte, lda int, b []byte, kp int, c []byte
 	storeTile(&acc, nr, mr, c, ldc, add)
 }
 
+// gemmTileMixGeneric computes a tile of mr rows by a panel and a half:
+// gemmTileI8Generic's over the int8 panel b (16 columns) into c, and over
+// b16's 8 columns of int16 pairs (32 bytes a pair of k, 64 bytes apart:
+// half of an int16 panel) into c16, mr rows ldc bytes apart in each.
+func gemmTileMixGeneric(mr int, a []byte, lda int, b, b16 []byte, kp int, c, c16 []byte, ldc int, add bool) {
+	gemmTileI8Generic(16, mr, a, lda, b, kp, c, ldc, add)
+	for r := range mr {
+		for j := range 8 {
+			var s int32
+			for p := range kp {
+				x, w := r*lda+4*p, 64*p+4*j
+				s += load16(a, x)*load16(b16, w) + load16(a, x+2)*load16(b16, w+2)
+			}
+			at := r*ldc + 4*j
+			if add {
+				s += int32(binary.LittleEndian.Uint32(c16[at:]))
+			}
+			binary.LittleEndian.PutUint32(c16[at:], uint32(s))
+		}
+	}
+}
+
 // gemvRowsGeneric adds to int32 j of c, j < len(c)/4, the dot product
 // over kp pairs of k of the int16 row x and column j of the int8 rows of
 // b, ldb bytes apart (rows 2p and 2p+1 for pair p): two pairs of k a pass

@@ -24,6 +24,11 @@ func (b *manyBody) run(lo, hi int) {
 	case p.i8 && int8Panels():
 		passPairs = i8Pass
 	}
+	var w16 []byte // with mixTiles, a pass of every third panel widened
+	if mix := p.i8 && !p.wide && nr == 16 && mixTiles(); mix {
+		w16 = smallBufs.get(64 * passPairs)
+		defer smallBufs.put(w16)
+	}
 	for u := lo; u < hi; u++ {
 		r0, c0 := u/b.bn*blockRows, u%b.bn*blockCols
 		rows, cols := min(blockRows, p.m-r0), min(blockCols, p.n-c0)
@@ -31,6 +36,12 @@ func (b *manyBody) run(lo, hi int) {
 			kc := min(passPairs, p.kp-pc)
 			for j := 0; j < cols; j += nr {
 				at := ((c0+j)/nr*p.kp + pc) * pb
+				if w16 != nil && j+3*nr <= cols {
+					stride := p.kp * pb
+					p.tilesMix(r0, rows, pc, kc, p.wp[at:at+2*stride+kc*pb], stride, c[4*j:], ldc, w16)
+					j += 2 * nr
+					continue
+				}
 				if p.wide && j+nr < cols {
 					// Two panels at once: the next one starts p.kp
 					// pairs after this one. The two after them (if
@@ -45,6 +56,32 @@ func (b *manyBody) run(lo, hi int) {
 			}
 		}
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
+	}
+}
+
+// tilesMix computes rows [r0, r0+rows) by three int8 panels, each pstride
+// bytes after the one before, over pairs [pc, pc+kc) of k, with
+// gemmTileMix: the third panel's pass widened once into w16 (an int16
+// panel), then each of the first two with half of it, 4 rows a tile. Each
+// row's broadcast pair of k then feeds 3 registers of weight, not
+// gemmTileI8's 2, for 1 widening of the third panel's 32 bytes a pair of k
+// a block of rows (BENCHMARKS.md, "A panel and a half").
+func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c []byte, ldc int, w16 []byte) {
+	const nr = 16 // AVX2's int8 panels
+	w16 = w16[:64*kc]
+	widenInt8(panels[2*pstride:2*pstride+2*nr*kc], w16)
+	tiles := (rows + mixRows - 1) / mixRows
+	for h := range 2 {
+		b := panels[h*pstride : h*pstride+2*nr*kc]
+		b16 := w16[32*h:]
+		for t, i := 0, 0; i < rows; t, i = t+1, i+(rows-i)/(tiles-t) {
+			mr := (rows - i) / (tiles - t)
+			at := (r0+i)*p.lda + 4*pc
+			a := p.x[at : at+(mr-1)*p.lda+4*kc]
+			cs := c[i*ldc+4*nr*h : (i+mr-1)*ldc+4*nr*(h+1)]
+			c16 := c[i*ldc+4*(2*nr+8*h) : (i+mr-1)*ldc+4*(2*nr+8*h+8)]
+			gemmTileMix(mr, a, p.lda, b, b16, kc, cs, c16, ldc, pc > 0)
+		}
 	}
 }
 

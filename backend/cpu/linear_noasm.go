@@ -12,6 +12,12 @@ func gemmTileI8(mr int, a []byte, lda int, b []byte, kp int, c []byte, ldc int, 
 
 func wideMinRowsFor() int { return 2048 }
 
+var mixTiles = func() bool { return false }
+
+func gemmTileMix(mr int, a []byte, lda int, b, b16 []byte, kp int, c, c16 []byte, ldc int, add bool) {
+	gemmTileMixGeneric(mr, a, lda, b, b16, kp, c, c16, ldc, add)
+}
+
 func packRowsPanelI8([]byte, int, int, []byte) int { return 0 }
 
 func dotTile(rows int, x []byte, w []byte, ldw, steps int, sums []byte, lds int, _ []byte, _ int) {

@@ -38,6 +38,8 @@ func dotInt8(a, b []byte) int32 {
 // kernel set's wide tiles where it has them, else two one-panel tiles);
 // stream packs as if the weight were larger than the last-level cache;
 // int16 packs int16 panels where the kernel set would pack int8 ones;
+// mix turns the tiles over a panel and a half off or on (on where the
+// panels are int8 ones of 16 columns: a prepared weight's everywhere);
 // pairs packs pairs of k where the kernel set would pack quads (int16
 // does too).
 type variant struct {
@@ -50,6 +52,7 @@ type variant struct {
 	int16    bool
 	pairs    bool
 	whole    bool // few rows, cols: b packed whole first (packColsLate off)
+	mix      int  // many rows: gemmTileMix off (-1) or on (1) where the kernel set would not choose so
 	group    int  // few rows, cols: pairs of panels a unit, if not colsGroup's
 }
 
@@ -65,6 +68,9 @@ var variants = []variant{
 	{name: "cols,pairs", path: colsRows, cols: true, pairs: true},
 	{name: "dot", path: dotRows},
 	{name: "many,prepared", path: manyRows, prepared: true},
+	{name: "many,six", path: manyRows, mix: -1},
+	{name: "many,cols,six", path: manyRows, cols: true, mix: -1},
+	{name: "many,prepared,mix", path: manyRows, prepared: true, mix: 1},
 	{name: "few,prepared", path: fewRows, prepared: true},
 	{name: "many,wide", path: manyRows, wide: true},
 	{name: "many,cols,wide", path: manyRows, cols: true, wide: true},
@@ -119,6 +125,10 @@ func multiply(t testing.TB, a, w []byte, m, k, n int, v variant) []int32 {
 	if v.whole {
 		defer func(late bool) { packColsLate = late }(packColsLate)
 		packColsLate = false
+	}
+	if v.mix != 0 {
+		defer func(f func() bool) { mixTiles = f }(mixTiles)
+		mixTiles = func() bool { return v.mix > 0 }
 	}
 	if v.group > 0 {
 		defer func(f func(int, int) int) { colsGroupFor = f }(colsGroupFor)

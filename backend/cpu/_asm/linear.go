@@ -229,6 +229,105 @@ func gemmTile(name string, mr int, w width, int8, wide bool) {
 	storeTile(name, mr, acc, w, false)
 }
 
+// gemmTileMix emits AVX2's many-row tile over a panel and a half (mr rows,
+// 1 to 4, by 24 channels): the 16 channels of an int8 panel, widened into
+// registers 12 and 13 as gemmTile's are, and 8 more from a panel already
+// widened to int16 (the driver widens every third panel once for a whole
+// block of rows: see manyBody), which each VPMADDWD reads from memory. A
+// row's broadcast pair then feeds three products, not two: 4 rows take 30
+// instructions a pair of k for 12 VPMADDWD where gemmTile's 6 take 32 (and
+// the third operand costs a load, not a register: 12 accumulators, 2
+// registers of weight, the broadcast in 14 and the products in 15, the
+// third product into 14 itself). Two pairs of k an iteration. On a 2-core
+// Zen 3 (BENCHMARKS.md, "A panel and a half"), in the first-level cache,
+// one thread, it ran at 1.05-1.15 of the 6-row tile's speed; in the
+// product, 32 same-process A/B pairs at 4096x3072x3072 and 512x4096x4096,
+// at 0.91-1.18 of its time (median 0.985), faster in 8 of the 9 pairs
+// where the 6-row tile fell below 0.75 of the peak, and never below 0.75
+// itself where that tile was not.
+func gemmTileMix(name string, mr int, w width) {
+	TEXT(name, NOSPLIT, "func(a []byte, lda int, b []byte, b16 []byte, kp int, c []byte, c16 []byte, ldc int, add bool)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a tile of %d rows by 24 columns of an exact int8 product over kp pairs of k:", name, mr),
+		fmt.Sprintf("a holds %d rows of int16 activations, lda bytes apart (each pair of k 4 bytes);", mr),
+		"b an int8 panel (per pair of k, 16 columns of int8 pairs: 32 bytes), b16 8 more columns of int16 pairs",
+		"(32 bytes a pair of k, 64 bytes apart: half of an int16 panel). c gets (add: c +=) the int32 sums of b's",
+		fmt.Sprintf("16 columns, c16 those of b16's 8, %d rows ldc bytes apart in each. kp must be at least 1.", mr))
+	acc, ap, lda, ap3 := tileStart(mr, 3*mr, w)
+	bp := Load(Param("b").Base(), GP64())
+	wp := Load(Param("b16").Base(), GP64())
+	kp := Load(Param("kp"), GP64())
+	clearRegs(acc, w)
+	wr, bc, t := []VecPhysical{w.phys(12), w.phys(13)}, w.phys(14), w.phys(15)
+	step := func(u int) {
+		for h, r := range wr {
+			VPMOVSXBW(Mem{Base: bp, Disp: 32*u + 16*h}, r)
+		}
+		for i, m := range rows(mr, ap, lda, ap3, 4*u) {
+			VPBROADCASTD(m, bc)
+			for h, r := range wr {
+				VPMADDWD(r, bc, t)
+				VPADDD(t, acc[3*i+h], acc[3*i+h])
+			}
+			VPMADDWD(Mem{Base: wp, Disp: 64 * u}, bc, bc)
+			VPADDD(bc, acc[3*i+2], acc[3*i+2])
+		}
+	}
+	advance := func(pairs int) {
+		ADDQ(Imm(uint64(4*pairs)), ap)
+		if mr > 3 {
+			ADDQ(Imm(uint64(4*pairs)), ap3)
+		}
+		ADDQ(U32(32*pairs), bp)
+		ADDQ(U32(64*pairs), wp)
+	}
+	n := GP64()
+	MOVQ(kp, n)
+	SHRQ(Imm(1), n)
+	JZ(LabelRef(name + "_tail"))
+	pcalign(64)
+	Label(name + "_loop")
+	step(0)
+	step(1)
+	advance(2)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	TESTQ(U32(1), kp)
+	JZ(LabelRef(name + "_store"))
+	step(0)
+
+	Label(name + "_store")
+	cp := Load(Param("c").Base(), GP64())
+	c16 := Load(Param("c16").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	add := Load(Param("add"), GP8())
+	at := func(i, h int) Mem { // row i's register h
+		m := Mem{Base: cp, Disp: 32 * h}
+		if h == 2 {
+			m = Mem{Base: c16}
+		}
+		return m
+	}
+	for i := range mr {
+		TESTB(add, add)
+		JZ(LabelRef(fmt.Sprintf("%s_put%d", name, i)))
+		for h := range 3 {
+			VPADDD(at(i, h), acc[3*i+h], acc[3*i+h])
+		}
+		Label(fmt.Sprintf("%s_put%d", name, i))
+		for h := range 3 {
+			VMOVDQU(acc[3*i+h], at(i, h))
+		}
+		if i+1 < mr {
+			ADDQ(ldc, cp)
+			ADDQ(ldc, c16)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
 // tileStart emits the start of a tile kernel's prologue, the rows of the
 // parameter a: its base, lda and, for more than 3 rows, the address of row
 // 3; and returns its n accumulators, registers 0 to n-1 (see clearRegs).
@@ -1889,6 +1988,9 @@ func linearKernels(w width) {
 	}
 	unquad("unquad"+w.name, w)
 	if w.bytes == 32 {
+		for mr := 1; mr <= 4; mr++ {
+			gemmTileMix(fmt.Sprintf("gemmTileMix%d%s", mr, w.name), mr, w) // many rows: AVX2 without VNNI
+		}
 		for rows := 1; rows <= 4; rows++ {
 			dotTile(fmt.Sprintf("dotTile%d%s", rows, w.name), w, rows) // the dot path: AVX2 without VNNI
 		}
