@@ -110,12 +110,17 @@ type Decline struct {
 	Reason string `json:"reason"`
 }
 
-func (d Decline) String() string {
+// Why is the reason without the backend's name: "PARAM: REASON", or the
+// reason alone where no parameter failed.
+func (d Decline) Why() string {
 	if d.Param == "" {
-		return d.Backend + ": " + d.Reason
+		return d.Reason
 	}
-	return d.Backend + ": " + d.Param + ": " + d.Reason
+	return d.Param + ": " + d.Reason
 }
+
+// String is "BACKEND: " and Why.
+func (d Decline) String() string { return d.Backend + ": " + d.Why() }
 
 // NoCapableBackendError reports that no backend accepts a call, with every
 // backend's reason.

@@ -188,6 +188,9 @@ func TestRefusalListsEveryBackend(t *testing.T) {
 	if got != want {
 		t.Errorf("declines\n got %s\nwant %s", got, want)
 	}
+	if w0, w1 := nc.Declines[0].Why(), nc.Declines[1].Why(); w0 != "x: dtype float16 not in [bfloat16]" || w1 != "unavailable: libthing.so: cannot open shared object file" {
+		t.Errorf("Why: %q, %q", w0, w1)
+	}
 	if !strings.Contains(err.Error(), "no backend can run test_double on cpu") {
 		t.Errorf("message: %v", err)
 	}

@@ -102,10 +102,7 @@ func declined(op, name string, err error) Declined {
 			if dec.Backend != name {
 				continue
 			}
-			d.Reason = dec.Reason
-			if dec.Param != "" {
-				d.Reason = dec.Param + ": " + dec.Reason
-			}
+			d.Reason = dec.Why()
 			break
 		}
 	}
