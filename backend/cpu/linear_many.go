@@ -24,8 +24,8 @@ func (b *manyBody) run(lo, hi int) {
 	case p.i8 && int8Panels():
 		passPairs = i8Pass
 	}
-	var w16 []byte // with mixTiles, a pass of every third panel widened
-	if mix := p.i8 && !p.wide && nr == 16 && mixTiles(); mix {
+	var w16 []byte // with mixTiles (AVX2's int8 panels), a pass of every third panel widened
+	if p.i8 && !p.wide && nr == 16 && mixTiles() {
 		w16 = smallBufs.get(64 * passPairs)
 		defer smallBufs.put(w16)
 	}
