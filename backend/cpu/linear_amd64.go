@@ -285,7 +285,7 @@ var gemmTilesMix = [...]func(a []byte, lda int, b, b16 []byte, kp int, c, c16 []
 }
 
 // mixTiles reports whether the many-row path runs gemmTileMix over its
-// int8 panels (see manyBody.mixed): on the AVX2 set, whose 16 registers
+// int8 panels (see product.tilesMix): on the AVX2 set, whose 16 registers
 // hold 12 sums; AVX-512's 32 hold its wider tiles.
 var mixTiles = func() bool { return impl == implAVX2 }
 

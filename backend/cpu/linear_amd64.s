@@ -3316,12 +3316,12 @@ gemmTileMix1AVX2_store:
 	MOVQ   ldc+136(FP), DX
 	MOVB   add+144(FP), DL
 	TESTB  DL, DL
-	JZ     gemmTileMix1AVX2_put0
+	JZ     gemmTileMix1AVX2_put
 	VPADDD (AX), Y0, Y0
 	VPADDD 32(AX), Y1, Y1
 	VPADDD (CX), Y2, Y2
 
-gemmTileMix1AVX2_put0:
+gemmTileMix1AVX2_put:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (CX)
@@ -3412,27 +3412,21 @@ gemmTileMix2AVX2_store:
 	MOVQ   ldc+136(FP), DX
 	MOVB   add+144(FP), BL
 	TESTB  BL, BL
-	JZ     gemmTileMix2AVX2_put0
+	JZ     gemmTileMix2AVX2_put
 	VPADDD (AX), Y0, Y0
 	VPADDD 32(AX), Y1, Y1
 	VPADDD (CX), Y2, Y2
+	VPADDD (AX)(DX*1), Y3, Y3
+	VPADDD 32(AX)(DX*1), Y4, Y4
+	VPADDD (CX)(DX*1), Y5, Y5
 
-gemmTileMix2AVX2_put0:
+gemmTileMix2AVX2_put:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix2AVX2_put1
-	VPADDD  (AX), Y3, Y3
-	VPADDD  32(AX), Y4, Y4
-	VPADDD  (CX), Y5, Y5
-
-gemmTileMix2AVX2_put1:
-	VMOVDQU Y3, (AX)
-	VMOVDQU Y4, 32(AX)
-	VMOVDQU Y5, (CX)
+	VMOVDQU Y3, (AX)(DX*1)
+	VMOVDQU Y4, 32(AX)(DX*1)
+	VMOVDQU Y5, (CX)(DX*1)
 	VZEROUPPER
 	RET
 
@@ -3544,39 +3538,27 @@ gemmTileMix3AVX2_store:
 	MOVQ   ldc+136(FP), DX
 	MOVB   add+144(FP), BL
 	TESTB  BL, BL
-	JZ     gemmTileMix3AVX2_put0
+	JZ     gemmTileMix3AVX2_put
 	VPADDD (AX), Y0, Y0
 	VPADDD 32(AX), Y1, Y1
 	VPADDD (CX), Y2, Y2
+	VPADDD (AX)(DX*1), Y3, Y3
+	VPADDD 32(AX)(DX*1), Y4, Y4
+	VPADDD (CX)(DX*1), Y5, Y5
+	VPADDD (AX)(DX*2), Y6, Y6
+	VPADDD 32(AX)(DX*2), Y7, Y7
+	VPADDD (CX)(DX*2), Y8, Y8
 
-gemmTileMix3AVX2_put0:
+gemmTileMix3AVX2_put:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix3AVX2_put1
-	VPADDD  (AX), Y3, Y3
-	VPADDD  32(AX), Y4, Y4
-	VPADDD  (CX), Y5, Y5
-
-gemmTileMix3AVX2_put1:
-	VMOVDQU Y3, (AX)
-	VMOVDQU Y4, 32(AX)
-	VMOVDQU Y5, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix3AVX2_put2
-	VPADDD  (AX), Y6, Y6
-	VPADDD  32(AX), Y7, Y7
-	VPADDD  (CX), Y8, Y8
-
-gemmTileMix3AVX2_put2:
-	VMOVDQU Y6, (AX)
-	VMOVDQU Y7, 32(AX)
-	VMOVDQU Y8, (CX)
+	VMOVDQU Y3, (AX)(DX*1)
+	VMOVDQU Y4, 32(AX)(DX*1)
+	VMOVDQU Y5, (CX)(DX*1)
+	VMOVDQU Y6, (AX)(DX*2)
+	VMOVDQU Y7, 32(AX)(DX*2)
+	VMOVDQU Y8, (CX)(DX*2)
 	VZEROUPPER
 	RET
 
@@ -3713,53 +3695,39 @@ gemmTileMix4AVX2_store:
 	MOVQ   c_base+88(FP), AX
 	MOVQ   c16_base+112(FP), CX
 	MOVQ   ldc+136(FP), DX
-	MOVB   add+144(FP), BL
-	TESTB  BL, BL
-	JZ     gemmTileMix4AVX2_put0
+	LEAQ   (AX)(DX*2), BX
+	ADDQ   DX, BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVB   add+144(FP), DI
+	TESTB  DI, DI
+	JZ     gemmTileMix4AVX2_put
 	VPADDD (AX), Y0, Y0
 	VPADDD 32(AX), Y1, Y1
 	VPADDD (CX), Y2, Y2
+	VPADDD (AX)(DX*1), Y3, Y3
+	VPADDD 32(AX)(DX*1), Y4, Y4
+	VPADDD (CX)(DX*1), Y5, Y5
+	VPADDD (AX)(DX*2), Y6, Y6
+	VPADDD 32(AX)(DX*2), Y7, Y7
+	VPADDD (CX)(DX*2), Y8, Y8
+	VPADDD (BX), Y9, Y9
+	VPADDD 32(BX), Y10, Y10
+	VPADDD (SI), Y11, Y11
 
-gemmTileMix4AVX2_put0:
+gemmTileMix4AVX2_put:
 	VMOVDQU Y0, (AX)
 	VMOVDQU Y1, 32(AX)
 	VMOVDQU Y2, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix4AVX2_put1
-	VPADDD  (AX), Y3, Y3
-	VPADDD  32(AX), Y4, Y4
-	VPADDD  (CX), Y5, Y5
-
-gemmTileMix4AVX2_put1:
-	VMOVDQU Y3, (AX)
-	VMOVDQU Y4, 32(AX)
-	VMOVDQU Y5, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix4AVX2_put2
-	VPADDD  (AX), Y6, Y6
-	VPADDD  32(AX), Y7, Y7
-	VPADDD  (CX), Y8, Y8
-
-gemmTileMix4AVX2_put2:
-	VMOVDQU Y6, (AX)
-	VMOVDQU Y7, 32(AX)
-	VMOVDQU Y8, (CX)
-	ADDQ    DX, AX
-	ADDQ    DX, CX
-	TESTB   BL, BL
-	JZ      gemmTileMix4AVX2_put3
-	VPADDD  (AX), Y9, Y9
-	VPADDD  32(AX), Y10, Y10
-	VPADDD  (CX), Y11, Y11
-
-gemmTileMix4AVX2_put3:
-	VMOVDQU Y9, (AX)
-	VMOVDQU Y10, 32(AX)
-	VMOVDQU Y11, (CX)
+	VMOVDQU Y3, (AX)(DX*1)
+	VMOVDQU Y4, 32(AX)(DX*1)
+	VMOVDQU Y5, (CX)(DX*1)
+	VMOVDQU Y6, (AX)(DX*2)
+	VMOVDQU Y7, 32(AX)(DX*2)
+	VMOVDQU Y8, (CX)(DX*2)
+	VMOVDQU Y9, (BX)
+	VMOVDQU Y10, 32(BX)
+	VMOVDQU Y11, (SI)
 	VZEROUPPER
 	RET
 

@@ -233,14 +233,14 @@ func gemmTile(name string, mr int, w width, int8, wide bool) {
 // 1 to 4, by 24 channels): the 16 channels of an int8 panel, widened into
 // registers 12 and 13 as gemmTile's are, and 8 more from a panel already
 // widened to int16 (the driver widens every third panel once for a whole
-// block of rows: see manyBody), which each VPMADDWD reads from memory. A
+// block of rows: see product.tilesMix), which each VPMADDWD reads from memory. A
 // row's broadcast pair then feeds three products, not two: 4 rows take 30
 // instructions a pair of k for 12 VPMADDWD where gemmTile's 6 take 32 (and
 // the third operand costs a load, not a register: 12 accumulators, 2
 // registers of weight, the broadcast in 14 and the products in 15, the
 // third product into 14 itself). Two pairs of k an iteration. On a 2-core
 // Zen 3 (BENCHMARKS.md, "A panel and a half"), in the first-level cache,
-// one thread, it ran at 1.05-1.15 of the 6-row tile's speed; in the
+// one thread, its first form ran at 1.05-1.15 of the 6-row tile's speed; in the
 // product, 32 same-process A/B pairs at 4096x3072x3072 and 512x4096x4096,
 // at 0.91-1.18 of its time (median 0.985), faster in 8 of the 9 pairs
 // where the 6-row tile fell below 0.75 of the peak, and never below 0.75
@@ -297,32 +297,32 @@ func gemmTileMix(name string, mr int, w width) {
 	JZ(LabelRef(name + "_store"))
 	step(0)
 
+	// The end, as storeTile's: c's rows get registers 3i and 3i+1, c16's
+	// register 3i+2.
 	Label(name + "_store")
 	cp := Load(Param("c").Base(), GP64())
 	c16 := Load(Param("c16").Base(), GP64())
 	ldc := Load(Param("ldc"), GP64())
-	add := Load(Param("add"), GP8())
-	at := func(i, h int) Mem { // row i's register h
-		m := Mem{Base: cp, Disp: 32 * h}
-		if h == 2 {
-			m = Mem{Base: c16}
-		}
-		return m
+	var cp3, c163 Register = cp, c16
+	if mr > 3 {
+		cp3, c163 = third(cp, ldc), third(c16, ldc)
 	}
-	for i := range mr {
-		TESTB(add, add)
-		JZ(LabelRef(fmt.Sprintf("%s_put%d", name, i)))
-		for h := range 3 {
-			VPADDD(at(i, h), acc[3*i+h], acc[3*i+h])
+	crow, c16row := rows(mr, cp, ldc, cp3, 0), rows(mr, c16, ldc, c163, 0)
+	at := func(i, h int) Mem {
+		if h == 2 {
+			return c16row[i]
 		}
-		Label(fmt.Sprintf("%s_put%d", name, i))
-		for h := range 3 {
-			VMOVDQU(acc[3*i+h], at(i, h))
-		}
-		if i+1 < mr {
-			ADDQ(ldc, cp)
-			ADDQ(ldc, c16)
-		}
+		return crow[i].Offset(32 * h)
+	}
+	add := Load(Param("add"), GP8())
+	TESTB(add, add)
+	JZ(LabelRef(name + "_put"))
+	for i := range 3 * mr {
+		VPADDD(at(i/3, i%3), acc[i], acc[i])
+	}
+	Label(name + "_put")
+	for i := range 3 * mr {
+		VMOVDQU(acc[i], at(i/3, i%3))
 	}
 	VZEROUPPER()
 	RET()
