@@ -12,10 +12,17 @@ import "encoding/binary"
 // used as they are. (Packing int8 pairs rather than int16 skips the
 // widening and halves the panel: the tiles widen as they load, which costs
 // them less than the packing saves.)
-type fewBody struct{ p *product }
+type fewBody struct {
+	p   *product
+	mix bool // units of three panels, tilesMix's (AVX2's int8 panels)
+}
 
 func (b *fewBody) run(lo, hi int) {
 	p := b.p
+	if b.mix {
+		b.runMix(lo, hi)
+		return
+	}
 	nr := gemmCols()
 	pb := p.pairBytes() // int8 pairs or quads, prepared or not
 	pairs := min(fewPairs, p.kp)
@@ -56,6 +63,59 @@ func (b *fewBody) run(lo, hi int) {
 	}
 }
 
+// runMix is run over units of three panels, which tilesMix takes at once
+// (a last unit of one or two panels as run does).
+func (b *fewBody) runMix(lo, hi int) {
+	p := b.p
+	const nr = 16 // AVX2's int8 panels
+	pb := p.pairBytes()
+	pairs := min(fewPairs, p.kp)
+	var buf []byte
+	if p.wp == nil {
+		buf = smallBufs.get(3 * pairs * pb)
+		defer smallBufs.put(buf)
+	}
+	w16 := smallBufs.get(64 * blockPairs)
+	defer smallBufs.put(w16)
+	ldc := 4*3*nr + 64
+	c := smallBufs.get(p.m * ldc)
+	defer smallBufs.put(c)
+	panels := roundUp(p.n, nr) / nr
+	for u := lo; u < hi; u++ {
+		pn0 := 3 * u
+		count := min(3, panels-pn0)
+		for pc := 0; pc < p.kp; pc += pairs {
+			kc := min(pairs, p.kp-pc)
+			var set []byte // the unit's panels, pstride bytes apart
+			pstride := kc * pb
+			if p.wp != nil {
+				at := (pn0*p.kp + pc) * pb
+				pstride = p.kp * pb
+				set = p.wp[at : at+(count-1)*pstride+kc*pb]
+			} else {
+				for i := range count {
+					packPanel(p.w, p.k, p.n, (pn0+i)*nr, pc, kc, buf[i*pstride:(i+1)*pstride], true)
+				}
+				set = buf[:count*pstride]
+			}
+			for q := 0; q < kc; q += blockPairs {
+				qc := min(blockPairs, kc-q)
+				if count == 3 {
+					p.tilesMix(0, p.m, pc+q, qc, set[q*pb:], pstride, c, ldc, w16)
+					continue
+				}
+				for i := range count {
+					p.tiles(0, p.m, pc+q, qc, set[i*pstride+q*pb:i*pstride+(q+qc)*pb], 0, c[4*nr*i:], ldc, nil)
+				}
+			}
+		}
+		for i := range count {
+			c0 := (pn0 + i) * nr
+			p.fin.finish(0, c0, p.m, min(nr, p.n-c0), c[4*nr*i:], ldc)
+		}
+	}
+}
+
 // packColsLate says whether mm_int8's few-row path packs b a few pairs of
 // panels at a time, as the tiles need them (fewColsBody), rather than
 // whole before it multiplies (a variable for tests and measurements, which
@@ -78,7 +138,8 @@ var packColsLate = true
 // 5.72-6.03 against 7.05-7.16, 96 rows 10.35-10.50 against 11.90-12.03,
 // 16x4096x12288 8.2-9.7 against 11.4-11.7, 32x12288x4096 13.1-13.4
 // against 15.2-15.5; its AVX-512 kernels without VNNI, 16 and 96 rows,
-// within the noise (0.93-1.07).
+// within the noise (0.93-1.07). With AVX2's int8 panels a unit's panels
+// go to tilesMix three at a time (the last one or two to the tiles).
 type fewColsBody struct {
 	p     *product
 	group int // pairs of panels a unit (colsGroup)
@@ -97,10 +158,28 @@ func (b *fewColsBody) run(lo, hi int) {
 	ldc := 8*nr*group + 64
 	c := smallBufs.get(p.m * ldc)
 	defer smallBufs.put(c)
+	var w16 []byte // with mixTiles (AVX2's int8 panels), a pass of a panel widened
+	if !p.quads && nr == 16 && mixTiles() {
+		w16 = smallBufs.get(64 * pass)
+		defer smallBufs.put(w16)
+	}
 	for u := lo; u < hi; u++ {
 		for pc := 0; pc < p.kp; pc += pass {
 			kc := min(pass, p.kp-pc)
 			pstride := kc * pb
+			if w16 != nil {
+				n0 := 2 * u * group * nr
+				panels := min(2*group, (p.n-n0+nr-1)/nr)
+				packColsPairs(p.w, p.k, p.n, n0, panels, pc, kc, buf, pstride)
+				pn := 0
+				for ; pn+3 <= panels; pn += 3 {
+					p.tilesMix(0, p.m, pc, kc, buf[pn*pstride:(pn+3)*pstride], pstride, c[4*nr*pn:], ldc, w16)
+				}
+				for ; pn < panels; pn++ {
+					p.tiles(0, p.m, pc, kc, buf[pn*pstride:(pn+1)*pstride], 0, c[4*nr*pn:], ldc, nil)
+				}
+				continue
+			}
 			if p.quads {
 				for g := range group {
 					if n0 := 2 * (u*group + g) * nr; n0 < p.n {

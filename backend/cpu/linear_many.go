@@ -65,7 +65,8 @@ func (b *manyBody) run(lo, hi int) {
 // panel), then each of the first two with half of it, 4 rows a tile. Each
 // row's broadcast pair of k then feeds 3 registers of weight, not
 // gemmTileI8's 2, for 1 widening of the third panel's 32 bytes a pair of k
-// a block of rows (BENCHMARKS.md, "A panel and a half").
+// a block of rows (BENCHMARKS.md, "A panel and a half"). The few-row
+// paths run it too (fewBody.runMix, fewColsBody), over all their rows.
 func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c []byte, ldc int, w16 []byte) {
 	const nr = 16 // AVX2's int8 panels
 	w16 = w16[:64*kc]
