@@ -834,11 +834,15 @@ func dotTile(name string, w width, rows int) {
 	xrow := []Mem{{Base: xp}, {Base: xp, Disp: 32}, {Base: xp, Disp: 64}, {Base: xp, Disp: 96}}
 	wrow := []Mem{{Base: wp}, {Base: wp, Index: ldw, Scale: 1}, {Base: wp, Index: ldw, Scale: 2}}
 	t := w.phys(15)
+	// Step u of an iteration prefetches pf[u·pfStep] past the iteration's
+	// start: pfx[u] is u·pfStep (pfx[2] and pfx[3] set below).
+	var pfx [4]Register
+	pfx[1] = pfs
 	step := func(u int) {
 		if u == 0 {
 			PREFETCHT0(Mem{Base: pfp})
 		} else {
-			PREFETCHT0(Mem{Base: pfp, Index: pfs, Scale: 1})
+			PREFETCHT0(Mem{Base: pfp, Index: pfx[u], Scale: 1})
 		}
 		for c := range 3 {
 			VPMOVSXBW(wrow[c].Offset(16*u), w.phys(12+c))
@@ -850,29 +854,44 @@ func dotTile(name string, w width, rows int) {
 			}
 		}
 	}
-	// Two steps an iteration (a last odd one after): 30.5 instructions a
-	// step, not 33. On a 2-core Zen 3, int8_linear 4096x4096, seven
-	// same-process A/B runs against one step an iteration, p50: 0.94-1.01
-	// of the time at 16 rows (6 of 7 faster), 0.95-1.02 at 8, 0.94-1.03 at
-	// 32 (BENCHMARKS.md, "A panel and a half").
+	// Four steps an iteration (the last 0 to 3 one at a time after): 29.25
+	// instructions a step, not 33. On a 2-core Zen 3, int8_linear
+	// 4096x4096, same-process A/B runs, p50: two steps an iteration against
+	// one, seven runs, 0.94-1.01 of the time at 16 rows (6 of 7 faster),
+	// 0.95-1.02 at 8, 0.94-1.03 at 32; then four against two, five runs,
+	// 0.98-1.00 at 16 (5 of 5), 0.93-1.00 at 8, 0.97-1.02 at 32
+	// (BENCHMARKS.md, "A panel and a half"): fewer instructions hold up
+	// better in the minutes when they arrive slowly.
 	it := GP64()
 	MOVQ(n, it)
-	SHRQ(Imm(1), it)
+	SHRQ(Imm(2), it)
 	JZ(LabelRef(name + "_tail"))
-	pf2 := GP64()
-	LEAQ(Mem{Base: pfs, Index: pfs, Scale: 1}, pf2)
+	pfx[2], pfx[3] = GP64(), GP64()
+	LEAQ(Mem{Base: pfs, Index: pfs, Scale: 1}, pfx[2])
+	LEAQ(Mem{Base: pfx[2], Index: pfs, Scale: 1}, pfx[3])
+	pf4 := GP64()
+	LEAQ(Mem{Base: pfx[2], Index: pfx[2], Scale: 1}, pf4)
 	Label(name + "_loop")
-	step(0)
-	step(1)
-	ADDQ(U32(256), xp)
-	ADDQ(Imm(32), wp)
-	ADDQ(pf2, pfp)
+	for u := range 4 {
+		step(u)
+	}
+	ADDQ(U32(512), xp)
+	ADDQ(Imm(64), wp)
+	ADDQ(pf4, pfp)
 	DECQ(it)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_tail")
-	TESTQ(U32(1), n)
+	r := GP64()
+	MOVQ(n, r)
+	ANDQ(Imm(3), r)
 	JZ(LabelRef(name + "_fold"))
+	Label(name + "_one")
 	step(0)
+	ADDQ(U32(128), xp)
+	ADDQ(Imm(16), wp)
+	ADDQ(pfs, pfp)
+	DECQ(r)
+	JNZ(LabelRef(name + "_one"))
 	Label(name + "_fold")
 
 	// Fold: for each channel, VPHADDD pairs the rows' lanes twice, then
