@@ -436,7 +436,7 @@ func (p *product) run(ctx context.Context) error {
 			units := (panels + 2*group - 1) / (2 * group)
 			return parallelForParts(ctx, &fewColsBody{p, group}, units, max(1, grainMACs/(2*group*nr*p.m*p.k)), productParts)
 		}
-		if p.i8 && nr == 16 && mixTiles() {
+		if p.mixes() {
 			units := (panels + 2) / 3
 			return parallelForParts(ctx, &fewBody{p, true}, units, max(1, grainMACs/(3*nr*p.m*p.kp*2)), productParts)
 		}

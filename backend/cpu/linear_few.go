@@ -158,8 +158,8 @@ func (b *fewColsBody) run(lo, hi int) {
 	ldc := 8*nr*group + 64
 	c := smallBufs.get(p.m * ldc)
 	defer smallBufs.put(c)
-	var w16 []byte // with mixTiles (AVX2's int8 panels), a pass of a panel widened
-	if !p.quads && nr == 16 && mixTiles() {
+	var w16 []byte // a pass of a panel widened, for tilesMix
+	if p.mixes() {
 		w16 = smallBufs.get(64 * pass)
 		defer smallBufs.put(w16)
 	}

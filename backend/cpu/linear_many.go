@@ -24,8 +24,8 @@ func (b *manyBody) run(lo, hi int) {
 	case p.i8 && int8Panels():
 		passPairs = i8Pass
 	}
-	var w16 []byte // with mixTiles (AVX2's int8 panels), a pass of every third panel widened
-	if p.i8 && !p.wide && nr == 16 && mixTiles() {
+	var w16 []byte // a pass of every third panel widened, for tilesMix
+	if p.mixes() {
 		w16 = smallBufs.get(64 * passPairs)
 		defer smallBufs.put(w16)
 	}
@@ -58,6 +58,11 @@ func (b *manyBody) run(lo, hi int) {
 		p.fin.finish(r0, c0, rows, cols, c, ldc)
 	}
 }
+
+// mixes reports whether the product runs tilesMix where it has three
+// panels at once: over int8 panels of 16 columns where mixTiles (AVX2's),
+// unless the many-row path runs tiles over two panels (tileWide).
+func (p *product) mixes() bool { return p.i8 && !p.wide && gemmCols() == 16 && mixTiles() }
 
 // tilesMix computes rows [r0, r0+rows) by three int8 panels, each pstride
 // bytes after the one before, over pairs [pc, pc+kc) of k, with
