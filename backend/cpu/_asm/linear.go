@@ -229,7 +229,7 @@ func gemmTile(name string, mr int, w width, int8, wide bool) {
 	storeTile(name, mr, acc, w, false)
 }
 
-// gemmTileMix emits AVX2's many-row tile over a panel and a half (mr rows,
+// gemmTileMix emits AVX2's tile over a panel and a half (mr rows,
 // 1 to 4, by 24 channels): the 16 channels of an int8 panel, widened into
 // registers 12 and 13 as gemmTile's are, and 8 more from a panel already
 // widened to int16 (the driver widens every third panel once for a whole
@@ -2032,7 +2032,7 @@ func linearKernels(w width) {
 	unquad("unquad"+w.name, w)
 	if w.bytes == 32 {
 		for mr := 1; mr <= 4; mr++ {
-			gemmTileMix(fmt.Sprintf("gemmTileMix%d%s", mr, w.name), mr, w) // many rows: AVX2 without VNNI
+			gemmTileMix(fmt.Sprintf("gemmTileMix%d%s", mr, w.name), mr, w) // many and few rows: AVX2 without VNNI
 		}
 		for rows := 1; rows <= 4; rows++ {
 			dotTile(fmt.Sprintf("dotTile%d%s", rows, w.name), w, rows) // the dot path: AVX2 without VNNI
