@@ -167,19 +167,6 @@ func (b *fewColsBody) run(lo, hi int) {
 		for pc := 0; pc < p.kp; pc += pass {
 			kc := min(pass, p.kp-pc)
 			pstride := kc * pb
-			if w16 != nil {
-				n0 := 2 * u * group * nr
-				panels := min(2*group, (p.n-n0+nr-1)/nr)
-				packColsPairs(p.w, p.k, p.n, n0, panels, pc, kc, buf, pstride)
-				pn := 0
-				for ; pn+3 <= panels; pn += 3 {
-					p.tilesMix(0, p.m, pc, kc, buf[pn*pstride:(pn+3)*pstride], pstride, c[4*nr*pn:], ldc, w16)
-				}
-				for ; pn < panels; pn++ {
-					p.tiles(0, p.m, pc, kc, buf[pn*pstride:(pn+1)*pstride], 0, c[4*nr*pn:], ldc, nil)
-				}
-				continue
-			}
 			if p.quads {
 				for g := range group {
 					if n0 := 2 * (u*group + g) * nr; n0 < p.n {
@@ -188,7 +175,18 @@ func (b *fewColsBody) run(lo, hi int) {
 				}
 			} else {
 				n0 := 2 * u * group * nr
-				packColsPairs(p.w, p.k, p.n, n0, min(2*group, (p.n-n0+nr-1)/nr), pc, kc, buf, pstride)
+				panels := min(2*group, (p.n-n0+nr-1)/nr)
+				packColsPairs(p.w, p.k, p.n, n0, panels, pc, kc, buf, pstride)
+				if w16 != nil {
+					pn := 0
+					for ; pn+3 <= panels; pn += 3 {
+						p.tilesMix(0, p.m, pc, kc, buf[pn*pstride:(pn+3)*pstride], pstride, c[4*nr*pn:], ldc, w16)
+					}
+					for ; pn < panels; pn++ {
+						p.tiles(0, p.m, pc, kc, buf[pn*pstride:(pn+1)*pstride], 0, c[4*nr*pn:], ldc, nil)
+					}
+					continue
+				}
 			}
 			for g := range group {
 				n0 := 2 * (u*group + g) * nr
