@@ -871,13 +871,17 @@ func dotTile(name string, w width, rows int) {
 	LEAQ(Mem{Base: pfx[2], Index: pfs, Scale: 1}, pfx[3])
 	pf4 := GP64()
 	LEAQ(Mem{Base: pfx[2], Index: pfx[2], Scale: 1}, pf4)
+	// advance moves past steps steps, pf by pfBy (steps·pfStep).
+	advance := func(steps int, pfBy Register) {
+		ADDQ(U32(128*steps), xp)
+		ADDQ(Imm(uint64(16*steps)), wp)
+		ADDQ(pfBy, pfp)
+	}
 	Label(name + "_loop")
 	for u := range 4 {
 		step(u)
 	}
-	ADDQ(U32(512), xp)
-	ADDQ(Imm(64), wp)
-	ADDQ(pf4, pfp)
+	advance(4, pf4)
 	DECQ(it)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_tail")
@@ -887,9 +891,7 @@ func dotTile(name string, w width, rows int) {
 	JZ(LabelRef(name + "_fold"))
 	Label(name + "_one")
 	step(0)
-	ADDQ(U32(128), xp)
-	ADDQ(Imm(16), wp)
-	ADDQ(pfs, pfp)
+	advance(1, pfs)
 	DECQ(r)
 	JNZ(LabelRef(name + "_one"))
 	Label(name + "_fold")
