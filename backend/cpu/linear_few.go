@@ -99,14 +99,7 @@ func (b *fewBody) runMix(lo, hi int) {
 				set = buf[:count*pstride]
 			}
 			for q := 0; q < kc; q += blockPairs {
-				qc := min(blockPairs, kc-q)
-				if count == 3 {
-					p.tilesMix(0, p.m, pc+q, qc, set[q*pb:], pstride, c, ldc, w16)
-					continue
-				}
-				for i := range count {
-					p.tiles(0, p.m, pc+q, qc, set[i*pstride+q*pb:i*pstride+(q+qc)*pb], 0, c[4*nr*i:], ldc, nil)
-				}
+				p.tilesMixPanels(pc+q, min(blockPairs, kc-q), set[q*pb:], pstride, count, c, ldc, w16)
 			}
 		}
 		for i := range count {
@@ -178,13 +171,7 @@ func (b *fewColsBody) run(lo, hi int) {
 				panels := min(2*group, (p.n-n0+nr-1)/nr)
 				packColsPairs(p.w, p.k, p.n, n0, panels, pc, kc, buf, pstride)
 				if w16 != nil {
-					pn := 0
-					for ; pn+3 <= panels; pn += 3 {
-						p.tilesMix(0, p.m, pc, kc, buf[pn*pstride:(pn+3)*pstride], pstride, c[4*nr*pn:], ldc, w16)
-					}
-					for ; pn < panels; pn++ {
-						p.tiles(0, p.m, pc, kc, buf[pn*pstride:(pn+1)*pstride], 0, c[4*nr*pn:], ldc, nil)
-					}
+					p.tilesMixPanels(pc, kc, buf, pstride, panels, c, ldc, w16)
 					continue
 				}
 			}

@@ -91,6 +91,21 @@ func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c [
 	}
 }
 
+// tilesMixPanels computes every row by count int8 panels, each pstride
+// bytes after the one before, over pairs [pc, pc+kc) of k: whole triples
+// through tilesMix, the one or two left through tiles (the few-row paths'
+// units). c holds the panels' columns in order, 4·16 bytes a panel.
+func (p *product) tilesMixPanels(pc, kc int, panels []byte, pstride, count int, c []byte, ldc int, w16 []byte) {
+	const nr = 16 // AVX2's int8 panels
+	pn := 0
+	for ; pn+3 <= count; pn += 3 {
+		p.tilesMix(0, p.m, pc, kc, panels[pn*pstride:], pstride, c[4*nr*pn:], ldc, w16)
+	}
+	for ; pn < count; pn++ {
+		p.tiles(0, p.m, pc, kc, panels[pn*pstride:pn*pstride+kc*p.pairBytes()], 0, c[4*nr*pn:], ldc, nil)
+	}
+}
+
 // i8Pass is the pairs of k per pass of the many-row path over int8
 // panels (128 KiB of each panel with AVX-512, 64 KiB with AVX2). Same-process
 // A/B on a 2-core Zen 3: passes of 512 pairs took 0.92 of the time of 256
