@@ -107,8 +107,9 @@ import (
 // K = 131,072 reaches), so neither the path nor the split changes a result.
 
 const (
-	gemmRows = 6 // the most rows of a gemmTile tile
-	mixRows  = 4 // the most rows of a gemmTileMix tile
+	gemmRows = 6  // the most rows of a gemmTile tile
+	mixRows  = 4  // the most rows of a gemmTileMix tile
+	mixCols  = 16 // the columns of the int8 panels it takes (AVX2's; p.mixes)
 	// blockRows is the rows per block of the many-row path (a multiple
 	// of gemmRows): each block reads its channels' panels once, so where
 	// the weight outgrows the last-level cache taller blocks read it from

@@ -67,7 +67,7 @@ func (b *fewBody) run(lo, hi int) {
 // (a last unit of one or two panels as run does).
 func (b *fewBody) runMix(lo, hi int) {
 	p := b.p
-	const nr = 16 // AVX2's int8 panels
+	const nr = mixCols
 	pb := p.pairBytes()
 	pairs := min(fewPairs, p.kp)
 	var buf []byte

@@ -62,7 +62,7 @@ func (b *manyBody) run(lo, hi int) {
 // mixes reports whether the product runs tilesMix where it has three
 // panels at once: over int8 panels of 16 columns where mixTiles (AVX2's),
 // unless the many-row path runs tiles over two panels (tileWide).
-func (p *product) mixes() bool { return p.i8 && !p.wide && gemmCols() == 16 && mixTiles() }
+func (p *product) mixes() bool { return p.i8 && !p.wide && gemmCols() == mixCols && mixTiles() }
 
 // tilesMix computes rows [r0, r0+rows) by three int8 panels, each pstride
 // bytes after the one before, over pairs [pc, pc+kc) of k, with
@@ -73,7 +73,7 @@ func (p *product) mixes() bool { return p.i8 && !p.wide && gemmCols() == 16 && m
 // a block of rows (BENCHMARKS.md, "A panel and a half"). The few-row
 // paths run it too (fewBody.runMix, fewColsBody), over all their rows.
 func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c []byte, ldc int, w16 []byte) {
-	const nr = 16 // AVX2's int8 panels
+	const nr = mixCols
 	w16 = w16[:64*kc]
 	widenInt8(panels[2*pstride:2*pstride+2*nr*kc], w16)
 	tiles := (rows + mixRows - 1) / mixRows
@@ -96,7 +96,7 @@ func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c [
 // through tilesMix, the one or two left through tiles (the few-row paths'
 // units). c holds the panels' columns in order, 4·16 bytes a panel.
 func (p *product) tilesMixPanels(pc, kc int, panels []byte, pstride, count int, c []byte, ldc int, w16 []byte) {
-	const nr = 16 // AVX2's int8 panels
+	const nr = mixCols
 	pn := 0
 	for ; pn+3 <= count; pn += 3 {
 		p.tilesMix(0, p.m, pc, kc, panels[pn*pstride:], pstride, c[4*nr*pn:], ldc, w16)
