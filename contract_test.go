@@ -278,4 +278,15 @@ func TestRotationOverflowExplained(t *testing.T) {
 	if _, _, err := kitchen.QuantizeInt8Rowwise(context.Background(), x); !errors.Is(err, backend.ErrNonFinite) || strings.Contains(err.Error(), "rotation") {
 		t.Errorf("got %v", err)
 	}
+	// int8_linear says so only where it rotates x.
+	x = must(tensor.FromFloat32(kitchen.Float16, []float32{1, 1, 1, 1, 60000, 60000, 60000, -60000}, 2, 4))
+	wq := must(tensor.FromInt8(make([]int8, 3*4), 3, 4))
+	ws := must(tensor.FromFloat32(kitchen.Float32, []float32{0.5}))
+	if _, err := kitchen.Int8Linear(context.Background(), x, wq, ws, kitchen.WithConvRot(4)); !errors.As(err, &ae) || !errors.Is(err, backend.ErrNonFinite) || ae.Row != 1 || !strings.Contains(err.Error(), "rotation") {
+		t.Errorf("int8_linear with ConvRot: got %v, want ErrNonFinite in row 1 naming the rotation", err)
+	}
+	x = must(tensor.FromFloat32(kitchen.Float16, []float32{1, 1, 1, 1, 1, float32(math.Inf(1)), 1, 1}, 2, 4))
+	if _, err := kitchen.Int8Linear(context.Background(), x, wq, ws); !errors.Is(err, backend.ErrNonFinite) || strings.Contains(err.Error(), "rotation") {
+		t.Errorf("int8_linear without ConvRot: got %v", err)
+	}
 }

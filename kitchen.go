@@ -24,14 +24,12 @@ package kitchen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/gokitchen/kitchen/backend"
 	_ "github.com/gokitchen/kitchen/backend/cpu"   // the fused host backend
 	_ "github.com/gokitchen/kitchen/backend/eager" // the reference backend
 	"github.com/gokitchen/kitchen/dtype"
-	"github.com/gokitchen/kitchen/op"
 	"github.com/gokitchen/kitchen/tensor"
 )
 
@@ -299,29 +297,7 @@ func run[A backend.Args, R backend.Result](ctx context.Context, s *settings, o *
 	if s.report != nil {
 		*s.report = ran
 	}
-	return res, explainNonFinite(args, err)
-}
-
-// explainNonFinite says, for a call that rotates its input, that a row
-// found not finite may be a finite row whose rotation overflows (the
-// contract checks after rotating), so the error does not seem to blame
-// finite data wrongly.
-func explainNonFinite(args backend.Args, err error) error {
-	var ae *backend.ArgError
-	if !errors.As(err, &ae) || !errors.Is(ae.Err, backend.ErrNonFinite) {
-		return err
-	}
-	rotates := false
-	switch a := args.(type) {
-	case *op.ConvRotWeightArgs, *op.RotateRowwiseArgs:
-		rotates = true
-	case *op.LinearArgs:
-		rotates = a.Group > 0
-	}
-	if !rotates {
-		return err
-	}
-	return fmt.Errorf("%w (or, after the ConvRot rotation, finite values that it takes beyond the range of the input's dtype)", err)
+	return res, err
 }
 
 // ListBackends describes every known backend of the default registry in

@@ -38,6 +38,16 @@ type Stochastic interface {
 	Stochastic() bool
 }
 
+// Explainer is implemented by the Args of an operation that can say more
+// about some of its kernels' errors than a kernel can: a rotating
+// operation, whose kernels report a row not finite after the rotation,
+// which may be a finite row the rotation took out of its dtype's range.
+// Op.Run passes every error of a kernel through Explain, so each
+// operation says it once, in its own package, whoever calls Run.
+type Explainer interface {
+	Explain(err error) error
+}
+
 // Result is what an operation returns: one or more tensors.
 type Result interface {
 	// Outputs lists the tensors the call made, so that generic code (the
@@ -243,6 +253,9 @@ func (o *Op[A, R]) Run(ctx context.Context, r *Registry, args A, name string) (R
 			if t != nil && !overlapsAny(t, mine) {
 				t.Release() // nothing is returned on error
 			}
+		}
+		if e, ok := any(args).(Explainer); ok {
+			err = e.Explain(err)
 		}
 		return zero, cap.backend, fmt.Errorf("backend %s: %w", cap.backend, err)
 	}

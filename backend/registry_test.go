@@ -470,3 +470,36 @@ func TestDeliverLogsToRegistry(t *testing.T) {
 		t.Errorf("the registry's log lacks the copy:\n%s", log.String())
 	}
 }
+
+// explained is an operation whose Args are a backend.Explainer.
+var explained = backend.Declare[*explainedArgs, doubled]("test_explained", nil)
+
+type explainedArgs struct{ doubleArgs }
+
+func (a *explainedArgs) Explain(err error) error { return fmt.Errorf("%w (explained)", err) }
+
+// TestExplainer: Run passes a kernel's error through the Args' Explain,
+// keeping what it wraps, and leaves a call that succeeds alone.
+func TestExplainer(t *testing.T) {
+	r := backend.NewRegistry(nil)
+	bad := &backend.ArgError{Op: explained.Name(), Param: "x", Row: 1, Err: backend.ErrNonFinite}
+	if err := r.Register(backend.Backend{Name: "eager", Kind: backend.Reference, Caps: []backend.Capability{
+		explained.Implement(backend.Constraints{}, func(ctx context.Context, a *explainedArgs) (doubled, error) {
+			if a.Seed == 1 {
+				return doubled{}, bad
+			}
+			return runDouble(ctx, &a.doubleArgs)
+		}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ae *backend.ArgError
+	_, _, err := explained.Run(ctx, r, &explainedArgs{doubleArgs{X: xOf(t, dtype.Float32, 2, 4), Seed: 1}}, "")
+	if !errors.As(err, &ae) || ae != bad || !strings.HasSuffix(err.Error(), "(explained)") {
+		t.Errorf("failed call: %v, want the kernel's ArgError, explained", err)
+	}
+	if _, _, err := explained.Run(ctx, r, &explainedArgs{doubleArgs{X: xOf(t, dtype.Float32, 2, 4)}}, ""); err != nil {
+		t.Errorf("good call: %v", err)
+	}
+}

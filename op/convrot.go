@@ -47,6 +47,18 @@ func checkGroup(name, param string, g, k int) error {
 	return nil
 }
 
+// explainRotation adds, to an error for a row found not finite, that the
+// row may be finite and the rotation have taken it out of range: the
+// contract checks for NaN and infinity after rotating, so the error must
+// not seem to blame finite data wrongly. Other errors pass unchanged.
+func explainRotation(err error) error {
+	var ae *backend.ArgError
+	if !errors.As(err, &ae) || !errors.Is(ae.Err, backend.ErrNonFinite) {
+		return err
+	}
+	return fmt.Errorf("%w (or, after the ConvRot rotation, finite values that it takes beyond the range of the input's dtype)", err)
+}
+
 // ConvRotWeightArgs are the arguments of quantize_int8_convrot_weight.
 type ConvRotWeightArgs struct {
 	// Weight is float32, float16 or bfloat16 of shape [N, K], K a multiple
@@ -91,6 +103,9 @@ func (a *ConvRotWeightArgs) Validate() error {
 	}
 	return checkOuts(name, a.Weight.Device(), a.outs(), a.Weight)
 }
+
+// Explain implements backend.Explainer: see explainRotation.
+func (a *ConvRotWeightArgs) Explain(err error) error { return explainRotation(err) }
 
 func (a *ConvRotWeightArgs) outs() outList { return a.Out.outs(a.Weight, lastDim(a.Weight, 1)) }
 
@@ -143,6 +158,9 @@ func (a *RotateRowwiseArgs) Validate() error {
 	}
 	return checkOuts(name, a.X.Device(), a.outs(), a.X)
 }
+
+// Explain implements backend.Explainer: see explainRotation.
+func (a *RotateRowwiseArgs) Explain(err error) error { return explainRotation(err) }
 
 func (a *RotateRowwiseArgs) outs() outList { return a.Out.outs(a.X, lastDim(a.X, 1)) }
 

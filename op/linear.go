@@ -168,6 +168,16 @@ func (a *LinearArgs) OutShape() []int {
 	return s
 }
 
+// Explain implements backend.Explainer: a call that rotates x says that a
+// row found not finite may be one the rotation took out of range (see
+// explainRotation).
+func (a *LinearArgs) Explain(err error) error {
+	if a.Group > 0 {
+		return explainRotation(err)
+	}
+	return err
+}
+
 // Validate implements backend.Args. The weight scales are read (copied to
 // the host) to check that each is finite and positive.
 func (a *LinearArgs) Validate() error {
