@@ -22,7 +22,8 @@ import (
 //	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
-//	(a prepared weight's plain rows are what the one-row and dot paths read)
+//	(a prepared weight's plain rows are what the one-row and dot paths read;
+//	 with one, the dot path ends at 28 rows: dotMaxPrepared)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 with AVX2 on a Zen 3),
 //	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
@@ -192,15 +193,19 @@ func pathFor(m int) int {
 // calls alternated in one process, a plain weight: 0.68-0.75 at 9 and 16
 // rows, 0.56-0.62 at 32 and 48; a prepared one, 0.55-0.61 at 16 and 32).
 // With the AVX2 set a plain weight's few-row path took 0.93-1.12 of the
-// dot path's time from 9 to 48 rows, and over prepared panels 1.10-1.16
-// at 16 rows, 1.05-1.08 at 32, 0.97-0.99 at 9 and 48: a prepared weight's
-// rows are read plain there too. So are they up to gemvMax rows, on the
+// dot path's time from 9 to 48 rows. A prepared weight (prepared) has its
+// plain rows read by the dot path to dotMaxPrepared rows, its panels by
+// the few-row path above. So are its rows up to gemvMax rows, on the
 // one-row path: on a 2-core Zen 5, 4096x4096, two threads, it took
 // 0.83-0.88 of the few-row path's time over the prepared panels at 2, 4
 // and 8 rows.
-func linearPath(m, k int) int {
+func linearPath(m, k int, prepared bool) int {
 	path := pathFor(m)
-	if impl == implAVX2 && !quadPanels() && k%16 == 0 && m >= dotMin && m <= dotMax {
+	top := dotMax
+	if prepared {
+		top = dotMaxPrepared
+	}
+	if impl == implAVX2 && !quadPanels() && k%16 == 0 && m >= dotMin && m <= top {
 		return dotRows
 	}
 	return path
@@ -238,6 +243,14 @@ func dotMinFor() int {
 }
 
 const dotMax = 48
+
+// dotMaxPrepared is dotMax for a prepared weight, whose panels the
+// few-row path reads without packing: on a 2-core Zen 3, 4096x4096, the
+// weight out of the caches, calls run in turn in one process, the median
+// of their ratios to the dot path's, the few-row path over the panels
+// took 1.03-1.04 of its time at 16 and 20 rows, 0.98-1.00 at 24 and 28,
+// 0.92-0.96 at 32, 0.91 at 40 and 0.88-0.93 at 48.
+const dotMaxPrepared = 28
 
 // The ways to lay out a product.
 const (
@@ -664,7 +677,7 @@ func int8Linear(ctx context.Context, a *op.LinearArgs) (op.Dequantized, error) {
 	if err != nil {
 		return res, err
 	}
-	path := linearPath(m, k)
+	path := linearPath(m, k, panels != nil)
 	if path == oneRow || path == dotRows {
 		panels = nil
 	}

@@ -24,13 +24,13 @@ func TestLinearPathQuads(t *testing.T) {
 	impl = implAVX512
 	for _, vnni = range []bool{true, false} {
 		for _, c := range []struct{ m, want int }{{1, oneRow}, {8, oneRow}, {9, fewRows}, {16, fewRows}, {48, fewRows}, {96, fewRows}, {97, manyRows}} {
-			if got := linearPath(c.m, 4096); got != c.want {
+			if got := linearPath(c.m, 4096, false); got != c.want {
 				t.Errorf("%d rows of 4096, VNNI %v: path %d, want %d", c.m, vnni, got, c.want)
 			}
 		}
 	}
 	impl, vnni = implAVX2, true
-	if got := linearPath(16, 4096); got != fewRows {
+	if got := linearPath(16, 4096, false); got != fewRows {
 		t.Errorf("16 rows of 4096, AVX2 with AVX-VNNI: path %d, want the few-row path", got)
 	}
 }

@@ -492,7 +492,7 @@ func TestLinearPath(t *testing.T) {
 		{8, 4100, implAVX2, oneRow}, {3, 4096, implAVX512, oneRow},
 	} {
 		impl = c.set
-		if got := linearPath(c.m, c.k); got != c.want {
+		if got := linearPath(c.m, c.k, false); got != c.want {
 			t.Errorf("dotMin 2: %d rows of %d, kernel set %s: path %d, want %d", c.m, c.k, kernelSetNames[c.set], got, c.want)
 		}
 	}
@@ -505,8 +505,17 @@ func TestLinearPath(t *testing.T) {
 		{16, 4096, implAVX512, fewRows}, {2, 4096, implAVX512, oneRow}, {16, 4096, implGeneric, fewRows},
 	} {
 		impl = c.set
-		if got := linearPath(c.m, c.k); got != c.want {
+		if got := linearPath(c.m, c.k, false); got != c.want {
 			t.Errorf("%d rows of %d, kernel set %s: path %d, want %d", c.m, c.k, kernelSetNames[c.set], got, c.want)
+		}
+	}
+	// A prepared weight leaves the dot path for its panels sooner.
+	impl = implAVX2
+	for _, c := range []struct{ m, want int }{
+		{8, oneRow}, {9, dotRows}, {dotMaxPrepared, dotRows}, {dotMaxPrepared + 1, fewRows}, {48, fewRows}, {97, manyRows},
+	} {
+		if got := linearPath(c.m, 4096, true); got != c.want {
+			t.Errorf("%d rows of 4096, prepared: path %d, want %d", c.m, got, c.want)
 		}
 	}
 }
