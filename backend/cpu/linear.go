@@ -18,19 +18,20 @@ import (
 // linearPath and mmInt8 choose by M:
 //
 //	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
-//	    up to 8 rows one row at a time, 9-48 dot, 49-96 few, more many
-//	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor)
+//	    up to 8 rows one row at a time, 9-48 dot, 49-192 few, more many
+//	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor;
+//	     a prepared weight: dot to 28 rows, few to 96: dotMaxPrepared)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
-//	(a prepared weight's plain rows are what the one-row and dot paths read;
-//	 with one, the dot path ends at 28 rows: dotMaxPrepared)
+//	    (AVX2 without AVX-VNNI, a plain weight: few to 192: fewMaxPlain)
+//	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 with AVX2 on a Zen 3),
 //	    up to 96 few (b packed a few panels at a time), more many (b packed whole)
 //	mm_int8 otherwise:
 //	    up to 8 rows cols, more many (b packed whole, int16 panels)
 //
-//   - many rows (M > fewMax, linear_many.go): W packed once per call into panels of
+//   - many rows (M > fewMax or fewMaxPlain, linear_many.go): W packed once per call into panels of
 //     gemmCols channels (per pair of k, each channel's two values, as
 //     int8 on the assembly sets, else int16; quads with VNNI, below);
 //     then blocks of blockRows rows by blockCols channels in parallel,
@@ -184,8 +185,9 @@ func pathFor(m int) int {
 }
 
 // linearPath chooses int8_linear's layout for m rows of k: pathFor's,
-// except that the weight takes the dot path for dotMin to dotMax rows with
-// the AVX2 kernels without quad panels when k is a multiple of 16. With
+// except that with the AVX2 kernels without quad panels the weight takes
+// the dot path for dotMin to dotMax rows when k is a multiple of 16, and a
+// plain one the few-row path to fewMaxPlain rows. With
 // quad panels the few-row path is faster (on a 2-core Zen 5, 4096x4096,
 // the weight out of the caches, it took 0.88-0.96 of the dot path's time
 // from 9 to 16 rows, 0.77-0.85 from 20 to 32), and so it is with AVX-512's
@@ -200,15 +202,20 @@ func pathFor(m int) int {
 // 0.83-0.88 of the few-row path's time over the prepared panels at 2, 4
 // and 8 rows.
 func linearPath(m, k int, prepared bool) int {
-	path := pathFor(m)
+	if impl != implAVX2 || quadPanels() {
+		return pathFor(m)
+	}
 	top := dotMax
 	if prepared {
 		top = dotMaxPrepared
 	}
-	if impl == implAVX2 && !quadPanels() && k%16 == 0 && m >= dotMin && m <= top {
+	switch {
+	case k%16 == 0 && m >= dotMin && m <= top:
 		return dotRows
+	case !prepared && m > gemvMax && m <= fewMaxPlain:
+		return fewRows
 	}
-	return path
+	return pathFor(m)
 }
 
 // dotMin and dotMax bound the rows that take the dot path. Measured on a
@@ -251,6 +258,16 @@ const dotMax = 48
 // took 1.03-1.04 of its time at 16 and 20 rows, 0.98-1.00 at 24 and 28,
 // 0.92-0.96 at 32, 0.91 at 40 and 0.88-0.93 at 48.
 const dotMaxPrepared = 28
+
+// fewMaxPlain is fewMax for a plain weight with the AVX2 set without quad
+// panels, whose few-row path runs tilesMix over whole passes: packing as
+// it goes there costs less than the many-row path's packing the weight
+// first up to 192 rows, a block of them. On a 2-core Zen 3, 4096x4096,
+// the weight out of the caches, calls run in turn in one process, the
+// median of the many-row path's ratios to the few-row path's: 1.03-1.06
+// from 112 to 192 rows, 1.01-1.02 from 256 to 512 (over a prepared
+// weight's panels, which neither packs, 0.97-1.02).
+const fewMaxPlain = 192
 
 // The ways to lay out a product.
 const (

@@ -2,8 +2,9 @@ package cpu
 
 import "encoding/binary"
 
-// The few-row path (gemvMax < M <= fewMax): panels packed just before
-// their tiles use them, or a prepared weight's (see linear.go).
+// The few-row path (gemvMax < M <= fewMax, or fewMaxPlain: linearPath):
+// panels packed just before their tiles use them, or a prepared weight's
+// (see linear.go).
 
 // fewBody runs panels [lo, hi) over every row: it packs a pass of k of the
 // panel (the whole of k, unless k is very long) as int8 pairs, or quads

@@ -1,7 +1,7 @@
 package cpu
 
-// The many-row path (M > fewMax): blocks of rows by channels over panels
-// packed once per call (see linear.go).
+// The many-row path (M > fewMax, or fewMaxPlain: linearPath): blocks of
+// rows by channels over panels packed once per call (see linear.go).
 
 // manyBody runs blocks of blockRows rows by blockCols channels, numbered
 // row block by row block.

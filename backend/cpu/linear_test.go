@@ -500,7 +500,8 @@ func TestLinearPath(t *testing.T) {
 	for _, c := range []struct{ m, k, set, want int }{
 		{1, 4096, implAVX2, oneRow}, {2, 4096, implAVX2, oneRow}, {8, 4096, implAVX2, oneRow},
 		{9, 4096, implAVX2, dotRows}, {16, 4096, implAVX2, dotRows}, {48, 4096, implAVX2, dotRows},
-		{49, 4096, implAVX2, fewRows}, {97, 4096, implAVX2, manyRows}, {200, 4096, implAVX2, manyRows},
+		{49, 4096, implAVX2, fewRows}, {97, 4096, implAVX2, fewRows}, {fewMaxPlain, 4100, implAVX2, fewRows},
+		{fewMaxPlain + 1, 4096, implAVX2, manyRows}, {97, 4096, implAVX512, manyRows},
 		{16, 4100, implAVX2, fewRows}, {8, 4100, implAVX2, oneRow},
 		{16, 4096, implAVX512, fewRows}, {2, 4096, implAVX512, oneRow}, {16, 4096, implGeneric, fewRows},
 	} {
@@ -512,7 +513,7 @@ func TestLinearPath(t *testing.T) {
 	// A prepared weight leaves the dot path for its panels sooner.
 	impl = implAVX2
 	for _, c := range []struct{ m, want int }{
-		{8, oneRow}, {9, dotRows}, {dotMaxPrepared, dotRows}, {dotMaxPrepared + 1, fewRows}, {48, fewRows}, {97, manyRows},
+		{8, oneRow}, {9, dotRows}, {dotMaxPrepared, dotRows}, {dotMaxPrepared + 1, fewRows}, {48, fewRows}, {fewMax, fewRows}, {fewMax + 1, manyRows},
 	} {
 		if got := linearPath(c.m, 4096, true); got != c.want {
 			t.Errorf("%d rows of 4096, prepared: path %d, want %d", c.m, got, c.want)
