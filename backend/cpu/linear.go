@@ -266,7 +266,7 @@ const dotMaxPrepared = 28
 // the weight out of the caches, calls run in turn in one process, the
 // median of the many-row path's ratios to the few-row path's: 1.03-1.06
 // from 112 to 192 rows, 1.01-1.02 from 256 to 512 (over a prepared
-// weight's panels, which neither packs, 0.97-1.02).
+// weight's panels, which neither packs, 0.98-1.03).
 const fewMaxPlain = 192
 
 // The ways to lay out a product.
