@@ -19,11 +19,11 @@ import (
 //
 //	int8_linear, AVX2 set without AVX-VNNI, K % 16 == 0:
 //	    up to 8 rows one row at a time, 9-48 dot, 49-192 few, more many
-//	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor;
-//	     a prepared weight: dot to 28 rows, few to 96: dotMaxPrepared)
+//	    (on a Zen 3: 1 row one row at a time, 2-48 dot: dotMinFor);
+//	    a prepared weight: dot to 28 rows, few to 96 (dotMaxPrepared)
 //	int8_linear otherwise:
 //	    up to 8 rows one row at a time, up to 96 few, more many
-//	    (AVX2 without AVX-VNNI, a plain weight: few to 192: fewMaxPlain)
+//	    (a plain weight with the AVX2 set without AVX-VNNI: few to 192, fewMaxPlain)
 //	(a prepared weight's plain rows are what the one-row and dot paths read)
 //	mm_int8 (b is [K, N]), AVX2 or AVX-512 set:
 //	    up to colsMax() rows cols (8; 7 with AVX512-VNNI, 15 with AVX-VNNI, 11 with AVX-512 alone, 4 with AVX2 on a Zen 3),
@@ -196,11 +196,10 @@ func pathFor(m int) int {
 // rows, 0.56-0.62 at 32 and 48; a prepared one, 0.55-0.61 at 16 and 32).
 // With the AVX2 set a plain weight's few-row path took 0.93-1.12 of the
 // dot path's time from 9 to 48 rows. A prepared weight (prepared) has its
-// plain rows read by the dot path to dotMaxPrepared rows, its panels by
-// the few-row path above. So are its rows up to gemvMax rows, on the
-// one-row path: on a 2-core Zen 5, 4096x4096, two threads, it took
-// 0.83-0.88 of the few-row path's time over the prepared panels at 2, 4
-// and 8 rows.
+// plain rows read by the dot path only to dotMaxPrepared rows, its panels
+// by the few-row path above; and by the one-row path up to gemvMax rows:
+// on a 2-core Zen 5, 4096x4096, two threads, it took 0.83-0.88 of the
+// few-row path's time over the prepared panels at 2, 4 and 8 rows.
 func linearPath(m, k int, prepared bool) int {
 	if impl != implAVX2 || quadPanels() {
 		return pathFor(m)
