@@ -17,7 +17,7 @@ import (
 
 func newBench() *cobra.Command {
 	var (
-		shape    string
+		shapes   []string
 		dt       string
 		device   string
 		backends []string
@@ -35,10 +35,11 @@ rounds, a parallel copy of the input. Each operation's floor is the time to copy
 bytes it must read and write at that speed; the ratio to it is the figure to compare
 across machines.
 
---op chooses operations. The matrix products (mm_int8, int8_linear) take --shape M,K,N
-and also report GOPS, 2·M·N·K operations per second; their floor is moving their
-operands and output (for few rows, mostly the int8 weight's K·N bytes) at the copy
-speed. On the host they also report this machine's peak at the cpu kernel's arithmetic
+--shape may be given more than once: each shape is timed in turn, its table (or with
+--json its object) printed as it finishes. --op chooses operations. The matrix
+products (mm_int8, int8_linear) take --shape M,K,N and also report GOPS, 2·M·N·K
+operations per second; their floor is moving their operands and output (for few rows,
+mostly the int8 weight's K·N bytes) at the copy speed. On the host they also report this machine's peak at the cpu kernel's arithmetic
 (its int16 multiply-adds, or with AVX512-VNNI its byte multiply-adds, from registers
 on every thread; the highest of about --runs measurements made just before and just
 after each backend's rounds) and their share of it ("of peak"), and, in the same
@@ -64,8 +65,12 @@ OP2 (REASON)", and --json lists each refusal in "declined" as {"op", "backend",
 			}
 			var err error
 			cfg.Ops = ops
-			if cfg.Shape, err = parseShape(shape); err != nil {
-				return err
+			// Every shape is checked before the first runs.
+			parsed := make([][]int, len(shapes))
+			for i, s := range shapes {
+				if parsed[i], err = parseShape(s); err != nil {
+					return err
+				}
 			}
 			if cfg.DType, err = dtype.Parse(dt); err != nil {
 				return fmt.Errorf("--dtype: %w", err)
@@ -74,18 +79,30 @@ OP2 (REASON)", and --json lists each refusal in "declined" as {"op", "backend",
 			if cfg.Device, err = benchDevice(device); err != nil {
 				return err
 			}
-			res, err := bench.Run(cmd.Context(), cfg)
-			if err != nil {
-				return err
+			w := cmd.OutOrStdout()
+			for i, shape := range parsed {
+				cfg.Shape = shape
+				res, err := bench.Run(cmd.Context(), cfg)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					err = writeJSON(w, res)
+				} else {
+					if i > 0 {
+						fmt.Fprintln(w)
+					}
+					err = printBench(w, res)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			return printBench(cmd.OutOrStdout(), res)
+			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&shape, "shape", "8352,3840", "tensor shape, comma-separated")
+	f.StringArrayVar(&shapes, "shape", []string{"8352,3840"}, "tensor shape, comma-separated; repeat it to time several shapes in turn")
 	f.StringVar(&dt, "dtype", "bf16", "input dtype: bf16, fp16 or fp32")
 	f.StringVar(&device, "device", "cpu", "device holding the tensors: cpu, or npu (Ascend)")
 	f.StringSliceVar(&backends, "backends", nil, "backends to time (default: every available one)")
@@ -94,7 +111,7 @@ OP2 (REASON)", and --json lists each refusal in "declined" as {"op", "backend",
 	f.IntVar(&cfg.Runs, "runs", 10, "measured rounds")
 	f.IntVar(&cfg.Group, "convrot", 0, "int8_linear: rotate x in ConvRot groups of `G` (a power of 4 dividing K), as a ConvRot layer does")
 	f.StringVar(&cfg.InputAct, "input-act", "", "int8_linear: the input activation, gelu_tanh or swiglu (x is then [M, 2K])")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object (one a shape, in turn, for several)")
 	f.StringVar(&convertFile, "convert", "", "time a conversion (kitchen quantize) of `FILE` (a .safetensors file, a sharded index, or a directory holding one index and its shards) against reading it, writing+syncing its output's size, and doing both at once (--runs rounds, default 3)")
 	return cmd
 }

@@ -298,6 +298,36 @@ func TestBenchGEMM(t *testing.T) {
 	}
 }
 
+// TestBenchShapes: a repeated --shape times each shape in turn, one JSON
+// object (or table) each, in order; a bad one is refused before any runs.
+func TestBenchShapes(t *testing.T) {
+	args := []string{"bench", "--op", "mm_int8", "--backends", "cpu", "--shape", "2,32,8", "--shape", "3,64,8", "--warmup", "0", "--runs", "1"}
+	out, err := runCLI(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var shapes [][]int
+	for dec.More() {
+		var res struct {
+			Shape []int `json:"shape"`
+		}
+		if err := dec.Decode(&res); err != nil {
+			t.Fatalf("not a stream of JSON objects: %v\n%s", err, out)
+		}
+		shapes = append(shapes, res.Shape)
+	}
+	if want := [][]int{{2, 32, 8}, {3, 64, 8}}; !slices.EqualFunc(shapes, want, slices.Equal) {
+		t.Errorf("shapes %v, want %v", shapes, want)
+	}
+	if out, err = runCLI(t, args...); err != nil || strings.Count(out, "cpu kernels") != 2 || !strings.Contains(out, "[2 32 8]") || !strings.Contains(out, "[3 64 8]") {
+		t.Errorf("text: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, "bench", "--op", "mm_int8", "--shape", "2,32,8", "--shape", "3,x,8"); err == nil || out != "" {
+		t.Errorf("a bad second shape: %v, printed %q", err, out)
+	}
+}
+
 // TestPrintable: names and metadata from a file are printed on one line,
 // their control characters escaped, so a name cannot forge rows of a
 // table; error messages keep their own lines.
