@@ -219,6 +219,10 @@ func linearPaths(t *testing.T, e *env, tl *tally) {
 	for i, dt := range dtype.Floats() {
 		x := hostTensor(dt, rotatableSplitX(dt, uint64(70+i))[:m*2*k*dt.Size()], m, 2*k)
 		xk, _ := x.Reshape(2*m, k)
+		// More rows than the cpu backend's few-row path takes with any
+		// kernel set (192 at most): the weight packed whole by the call.
+		xm := hostTensor(dt, rotatableSplitX(dt, uint64(75+i))[:256*k*dt.Size()], 256, k)
+		e.match(t, tl, linearCall(xm, w, floats(dtype.Float32, sv, n, 1), floats(dt, ramp(n), n), dtype.BFloat16, 0, ""))
 		for j, sdt := range dtype.Floats() {
 			ws := floats(sdt, sv, n, 1)
 			bias := floats(dtype.Floats()[(i+j)%3], ramp(n), n)
@@ -328,7 +332,7 @@ func packedLinearCall(x, w, ws, bias *tensor.Tensor, out dtype.DType, group int,
 // another weight, or released, is an error.
 func linearPreparedPaths(t *testing.T, e *env, tl *tally) {
 	g := splitGen(61, dtype.Float32)
-	for _, s := range [][3]int{{1, 256, 80}, {3, 255, 33}, {17, 512, 50}, {130, 257, 70}} {
+	for _, s := range [][3]int{{1, 256, 80}, {3, 255, 33}, {17, 512, 50}, {40, 512, 50}, {130, 257, 70}} {
 		m, k, n := s[0], s[1], s[2]
 		w := hostTensor(dtype.Int8, g.int8s(n*k), n, k)
 		sv := make([]float32, n)
