@@ -29,7 +29,7 @@ func info(t *testing.T, reg *backend.Registry, name string) backend.Info {
 
 // unavailable registers from opts into a fresh registry, expects failure
 // and returns the error and the reason ListBackends gives.
-func unavailable(t *testing.T, opts ascend.Options) (error, string) {
+func unavailable(t *testing.T, opts ascend.Options) (string, error) {
 	t.Helper()
 	reg := backend.NewRegistry(nil)
 	rt, err := ascend.Register(reg, opts)
@@ -49,7 +49,7 @@ func unavailable(t *testing.T, opts ascend.Options) (error, string) {
 		t.Errorf("a call naming the unavailable backend: %v, want BackendNotFoundError with reason %q", cerr, "unavailable: "+b.Reason)
 	}
 	t.Logf("reason: %s", b.Reason)
-	return err, b.Reason
+	return b.Reason, err
 }
 
 func contains(t *testing.T, what, s string, subs ...string) {
@@ -63,7 +63,7 @@ func contains(t *testing.T, what, s string, subs ...string) {
 
 func TestRegisterWithoutLibrary(t *testing.T) {
 	dir := t.TempDir()
-	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	reason, err := unavailable(t, ascend.Options{Dirs: []string{dir}})
 	var le *ascend.LibraryError
 	if !errors.As(err, &le) || le.Library != "libascendcl.so" {
 		t.Fatalf("got %v, want a LibraryError for libascendcl.so", err)
@@ -79,7 +79,7 @@ func TestRegisterWithoutLibrary(t *testing.T) {
 // but not libopapi.so.
 func TestRegisterWithoutOneLibrary(t *testing.T) {
 	dir, _ := withoutOpAPI(t)
-	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	reason, err := unavailable(t, ascend.Options{Dirs: []string{dir}})
 	var le *ascend.LibraryError
 	if !errors.As(err, &le) || le.Library != "libopapi.so" {
 		t.Fatalf("got %v, want a LibraryError for libopapi.so", err)
@@ -103,7 +103,7 @@ func TestRegisterLibraryLacksFunction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err, reason := unavailable(t, ascend.Options{Dirs: []string{dir}})
+	reason, err := unavailable(t, ascend.Options{Dirs: []string{dir}})
 	var le *ascend.LibraryError
 	if !errors.As(err, &le) || le.Library != "libopapi.so" || !strings.HasPrefix(le.Symbol, "aclnn") ||
 		len(le.Tried) != 1 || le.Tried[0] != filepath.Join(dir, "libopapi.so") {
@@ -118,7 +118,7 @@ func TestRegisterWithoutDevice(t *testing.T) {
 		t.Skip("needs the simulator to hide the devices")
 	}
 	t.Setenv(ascendsim.EnvDevices, "0")
-	err, reason := unavailable(t, opts)
+	reason, err := unavailable(t, opts)
 	if !errors.Is(err, ascend.ErrNoDevice) {
 		t.Fatalf("got %v, want ErrNoDevice", err)
 	}
@@ -137,7 +137,7 @@ func TestRegisterCallFails(t *testing.T) {
 	} {
 		t.Run(c.call, func(t *testing.T) {
 			t.Setenv(ascendsim.EnvFail, c.call+":"+itoa(c.code)+":"+c.msg)
-			err, reason := unavailable(t, opts)
+			reason, err := unavailable(t, opts)
 			var ae *ascend.Error
 			if !errors.As(err, &ae) || ae.Call != c.call || ae.Code != c.code || ae.Message != c.msg {
 				t.Fatalf("got %#v, want call %s, code %d, message %q", err, c.call, c.code, c.msg)
