@@ -49,8 +49,9 @@ import (
 //   - one row at a time (M <= gemvMax, linear_one.go): gemv reads 8
 //     weight rows as they are, one after another, and multiplies them
 //     with up to 4 rows of A, at the memory's speed;
-//   - dot products (int8_linear, dotMin to dotMax rows, K a multiple of
-//     16, the AVX2 kernel set without quad panels: linearPath takes it
+//   - dot products (int8_linear, dotMin to dotMax rows, dotMaxPrepared
+//     for a prepared weight, K a multiple of 16, the AVX2 kernel set
+//     without quad panels: linearPath takes it
 //     there instead of the two above): dotTile
 //     reads the weight rows as they are too, 4 rows of A (interleaved a
 //     step of 16 values at a time) by 3 channels at a time, each product
@@ -274,7 +275,7 @@ const (
 	fewRows  // up to fewMax rows
 	oneRow   // up to gemvMax rows
 	colsRows // mm_int8 up to colsMax() rows: b [K, N] read as it is
-	dotRows  // int8_linear, dotMin to dotMax rows, plain weight, assembly: W read as it is (dotBody)
+	dotRows  // int8_linear, dotMin to dotMax rows (dotMaxPrepared prepared), AVX2: W read as it is (dotBody)
 )
 
 // colsMax is the most rows of A for which mm_int8 multiplies b as it is
