@@ -45,7 +45,7 @@ import (
 //     memory once and the packed form never leaves the caches (a prepared
 //     weight comes packed whole instead; mm_int8's b is packed a pass of
 //     a few panels at a time, fewColsBody); with AVX2's int8 panels, three
-//     panels a unit, for tilesMix (fewBody.runMix);
+//     panels a unit, for tilesMix (fewMixBody);
 //   - one row at a time (M <= gemvMax, linear_one.go): gemv reads 8
 //     weight rows as they are, one after another, and multiplies them
 //     with up to 4 rows of A, at the memory's speed;
@@ -469,9 +469,9 @@ func (p *product) run(ctx context.Context) error {
 		}
 		if p.mixes() {
 			units := (panels + 2) / 3
-			return parallelForParts(ctx, &fewBody{p, true}, units, max(1, grainMACs/(3*nr*p.m*p.kp*2)), productParts)
+			return parallelForParts(ctx, &fewMixBody{p}, units, max(1, grainMACs/(3*nr*p.m*p.kp*2)), productParts)
 		}
-		return parallelForParts(ctx, &fewBody{p, false}, panels, max(1, grainMACs/(nr*p.m*p.kp*2)), productParts)
+		return parallelForParts(ctx, &fewBody{p}, panels, max(1, grainMACs/(nr*p.m*p.kp*2)), productParts)
 	case dotRows:
 		units := (p.n + dotChannels - 1) / dotChannels
 		return parallelForParts(ctx, &dotBody{p}, units, max(1, grainMACs/(dotChannels*p.m*max(1, p.k))), productParts)

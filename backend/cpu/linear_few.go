@@ -9,22 +9,15 @@ import "encoding/binary"
 // fewBody runs panels [lo, hi) over every row: it packs a pass of k of the
 // panel (the whole of k, unless k is very long) as int8 pairs, or quads
 // where quadPanels, then runs the tiles in turn over parts of it small
-// enough to stay in the first-level cache (tilesMix over the whole pass:
-// runMix). A prepared weight's panels are
-// used as they are. (Packing int8 pairs rather than int16 skips the
-// widening and halves the panel: the tiles widen as they load, which costs
-// them less than the packing saves.)
-type fewBody struct {
-	p   *product
-	mix bool // units of three panels, tilesMix's (AVX2's int8 panels)
-}
+// enough to stay in the first-level cache (with AVX2's int8 panels,
+// fewMixBody instead). A prepared weight's panels are used as they are.
+// (Packing int8 pairs rather than int16 skips the widening and halves the
+// panel: the tiles widen as they load, which costs them less than the
+// packing saves.)
+type fewBody struct{ p *product }
 
 func (b *fewBody) run(lo, hi int) {
 	p := b.p
-	if b.mix {
-		b.runMix(lo, hi)
-		return
-	}
 	nr := gemmCols()
 	pb := p.pairBytes() // int8 pairs or quads, prepared or not
 	pairs := min(fewPairs, p.kp)
@@ -65,16 +58,20 @@ func (b *fewBody) run(lo, hi int) {
 	}
 }
 
-// runMix is run over units of three panels, which tilesMix takes at once
-// (a last unit of one or two panels as run does), over a whole pass of k
-// at a time, as the many-row path's passes (192 KiB of panels, the third
-// widened into 128 KiB, in the second-level cache): not over parts that
-// stay in the first-level one, as run's tiles go, since tilesMix ends
-// fewer passes then. On a 2-core Zen 3, 4096x4096, the two forms' calls
-// run in turn in one process, the median of their ratios: 0.95-0.97 of
-// the time over parts of blockPairs pairs from 56 to 96 rows, a prepared
-// weight 0.93-0.96 from 48 to 96.
-func (b *fewBody) runMix(lo, hi int) {
+// fewMixBody is fewBody where the product mixes (p.mixes(): AVX2's int8
+// panels): it runs units [lo, hi) of three panels, which tilesMix takes at
+// once (a last unit of one or two panels as fewBody does), over a whole
+// pass of k at a time, as the many-row path's passes (192 KiB of panels,
+// the third widened into 128 KiB, in the second-level cache): not over
+// parts that stay in the first-level one, as fewBody's tiles go, since
+// tilesMix ends fewer passes then. On a 2-core Zen 3, 4096x4096, calls
+// of the two forms run in turn in one process: 0.95-0.97 of the time over
+// parts of blockPairs pairs from 56 to 96 rows (the median of their
+// ratios), a prepared weight 0.93-0.96 from 48 to 96 (each form's median
+// ratio to calls with a plain weight, one over the other).
+type fewMixBody struct{ p *product }
+
+func (b *fewMixBody) run(lo, hi int) {
 	p := b.p
 	const nr = mixCols
 	pb := p.pairBytes()
@@ -139,7 +136,8 @@ var packColsLate = true
 // 16x4096x12288 8.2-9.7 against 11.4-11.7, 32x12288x4096 13.1-13.4
 // against 15.2-15.5; its AVX-512 kernels without VNNI, 16 and 96 rows,
 // within the noise (0.93-1.07). With AVX2's int8 panels a unit's panels
-// go to tilesMix three at a time (the last one or two to the tiles).
+// go to tilesMix three at a time (the last one or two to the tiles), as
+// fewMixBody's do.
 type fewColsBody struct {
 	p     *product
 	group int // pairs of panels a unit (colsGroup)

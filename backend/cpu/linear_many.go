@@ -71,7 +71,7 @@ func (p *product) mixes() bool { return p.i8 && !p.wide && gemmCols() == mixCols
 // row's broadcast pair of k then feeds 3 registers of weight, not
 // gemmTileI8's 2, for 1 widening of the third panel's 32 bytes a pair of k
 // a block of rows (BENCHMARKS.md, "A panel and a half"). The few-row
-// paths run it too (fewBody.runMix, fewColsBody), over all their rows.
+// paths run it too (fewMixBody, fewColsBody), over all their rows.
 func (p *product) tilesMix(r0, rows, pc, kc int, panels []byte, pstride int, c []byte, ldc int, w16 []byte) {
 	const nr = mixCols
 	w16 = w16[:64*kc]
